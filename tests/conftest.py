@@ -1,0 +1,59 @@
+"""Fixtures every test gets: a private RLTRAY_HOME and an in-memory keyring.
+
+No test may read or write the developer's real data folder, agent configs or
+system keychain; one autouse fixture moves all of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import keyring
+import keyring.backend
+import pytest
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A real keyring backend that keeps secrets in a dict for the test's lifetime."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.items.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.items[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        from keyring.errors import PasswordDeleteError
+
+        if (service, username) not in self.items:
+            raise PasswordDeleteError(username)
+        del self.items[(service, username)]
+
+
+@pytest.fixture(autouse=True)
+def rltray_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point RLTRAY_HOME and HOME at temp folders so nothing real is touched."""
+    home = tmp_path / "rltray-home"
+    user_home = tmp_path / "user-home"
+    user_home.mkdir()
+    monkeypatch.setenv("RLTRAY_HOME", str(home))
+    monkeypatch.setenv("HOME", str(user_home))
+    monkeypatch.setenv("USERPROFILE", str(user_home))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def memory_keyring() -> MemoryKeyring:
+    previous = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(previous)
