@@ -1,0 +1,319 @@
+"""MIS-PO objective: numpy reference vs torch vs MLX, gradients, masks and helpers.
+
+No models: small random tensors whose log-ratios are built to land inside and
+outside the token band, with padding, a gated example and an empty example.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from rltray.trainer import objective as ob
+
+torch = pytest.importorskip("torch", reason="torch is needed for the torch objective")
+mx = pytest.importorskip("mlx.core", reason="mlx is needed for the MLX objective")
+
+
+def hyper(**kw: float) -> SimpleNamespace:
+    base = {"rho_lo": 0.5, "rho_hi": 2.0, "delta_lo": -0.2, "delta_hi": 0.2, "beta": 0.05}
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def make_batch(seed: int = 0, b: int = 5, t: int = 9) -> dict[str, np.ndarray]:
+    """Random log-probs with every case present: in-band, out-of-band, padding, gating."""
+    rng = np.random.default_rng(seed)
+    n = rng.normal(-2.0, 1.0, (b, t)).astype(np.float32)
+    # log-ratio spread wide enough that about a third of the tokens leave [0.5, 2].
+    o = (n - rng.normal(0.0, 0.6, (b, t))).astype(np.float32)
+    f = (n - rng.normal(0.0, 0.1, (b, t))).astype(np.float32)
+    mask = np.ones((b, t), np.float32)
+    mask[:, 0] = 0.0  # leading prompt position
+    mask[1, -3:] = 0.0  # right padding
+    mask[3, :] = 0.0  # an example with no response tokens
+    n[1, -3:] = 50.0  # garbage in padding must not matter
+    # example 0 drifted far above the base while its advantage is positive: gated.
+    f[0] = n[0] - 0.5
+    adv = np.array([1.0, -1.0, 0.7, 2.0, -0.4], np.float32)[:b]
+    weight = np.full(b, 1.0 / b, np.float32)
+    return {"n": n, "o": o, "f": f, "mask": mask, "adv": adv, "weight": weight}
+
+
+def torch_loss(batch: dict[str, np.ndarray], h: SimpleNamespace):
+    n = torch.tensor(batch["n"], requires_grad=True)
+    loss, stats = ob.mispo_loss_torch(
+        n, batch["o"], batch["f"], batch["mask"], batch["adv"], batch["weight"], h
+    )
+    loss.backward()
+    return loss.item(), stats, n.grad.numpy()
+
+
+def mlx_loss(batch: dict[str, np.ndarray], h: SimpleNamespace):
+    def fn(n):
+        return ob.mispo_loss_mlx(
+            n, batch["o"], batch["f"], batch["mask"], batch["adv"], batch["weight"], h
+        )
+
+    (loss, stats), grad = mx.value_and_grad(fn)(mx.array(batch["n"]))
+    return float(loss.item()), stats, np.array(grad)
+
+
+def analytic_grad(batch: dict[str, np.ndarray], h: SimpleNamespace) -> np.ndarray:
+    """∂L/∂n_t = w_i mask_t [−(1/T) m_t g_i ρ_t A_i + β (1/T)(1 − exp(f_t − n_t))].
+
+    This is the gradient with masks treated as constants; if any mask leaked a
+    gradient the autograd result would differ from it.
+    """
+    n, o, f, mask = (batch[k].astype(np.float64) for k in ("n", "o", "f", "mask"))
+    adv, w = batch["adv"].astype(np.float64), batch["weight"].astype(np.float64)
+    valid = mask > 0
+    rho = np.exp(np.where(valid, n - o, 0.0))
+    m = (rho >= h.rho_lo) & (rho <= h.rho_hi)
+    t = np.maximum(mask.sum(1), 1.0)
+    drift = (mask * np.where(valid, n - f, 0.0)).sum(1) / t
+    g = ~(((adv > 0) & (drift > h.delta_hi)) | ((adv < 0) & (drift < h.delta_lo)))
+    fn = np.where(valid, f - n, 0.0)
+    per_tok = -(m * g[:, None] * rho * adv[:, None]) + h.beta * (1.0 - np.exp(fn))
+    return w[:, None] * mask * per_tok / t[:, None]
+
+
+def test_import_pulls_no_tensor_library() -> None:
+    code = (
+        "import sys, rltray.trainer.objective;"
+        "bad = [m for m in ('torch', 'mlx', 'numpy') if m in sys.modules];"
+        "sys.exit(repr(bad) if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_batch_covers_every_case() -> None:
+    b, h = make_batch(), hyper()
+    _, stats = ob.mispo_loss_numpy(**b, hyper=h)
+    assert 0.1 < stats["masked_tokens"] < 0.9
+    assert stats["gated_examples"] > 0
+    assert stats["examples"] == 4.0  # example 3 has no response tokens
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_numpy_torch_mlx_agree_on_loss_and_stats(seed: int) -> None:
+    b, h = make_batch(seed), hyper()
+    ref_loss, ref_stats = ob.mispo_loss_numpy(**b, hyper=h)
+    t_loss, t_stats, _ = torch_loss(b, h)
+    m_loss, m_stats, _ = mlx_loss(b, h)
+    assert t_loss == pytest.approx(ref_loss, rel=1e-5, abs=1e-7)
+    assert m_loss == pytest.approx(ref_loss, rel=1e-5, abs=1e-7)
+    assert set(t_stats) == set(m_stats) == set(ref_stats) == set(ob.STAT_KEYS)
+    for key in ob.STAT_KEYS:
+        assert isinstance(t_stats[key], float) and isinstance(m_stats[key], float)
+        assert t_stats[key] == pytest.approx(ref_stats[key], rel=1e-5, abs=1e-6), key
+        assert m_stats[key] == pytest.approx(ref_stats[key], rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_gradients_match_between_torch_mlx_and_analytic(seed: int) -> None:
+    b, h = make_batch(seed), hyper()
+    _, _, t_grad = torch_loss(b, h)
+    _, _, m_grad = mlx_loss(b, h)
+    expected = analytic_grad(b, h)
+    np.testing.assert_allclose(t_grad, m_grad, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(t_grad, expected, atol=1e-6, rtol=1e-5)
+    np.testing.assert_allclose(m_grad, expected, atol=1e-6, rtol=1e-5)
+
+
+def _case_masks(b: dict[str, np.ndarray], h: SimpleNamespace):
+    valid = b["mask"] > 0
+    rho = np.exp(np.where(valid, b["n"] - b["o"], 0.0))
+    out_of_band = valid & ((rho < h.rho_lo) | (rho > h.rho_hi))
+    return valid, out_of_band
+
+
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_gradient_exactly_zero_off_band_padding_and_gated_without_kl(backend: str) -> None:
+    b, h = make_batch(), hyper(beta=0.0)
+    _, _, grad = (torch_loss if backend == "torch" else mlx_loss)(b, h)
+    valid, out_of_band = _case_masks(b, h)
+    assert out_of_band.any()
+    assert np.all(grad[out_of_band] == 0.0)
+    assert np.all(grad[~valid] == 0.0)  # padding, including the garbage n = 50
+    assert np.all(grad[0] == 0.0)  # gated example (A > 0, drift 0.5 > delta_hi)
+    assert np.all(grad[3] == 0.0)  # example with no tokens
+    in_band = valid & ~out_of_band
+    in_band[0] = False
+    assert np.all(grad[in_band] != 0.0)  # the surrogate does push the rest
+
+
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_kl_gradient_remains_on_off_band_and_gated_tokens(backend: str) -> None:
+    b, h = make_batch(), hyper(beta=0.3)
+    _, _, grad = (torch_loss if backend == "torch" else mlx_loss)(b, h)
+    valid, out_of_band = _case_masks(b, h)
+    t = b["mask"].sum(1, keepdims=True)
+    kl_only = b["weight"][:, None] * h.beta * (1.0 - np.exp(b["f"] - b["n"])) / np.maximum(t, 1.0)
+    np.testing.assert_allclose(grad[0], kl_only[0] * b["mask"][0], rtol=1e-5, atol=1e-8)
+    assert np.all(grad[0][valid[0]] != 0.0)
+    np.testing.assert_allclose(grad[out_of_band], kl_only[out_of_band], rtol=1e-5, atol=1e-8)
+    assert np.all(grad[~valid] == 0.0)
+
+
+def test_gate_direction_follows_the_advantage() -> None:
+    h = hyper(beta=0.0)
+    n = np.full((4, 3), -1.0, np.float32)
+    f = n.copy()
+    f[0] -= 0.5  # drift +0.5, A > 0 -> gated
+    f[1] -= 0.5  # drift +0.5, A < 0 -> pulled back, not gated
+    f[2] += 0.5  # drift -0.5, A < 0 -> gated
+    f[3] += 0.5  # drift -0.5, A > 0 -> not gated
+    adv = np.array([1.0, -1.0, -1.0, 1.0], np.float32)
+    mask = np.ones_like(n)
+    nt = torch.tensor(n, requires_grad=True)
+    _, stats = ob.mispo_loss_torch(nt, n, f, mask, adv, np.full(4, 0.25, np.float32), h)
+    assert stats["gated_examples"] == pytest.approx(0.5)
+    assert stats["drift"] == pytest.approx(0.0, abs=1e-6)
+    # ρ = 1 (n == o) and m = g = 1 -> the surrogate is −A per example
+    loss, _ = ob.mispo_loss_numpy(n, n, f, mask, adv, np.full(4, 0.25), h)
+    assert loss == pytest.approx(-0.25 * (-1.0 + 1.0))
+
+
+def test_huge_log_ratios_stay_finite() -> None:
+    b, h = make_batch(), hyper()
+    b["o"][2, 4] = b["n"][2, 4] - 120.0  # ρ = e^120 overflows float32 if not guarded
+    b["n"][1, -1] = 1e4  # padding garbage
+    t_loss, t_stats, t_grad = torch_loss(b, h)
+    m_loss, _, m_grad = mlx_loss(b, h)
+    assert np.isfinite(t_loss) and np.isfinite(m_loss)
+    assert np.isfinite(t_grad).all() and np.isfinite(m_grad).all()
+    assert t_grad[2, 4] == pytest.approx(float(analytic_grad(b, h)[2, 4]), rel=1e-5)
+    assert t_stats["masked_tokens"] > 0
+
+
+def test_empty_example_contributes_nothing() -> None:
+    b, h = make_batch(), hyper()
+    loss_all, _ = ob.mispo_loss_numpy(**b, hyper=h)
+    b2 = dict(b)
+    b2["weight"] = b["weight"].copy()
+    b2["weight"][3] = 100.0
+    loss_heavy, _ = ob.mispo_loss_numpy(**b2, hyper=h)
+    assert loss_heavy == pytest.approx(loss_all)
+
+
+def test_micro_batches_accumulate_to_the_full_batch_gradient() -> None:
+    b, h = make_batch(5, b=5), hyper()
+    b["weight"] = np.asarray(ob.step_weights([1.0, 2.0, 1.0, 1.0, 3.0]), np.float32)
+    full_loss, _, full_grad = torch_loss(b, h)
+    parts = []
+    loss_sum = 0.0
+    for sl in (slice(0, 2), slice(2, 5)):
+        part = {k: v[sl] for k, v in b.items()}
+        loss, _, grad = torch_loss(part, h)
+        loss_sum += loss
+        parts.append(grad)
+    assert loss_sum == pytest.approx(full_loss, rel=1e-5)
+    np.testing.assert_allclose(np.concatenate(parts), full_grad, rtol=1e-6, atol=1e-8)
+
+
+def test_k3_is_non_negative_and_zero_at_the_base() -> None:
+    b, h = make_batch(), hyper()
+    _, stats = ob.mispo_loss_numpy(**b, hyper=h)
+    assert stats["kl"] > 0
+    b["f"] = b["n"].copy()
+    b["adv"] = np.zeros_like(b["adv"])
+    loss, stats = ob.mispo_loss_numpy(**b, hyper=h)
+    assert stats["kl"] == 0.0 and loss == 0.0
+    x = np.linspace(-10, 10, 201)
+    assert np.all(np.exp(x) - x - 1.0 >= 0.0)
+
+
+def test_torch_accepts_bf16_policy_logprobs_and_tensor_stats() -> None:
+    b, h = make_batch(), hyper()
+    n = torch.tensor(b["n"]).to(torch.bfloat16).requires_grad_(True)
+    loss, stats = ob.mispo_loss_torch(
+        n, b["o"], b["f"], b["mask"], b["adv"], b["weight"], h, float_stats=False
+    )
+    loss.backward()
+    assert loss.dtype == torch.float32
+    assert n.grad is not None and n.grad.dtype == torch.bfloat16
+    assert isinstance(stats["tokens"], torch.Tensor)
+    assert float(stats["tokens"]) == b["mask"].sum()
+
+
+def test_mlx_tensor_stats_option() -> None:
+    b, h = make_batch(), hyper()
+    consts = {k: b[k] for k in ("o", "f", "mask", "adv", "weight")}
+    loss, stats = ob.mispo_loss_mlx(mx.array(b["n"]), **consts, hyper=h, float_stats=False)
+    assert isinstance(stats["loss"], mx.array)
+    assert stats["loss"].item() == pytest.approx(loss.item())
+
+
+def test_shape_mismatch_is_refused() -> None:
+    b, h = make_batch(), hyper()
+    b["f"] = b["f"][:, :-1]
+    with pytest.raises(ValueError, match="f has shape"):
+        ob.mispo_loss_numpy(**b, hyper=h)
+    with pytest.raises(ValueError, match="f has shape"):
+        torch_loss(b, h)
+    b = make_batch()
+    b["adv"] = b["adv"][:-1]
+    with pytest.raises(ValueError, match="adv has shape"):
+        mlx_loss(b, h)
+
+
+# ---- pure-python helpers -------------------------------------------------------------
+
+
+def test_advantages_subtract_baseline_and_clip_without_normalising() -> None:
+    assert ob.advantages([1, -1, 1], 0.0) == [1.0, -1.0, 1.0]
+    assert ob.advantages([1, -1], 0.5) == [0.5, -1.5]
+    # every reward above a very negative baseline clips at +2; no batch z-score
+    assert ob.advantages([1, 1, -1], -5.0) == [2.0, 2.0, 2.0]
+    assert ob.advantages([-1], 1.5, clip=2.0) == [-2.0]
+    assert ob.advantages([1, -1], 0.0, clip=0.5) == [0.5, -0.5]
+    # all-good batch keeps its positive sign (z-normalising would zero it)
+    assert ob.advantages([1, 1, 1], -0.2) == pytest.approx([1.2, 1.2, 1.2])
+    with pytest.raises(ValueError):
+        ob.advantages([1], 0.0, clip=0.0)
+
+
+def test_class_weights_balance_classes_with_mean_one() -> None:
+    ratings = [-1, -1, -1, -1, -1, -1, -1, 1, 1, -1]
+    w = ob.class_weights(ratings)
+    pos = sum(x for x, r in zip(w, ratings, strict=True) if r > 0)
+    neg = sum(x for x, r in zip(w, ratings, strict=True) if r < 0)
+    assert pos / neg == pytest.approx(1.0)
+    assert 3 / 4 <= pos / neg <= 4 / 3
+    assert sum(w) / len(w) == pytest.approx(1.0)
+    assert w[7] == pytest.approx(10 / 4) and w[0] == pytest.approx(10 / 16)
+
+
+def test_class_weights_single_class_and_empty() -> None:
+    assert ob.class_weights([-1, -1, -1]) == [1.0, 1.0, 1.0]
+    assert ob.class_weights([1]) == [1.0]
+    assert ob.class_weights([]) == []
+    with pytest.raises(ValueError, match="positive"):
+        ob.class_weights([1, 0])
+
+
+def test_step_weights_sum_to_one() -> None:
+    w = ob.step_weights([0.5, 1.5, 2.0])
+    assert sum(w) == pytest.approx(1.0) and w[2] == pytest.approx(0.5)
+    assert ob.step_weights([]) == []
+    with pytest.raises(ValueError):
+        ob.step_weights([0.0, 0.0])
+
+
+def test_ema_update_folds_rewards_in_time_order() -> None:
+    assert ob.ema_update(0.0, [1.0]) == pytest.approx(0.01)
+    b = ob.ema_update(0.0, [1, -1, 1], decay=0.5)
+    assert b == pytest.approx(((0.5 * 0.5 + -0.5) * 0.5) + 0.5)  # 0 -> .5 -> -.25 -> .375
+    assert b == pytest.approx(0.375)
+    # order matters: the newest reward weighs most
+    assert ob.ema_update(0.0, [-1, 1], 0.5) > ob.ema_update(0.0, [1, -1], 0.5)
+    assert ob.ema_update(0.3, []) == 0.3
+    many = ob.ema_update(0.0, [1.0] * 2000)
+    assert many == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError):
+        ob.ema_update(0.0, [1.0], decay=1.5)
