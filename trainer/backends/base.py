@@ -1,0 +1,160 @@
+"""The one interface every training backend implements (torch + PEFT, MLX).
+
+Why an ABC: :func:`rltray.trainer.train.train` is written once, against these
+methods only, so the round loop (encoding, advantages, epochs, checkpoints, the
+publish gate) cannot drift apart between backends. A backend owns exactly three
+things: the model weights, the tensor library, and the optimizer.
+
+Conventions shared by every method (see brief "Trainer contracts"):
+
+* **Thread.** Every method is called from the single trainer thread that called
+  ``load()``; backends need no locking. The only other thread in the trainer
+  process is the parent-death watchdog, which never touches the backend.
+* **Batches** are :class:`rltray.trainer.data.Batch` objects holding numpy arrays:
+  ``input_ids`` int64 (B, L), ``attention_mask`` int64 (B, L), ``response_mask``
+  float32 (B, L), ``position_ids`` int64 (B, L), ``example_idx`` list[int]; right
+  padding. Backends convert them to their own tensors.
+* **Token log-probs** are (B, L-1) float32 numpy arrays in natural-log units (nats):
+  ``lp[b, j-1] = log p(input_ids[b, j] | input_ids[b, :j])``. The matching mask is
+  ``response_mask[:, 1:]``; values outside it (prompt, padding) are finite but
+  meaningless and must be ignored by callers.
+* **LoRA tensor names** are PEFT names
+  (``base_model.model.<module path>.lora_A.weight`` (r, in) and ``.lora_B.weight``
+  (out, r)), fp32 numpy, whatever the backend stores internally; see
+  :mod:`rltray.trainer.adapters`. The scale the model applies is ``alpha / rank``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class Backend(ABC):
+    """A base model + trainable LoRA + optimizer, behind a numpy-in / numpy-out door.
+
+    Lifecycle: ``Backend(job, hyper)`` (cheap: no heavy imports, no model) ->
+    ``load()`` -> any number of ``logprobs`` / ``accumulate`` / ``step`` /
+    ``kl_to_base`` / ``lora_state`` / checkpoint calls, in one thread.
+    """
+
+    #: Short backend name as written in a job file ("torch", "mlx").
+    name: str = ""
+
+    #: A Hugging Face tokenizer (``transformers.PreTrainedTokenizerBase``) — the same
+    #: object type on both backends, so ``data.encode`` tokenises identically.
+    #: ``None`` until :meth:`load` ran.
+    tokenizer: Any = None
+
+    def __init__(self, job: Any, hyper: Any) -> None:
+        """Keep the job (``job.TrainJob``) and resolved ``presets.Hyper``; load nothing.
+
+        Construction must stay cheap and import no tensor library, so that a bad
+        job is reported before seconds of torch/MLX import time.
+        """
+        self.job = job
+        self.hyper = hyper
+
+    @abstractmethod
+    def load(self) -> None:
+        """Load the tokenizer, the base model and a fresh LoRA; only LoRA is trainable.
+
+        Rank, alpha, dropout and target modules come from ``self.hyper``; targets
+        ``"all-linear"`` mean every linear layer of the transformer blocks
+        (attention and MLP), never embeddings or ``lm_head``. When
+        ``job.parent_adapter`` is set, that PEFT folder is validated and its
+        weights are copied into the LoRA (training continues from the parent).
+        The base model is loaded from a local folder or the local Hugging Face
+        cache only (never the network); remote code runs only if
+        ``job.trust_remote_code``. Creates a zero-state optimizer and seeds the
+        backend's RNG from ``job.seed``.
+
+        Raises ``job.JobError`` (one sentence) for a model or adapter the user must
+        fix: unknown architecture, unloadable folder, mismatched or non-finite parent.
+        """
+
+    @abstractmethod
+    def logprobs(self, batch: Any, *, adapter: bool) -> np.ndarray:
+        """Per-token log-probs of ``batch.input_ids`` without gradient.
+
+        Returns a (B, L-1) float32 numpy array in nats (see module docstring for the
+        shift convention). ``adapter=False`` gives the base model ``f`` (LoRA
+        disabled); ``adapter=True`` gives the current policy (base + LoRA as it is
+        now). Dropout is off (eval mode) in both cases, so repeated calls agree.
+        """
+
+    @abstractmethod
+    def accumulate(
+        self,
+        batch: Any,
+        old: np.ndarray,
+        base: np.ndarray,
+        adv: np.ndarray,
+        weight: np.ndarray,
+    ) -> dict[str, float]:
+        """Forward + backward of the MIS-PO loss for one micro-batch; gradients add up.
+
+        ``old`` (o) and ``base`` (f) are (B, L-1) float32 log-probs from the start of
+        the round; ``adv`` and ``weight`` are (B,) float32. ``weight`` is already
+        normalised over the whole optimizer step (sums to 1 over the step, not the
+        micro-batch), so summed micro-batch gradients equal the step's gradient.
+        The loss mask is ``batch.response_mask[:, 1:]``. Calls
+        ``objective.mispo_loss_<library>`` and returns its stats dict (python floats:
+        loss, masked_tokens, gated_examples, drift, kl, adv_mean, tokens, examples).
+        Does not step the optimizer.
+        """
+
+    @abstractmethod
+    def step(self) -> dict[str, float]:
+        """Apply the accumulated gradients once, then zero them.
+
+        Clips the global gradient norm to ``hyper.grad_clip``; AdamW with bias
+        correction, ``hyper.weight_decay`` (0 by default); learning rate linear
+        warm-up over ``hyper.warmup_steps`` optimizer steps, then constant
+        ``hyper.lr``. Returns ``{"grad_norm": norm before clipping, "lr": lr used}``.
+        """
+
+    @abstractmethod
+    def kl_to_base(self, texts: list[str]) -> float:
+        """Mean per-token KL(policy ‖ base) in nats, exact over the full vocabulary.
+
+        Each text is tokenised plainly (no chat template), truncated to
+        ``hyper.max_seq_len``; the mean is over every predicted position of every
+        text. No gradient. Used by the publish gate's drift check.
+        """
+
+    @abstractmethod
+    def lora_state(self) -> dict[str, np.ndarray]:
+        """The current LoRA weights: PEFT tensor name -> fp32 numpy copy.
+
+        ``lora_A`` is (r, in), ``lora_B`` (out, r); the dict is what
+        ``adapters.write_adapter`` saves, so the written folder loads in PEFT.
+        """
+
+    @abstractmethod
+    def save_checkpoint(self, folder: Path) -> None:
+        """Save everything needed to continue bit-identically into ``folder``.
+
+        LoRA weights, optimizer state (moments and step count), the backend's
+        optimizer-step counter and its RNG state. The folder is created if
+        missing; files are replaced atomically so a crash leaves the previous
+        checkpoint readable. The round loop stores its own position separately.
+        """
+
+    @abstractmethod
+    def load_checkpoint(self, folder: Path) -> None:
+        """Restore what :meth:`save_checkpoint` wrote, after :meth:`load`.
+
+        Raises ``job.JobError`` when the checkpoint does not match the loaded
+        model (different rank, targets or shapes).
+        """
+
+    # ---- optional helpers with a shared default -------------------------------------
+
+    @property
+    def device_name(self) -> str:
+        """Where the model runs, in words (``"cuda bf16"``, ``"cpu fp32"``), for logs."""
+        return self.name
