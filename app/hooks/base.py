@@ -1,0 +1,169 @@
+"""The one small interface every coding agent implements (agents are plugins).
+
+The CLI, the doctor and the settings page only ever talk to ``Agent``:
+``detect``, ``install``, ``uninstall``, ``status``. Supporting a third agent
+means one new module with an ``Agent`` subclass and one line in
+``registry.py``; nothing else in rltray needs to know its config format.
+
+How the hook command line looks is owned by ``capture.build_command`` (the
+hook program itself), so installers never duplicate that format; this module
+only joins the argv for JSON ``command`` strings and recognises our own
+entries again, whatever Python or data folder they were written with.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from rltray.app.errors import ExitCode, UserError
+from rltray.app.paths import Paths
+
+HOOK_TIMEOUT_S = 10  # seconds an agent waits for our hook; it normally takes ~30 ms
+
+# `.../capture.py --home ...`: the marker of an rltray hook command, in a shell
+# string (POSIX or Windows quoting) or an argv list joined with spaces.
+_OURS = re.compile(r"""(?:^|[\\/'" ])capture\.py['"]?\s+['"]?--home(?:\s|=|['"])""")
+
+
+class HookInstallError(UserError):
+    """An agent config rltray refuses to edit (malformed, a symlink, ...); one sentence."""
+
+
+class AgentNotFound(UserError):
+    exit_code = ExitCode.USAGE
+
+
+@dataclass
+class InstallReport:
+    """What install/uninstall did, for people (``lines``) and for code (``changed``)."""
+
+    agent: str
+    lines: list[str] = field(default_factory=list)
+    changed: list[Path] = field(default_factory=list)
+    backups: list[Path] = field(default_factory=list)
+
+    def extend(self, other: InstallReport) -> None:
+        self.lines += other.lines
+        self.changed += other.changed
+        self.backups += other.backups
+
+
+@dataclass
+class AgentStatus:
+    """Which of rltray's pieces an agent's config holds right now.
+
+    ``installed`` is true only when every piece is there. ``stale`` means an
+    entry is ours but points at another Python, capture.py or data folder
+    (install again). ``hooks_disabled`` means the agent is told to run no hooks.
+    Whether events actually arrive is the store's business, keyed by ``name``.
+    """
+
+    name: str
+    display_name: str
+    detected: bool
+    installed: bool
+    pieces: dict[str, bool]
+    config_files: list[Path]
+    notes: list[str] = field(default_factory=list)
+    stale: bool = False
+    hooks_disabled: bool = False
+
+
+class Agent(ABC):
+    """A coding agent rltray can capture turns from.
+
+    ``name`` is the value the hook writes into spool records' ``agent`` field
+    and the store's ``by_agent`` keys, so the CLI can join status with arrivals.
+    ``env`` (default: ``os.environ``) and ``python`` (default: the interpreter
+    ``capture.build_command`` picks) are parameters so tests and the packaged
+    app can say exactly which environment and interpreter the hook will use.
+    """
+
+    name: ClassVar[str]
+    display_name: ClassVar[str]
+    executable: ClassVar[str]  # the agent's command-line program, used by detect()
+
+    def __init__(self, env: Mapping[str, str] | None = None, python: str | None = None) -> None:
+        self._env = env
+        self.python = python
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return os.environ if self._env is None else self._env
+
+    def home_dir(self) -> Path:
+        """The user's home folder as this agent would compute it."""
+        home = self.env.get("HOME") or self.env.get("USERPROFILE")
+        return Path(home) if home else Path.home()
+
+    @abstractmethod
+    def config_home(self) -> Path:
+        """The agent's user config folder (honouring its own override variable)."""
+
+    def detect(self) -> bool:
+        """True when the agent seems installed: its config folder or its program exists."""
+        path = self.env.get("PATH") if self._env is not None else None
+        return self.config_home().is_dir() or shutil.which(self.executable, path=path) is not None
+
+    @abstractmethod
+    def install(self, paths: Paths) -> InstallReport:
+        """Merge rltray's hooks into the agent's config (idempotent, backed up, atomic)."""
+
+    @abstractmethod
+    def uninstall(self, paths: Paths) -> InstallReport:
+        """Remove exactly what install added (byte-for-byte restore when untouched since)."""
+
+    @abstractmethod
+    def status(self, paths: Paths) -> AgentStatus:
+        """Which pieces are installed, which files hold them, and what the user should know."""
+
+    def command(self, event: str, paths: Paths, chain: Sequence[str] | None = None) -> list[str]:
+        """The hook's argv for ``event``, exactly as the hook program defines it."""
+        from rltray.app.hooks import capture
+
+        kwargs = {} if self.python is None else {"python": self.python}
+        return list(capture.build_command(event, paths.home, chain=chain, **kwargs))
+
+    def handlers(self, events: Mapping[str, str], paths: Paths) -> dict[str, dict[str, object]]:
+        """The exact handler objects for a hooks.json-shaped file: agent event -> handler."""
+        return {
+            event: {
+                "type": "command",
+                "command": join_command(self.command(arg, paths)),
+                "timeout": HOOK_TIMEOUT_S,
+            }
+            for event, arg in events.items()
+        }
+
+    def not_found_report(self) -> InstallReport:
+        return InstallReport(
+            self.name,
+            [
+                f"{self.display_name} not found ({self.config_home()} is missing and "
+                f"`{self.executable}` is not on PATH); nothing installed. Install it, then run "
+                f"`rltray hooks install --agent {self.name}`."
+            ],
+        )
+
+
+def join_command(argv: Sequence[str]) -> str:
+    """One shell command string for a JSON ``command`` field, quoted for this OS's shell."""
+    return subprocess.list2cmdline(list(argv)) if os.name == "nt" else shlex.join(argv)
+
+
+def is_rltray_command(command: object) -> bool:
+    """True when a command string or argv list runs rltray's capture.py hook."""
+    if isinstance(command, (list, tuple)):
+        if not all(isinstance(part, str) for part in command):
+            return False
+        command = " ".join(command)
+    return isinstance(command, str) and _OURS.search(command) is not None
