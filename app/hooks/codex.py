@@ -1,0 +1,239 @@
+"""Codex (CLI and desktop app): legacy ``notify`` in config.toml plus ``hooks.json``.
+
+Both ways in, because each has a catch: ``notify`` needs no trust but Codex
+allows only one notify program (so a user's existing one is chained: our hook
+runs theirs with the same payload, and uninstall puts theirs back); user hooks
+in ``hooks.json`` carry the prompt and turn id but Codex skips them silently
+until the user trusts them in ``/hooks``. config.toml is edited with tomlkit
+so the user's comments and key order survive.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tomlkit
+import tomlkit.exceptions
+from rltray.app import jsonfile
+from rltray.app.hooks import hooksjson
+from rltray.app.hooks.base import (
+    Agent,
+    AgentStatus,
+    HookInstallError,
+    InstallReport,
+    is_rltray_command,
+    join_command,
+)
+from rltray.app.hooks.managed import Editor, FileState, read_config, read_json_config
+from rltray.app.paths import Paths
+
+EVENTS = {"Stop": "codex-stop", "UserPromptSubmit": "codex-prompt"}
+NOTIFY_EVENT = "codex-notify"
+TRUST_NOTE = (
+    "Codex skips user hooks until you trust them: open Codex, type /hooks, and trust the "
+    "rltray hooks. Until then rltray still captures turns through `notify`."
+)
+
+
+class Codex(Agent):
+    name = "codex"
+    display_name = "Codex"
+    executable = "codex"
+
+    def config_home(self) -> Path:
+        override = self.env.get("CODEX_HOME")
+        return Path(override).expanduser() if override else self.home_dir() / ".codex"
+
+    def config_file(self) -> Path:
+        return self.config_home() / "config.toml"
+
+    def hooks_file(self) -> Path:
+        return self.config_home() / "hooks.json"
+
+    # -- reading -----------------------------------------------------------------
+
+    def _read_toml(self) -> tuple[FileState, tomlkit.TOMLDocument]:
+        state = read_config(self.config_file())
+        try:
+            doc = tomlkit.parse(state.data.decode("utf-8"))
+        except (UnicodeDecodeError, tomlkit.exceptions.TOMLKitError) as exc:
+            raise HookInstallError(
+                f"{state.path} is not valid TOML ({exc}); "
+                "rltray left it unchanged, fix it and try again."
+            ) from exc
+        return state, doc
+
+    # -- notify ------------------------------------------------------------------
+
+    def _notify_plan(
+        self, doc: tomlkit.TOMLDocument, paths: Paths, path: Path
+    ) -> tuple[list[str] | None, list[str] | None]:
+        """(our new notify argv, the user's program we chain) for the current ``doc``."""
+        current = doc.get("notify")
+        if current is None:
+            return self.command(NOTIFY_EVENT, paths), None
+        value = current.unwrap() if hasattr(current, "unwrap") else current
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise HookInstallError(
+                f"`notify` in {path} is not a list of strings; rltray left the file unchanged."
+            )
+        chain = chained_program(value) if is_rltray_command(value) else value
+        if chain == []:
+            chain = None
+        return self.command(NOTIFY_EVENT, paths, chain=chain), chain
+
+    def _with_notify(self, doc: tomlkit.TOMLDocument, argv: list[str] | None, path: Path) -> bytes:
+        """``doc`` serialised with top-level ``notify`` set to ``argv`` (or removed when None)."""
+        before = {k: v for k, v in doc.unwrap().items() if k != "notify"}
+        doc = tomlkit.parse(tomlkit.dumps(doc))  # private copy, same formatting
+        current = doc.get("notify")
+        if argv is None:
+            doc.pop("notify", None)
+        elif current is None or current.unwrap() != argv:
+            doc["notify"] = argv  # tomlkit keeps a top-level key above the first table
+        text = tomlkit.dumps(doc)
+        # Guard against a tomlkit change that would nest the key inside a table.
+        after = tomlkit.parse(text).unwrap()
+        if (
+            after.get("notify") != argv
+            or {k: v for k, v in after.items() if k != "notify"} != before
+        ):
+            raise HookInstallError(
+                f"rltray could not place `notify` safely in {path}; file left unchanged."
+            )
+        return text.encode("utf-8")
+
+    # -- install / uninstall -----------------------------------------------------
+
+    def install(self, paths: Paths) -> InstallReport:
+        report = InstallReport(self.name)
+        if not self.detect():
+            return self.not_found_report()
+        # Read and plan both files before writing either: a bad file stops everything.
+        toml_state, toml_doc = self._read_toml()
+        hooks_state, hooks_doc = read_json_config(self.hooks_file())
+        argv, chain = self._notify_plan(toml_doc, paths, toml_state.path)
+        current_notify = toml_doc.get("notify")
+        toml_pristine = current_notify is None or not is_rltray_command(current_notify.unwrap())
+        new_toml = self._with_notify(toml_doc, argv, toml_state.path)
+        new_hooks_doc = hooksjson.merge(hooks_doc, self.handlers(EVENTS, paths), hooks_state.path)
+
+        editor = Editor(paths, self.name)
+        extra = {"chained_notify": chain}
+        if editor.install(toml_state, new_toml, pristine=toml_pristine, report=report, extra=extra):
+            report.lines.append(f"Set `notify` in {toml_state.path}.")
+            if chain and toml_pristine:
+                report.lines.append(
+                    f"Your notify program ({join_command(chain)}) still runs: "
+                    "rltray's hook calls it."
+                )
+        if new_hooks_doc != hooks_doc:
+            editor.install(
+                hooks_state,
+                jsonfile.dumps_like(
+                    new_hooks_doc, hooks_state.data if hooks_state.existed else None
+                ),
+                pristine=hooksjson.strip(hooks_doc, hooks_state.path) is None,
+                report=report,
+            )
+            report.lines.append(
+                f"Installed the Stop and UserPromptSubmit hooks in {hooks_state.path}."
+            )
+        if not report.changed:
+            report.lines.append(f"Already installed in {self.config_home()}; nothing changed.")
+        for backup in report.backups:
+            report.lines.append(f"Backup of the previous file: {backup}")
+        if hooks_disabled(toml_doc):
+            report.lines.append(_disabled_note(toml_state.path))
+        report.lines.append(TRUST_NOTE)
+        return report
+
+    def uninstall(self, paths: Paths) -> InstallReport:
+        report = InstallReport(self.name)
+        toml_state, toml_doc = self._read_toml()
+        hooks_state, hooks_doc = read_json_config(self.hooks_file())
+        editor = Editor(paths, self.name)
+
+        current = toml_doc.get("notify")
+        stripped_toml = None
+        if current is not None and is_rltray_command(current.unwrap()):
+            theirs = chained_program(current.unwrap()) or None
+            stripped_toml = self._with_notify(toml_doc, theirs, toml_state.path)
+        editor.uninstall(toml_state, stripped_toml, report)
+
+        stripped = hooksjson.strip(hooks_doc, hooks_state.path)
+        new_hooks = None if stripped is None else jsonfile.dumps_like(stripped, hooks_state.data)
+        editor.uninstall(hooks_state, new_hooks, report)
+        return report
+
+    def status(self, paths: Paths) -> AgentStatus:
+        toml_state, toml_doc = self._read_toml()
+        hooks_state, hooks_doc = read_json_config(self.hooks_file())
+        notify = toml_doc.get("notify")
+        notify_value = notify.unwrap() if notify is not None else None
+        ours = is_rltray_command(notify_value)
+        pieces = {"notify": ours}
+        stale = False
+        if ours:
+            want, _ = self._notify_plan(toml_doc, paths, toml_state.path)
+            stale = notify_value != want
+        for event, handler in self.handlers(EVENTS, paths).items():
+            found = hooksjson.find(hooks_doc, event)
+            pieces[event] = bool(found)
+            stale = stale or any(h.get("command") != handler["command"] for h in found)
+        notes = []
+        disabled = hooks_disabled(toml_doc)
+        if disabled:
+            notes.append(_disabled_note(toml_state.path))
+        if pieces["Stop"] or pieces["UserPromptSubmit"]:
+            notes.append(TRUST_NOTE)
+        if ours and chained_program(notify_value):
+            notes.append(
+                f"Chains your notify program: {join_command(chained_program(notify_value))}"
+            )
+        if stale:
+            notes.append(
+                "An entry points at another Python or data folder; "
+                "run `rltray hooks install` again."
+            )
+        if any(pieces.values()) and not all(pieces.values()):
+            notes.append("Only part of the hooks is installed; run `rltray hooks install` again.")
+        return AgentStatus(
+            name=self.name,
+            display_name=self.display_name,
+            detected=self.detect(),
+            installed=all(pieces.values()),
+            pieces=pieces,
+            config_files=[toml_state.path, hooks_state.path],
+            notes=notes,
+            stale=stale,
+            hooks_disabled=disabled,
+        )
+
+
+def chained_program(argv: list[str]) -> list[str]:
+    """The user's notify argv carried in our notify's ``--chain <json list>`` ([] if none)."""
+    try:
+        raw = argv[argv.index("--chain") + 1]
+        value = json.loads(raw)
+    except (ValueError, IndexError):
+        return []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return []
+
+
+def hooks_disabled(doc: tomlkit.TOMLDocument) -> bool:
+    """True when config.toml explicitly turns Codex hooks off (``hooks`` or ``codex_hooks``)."""
+    features = doc.unwrap().get("features")
+    if not isinstance(features, dict):
+        return False
+    return features.get("hooks") is False or features.get("codex_hooks") is False
+
+
+def _disabled_note(path: Path) -> str:
+    return (
+        f"Codex hooks are turned off in {path} ([features] hooks = false); "
+        "rltray captures turns through `notify` only."
+    )

@@ -1,0 +1,35 @@
+"""The agents rltray knows.
+
+Adding an agent = one module with an ``Agent`` subclass + one line in ``AGENTS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rltray.app.hooks.base import Agent, AgentNotFound
+from rltray.app.hooks.claude_code import ClaudeCode
+from rltray.app.hooks.codex import Codex
+
+AGENTS: tuple[type[Agent], ...] = (
+    ClaudeCode,
+    Codex,
+)
+
+
+def names() -> list[str]:
+    """Agent names as the CLI accepts them and the store records them."""
+    return [cls.name for cls in AGENTS]
+
+
+def all_agents(env: Mapping[str, str] | None = None, python: str | None = None) -> list[Agent]:
+    """One fresh instance per known agent (no shared state between callers)."""
+    return [cls(env=env, python=python) for cls in AGENTS]
+
+
+def get(name: str, env: Mapping[str, str] | None = None, python: str | None = None) -> Agent:
+    """The agent called ``name``; AgentNotFound (a UserError) names the known ones."""
+    for cls in AGENTS:
+        if cls.name == name:
+            return cls(env=env, python=python)
+    raise AgentNotFound(f"Unknown agent {name!r}; rltray knows: {', '.join(names())}.")
