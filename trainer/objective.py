@@ -37,7 +37,10 @@ gradient of one big batch holding all of them — whatever the micro-batch size.
 
 Padding and out-of-band tokens are guarded with ``where`` *before* ``exp`` so
 that a huge log-ratio on a token we ignore can neither overflow into the loss
-nor send ``0 · inf = NaN`` through the backward pass.
+nor send ``0 · inf = NaN`` through the backward pass. The k3 term is left
+exact: it only overflows when the policy puts a response token more than ~88
+nats below the base, at which point a non-finite loss is the honest answer (the
+train loop reports it) rather than a silently clipped one.
 """
 
 from __future__ import annotations

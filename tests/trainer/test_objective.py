@@ -317,3 +317,15 @@ def test_ema_update_folds_rewards_in_time_order() -> None:
     assert many == pytest.approx(1.0, abs=1e-6)
     with pytest.raises(ValueError):
         ob.ema_update(0.0, [1.0], decay=1.5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_torch_loss_on_cuda_matches_cpu_with_numpy_constants() -> None:
+    b, h = make_batch(), hyper()
+    cpu_loss, cpu_stats, cpu_grad = torch_loss(b, h)
+    n = torch.tensor(b["n"], device="cuda", requires_grad=True)
+    loss, stats = ob.mispo_loss_torch(n, b["o"], b["f"], b["mask"], b["adv"], b["weight"], h)
+    loss.backward()
+    assert loss.item() == pytest.approx(cpu_loss, rel=1e-5)
+    assert stats["masked_tokens"] == pytest.approx(cpu_stats["masked_tokens"])
+    np.testing.assert_allclose(n.grad.cpu().numpy(), cpu_grad, atol=1e-6)
