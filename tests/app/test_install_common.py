@@ -1,0 +1,224 @@
+"""What every agent installer shares: the registry, entry recognition, JSON style, the manifest."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rltray.app import jsonfile
+from rltray.app.errors import UserError
+from rltray.app.hooks import hooksjson, registry
+from rltray.app.hooks.base import Agent, AgentStatus, InstallReport, is_rltray_command
+from rltray.app.hooks.claude_code import ClaudeCode
+from rltray.app.hooks.managed import MANIFEST_NAME, Editor, read_config
+from rltray.app.paths import Paths
+
+OURS = [
+    "/venv/bin/python",
+    "-I",
+    "-S",
+    "/opt/rl tray/app/hooks/capture.py",
+    "--home",
+    "/d",
+    "claude-stop",
+]
+
+
+@pytest.fixture(autouse=True)
+def capture_standin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TEMPORARY: capture.py (another engineer's) has not landed; stand in for build_command."""
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("rltray.app.hooks.capture") is not None:
+        return
+    fake = types.ModuleType("rltray.app.hooks.capture")
+
+    def build_command(event, home, python=sys.executable, chain=None):
+        where = str(Path(__file__).parent / "capture.py")
+        extra = ["--chain", json.dumps(chain)] if chain else []
+        return [python, "-I", "-S", where, "--home", str(home), *extra, event]
+
+    fake.build_command = build_command  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rltray.app.hooks.capture", fake)
+
+
+@pytest.fixture
+def paths(rltray_home: Path) -> Paths:
+    return Paths.from_env()
+
+
+# -- registry -------------------------------------------------------------------
+
+
+def test_registry_lists_agents_by_store_name():
+    assert registry.names() == ["claude-code", "codex"]
+    agents = registry.all_agents()
+    assert [a.name for a in agents] == ["claude-code", "codex"]
+    assert [a.display_name for a in agents] == ["Claude Code", "Codex"]
+    assert all(isinstance(a, Agent) for a in agents)
+    assert registry.all_agents()[0] is not agents[0]  # fresh objects, no shared state
+    assert registry.get("codex").name == "codex"
+
+
+def test_unknown_agent_is_a_user_error():
+    with pytest.raises(UserError, match="rltray knows: claude-code, codex"):
+        registry.get("cursor")
+
+
+def test_a_third_agent_needs_only_the_interface(paths: Paths, tmp_path: Path):
+    class Toy(Agent):
+        name = "toy"
+        display_name = "Toy"
+        executable = "toy"
+
+        def config_home(self) -> Path:
+            return tmp_path / ".toy"
+
+        def install(self, paths: Paths) -> InstallReport:
+            return InstallReport(self.name, ["ok"])
+
+        def uninstall(self, paths: Paths) -> InstallReport:
+            return InstallReport(self.name)
+
+        def status(self, paths: Paths) -> AgentStatus:
+            return AgentStatus(self.name, self.display_name, self.detect(), False, {}, [])
+
+    toy = Toy(env={"PATH": ""})
+    assert not toy.detect()
+    (tmp_path / ".toy").mkdir()
+    assert toy.detect() and toy.install(paths).lines == ["ok"]
+
+
+def test_env_parameter_picks_config_home(tmp_path: Path):
+    agent = ClaudeCode(env={"HOME": str(tmp_path), "PATH": ""})
+    assert agent.config_home() == tmp_path / ".claude"
+    assert ClaudeCode(env={"CLAUDE_CONFIG_DIR": "/x/y"}).config_home() == Path("/x/y")
+
+
+# -- recognising our entries ----------------------------------------------------
+
+
+def test_our_commands_are_recognised_in_every_spelling():
+    assert is_rltray_command(OURS)
+    assert is_rltray_command(shlex.join(OURS))
+    assert is_rltray_command(subprocess.list2cmdline(OURS))
+    win = [
+        r"C:\Py\python.exe",
+        "-I",
+        "-S",
+        r"C:\Program Files\rltray\capture.py",
+        "--home",
+        "D",
+        "x",
+    ]
+    assert is_rltray_command(subprocess.list2cmdline(win))
+
+
+@pytest.mark.parametrize(
+    "other",
+    ["echo hi", "python mycapture.py --home x", "capture.py", ["notify-send", "done"], 42, None],
+)
+def test_other_commands_are_not_ours(other):
+    assert not is_rltray_command(other)
+
+
+# -- hooks.json shape -----------------------------------------------------------
+
+
+def test_strip_removes_only_containers_we_emptied():
+    ours = {"type": "command", "command": shlex.join(OURS)}
+    doc = {
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "mine"}, ours]}],
+            "UserPromptSubmit": [{"hooks": [ours]}],
+            "Notification": [],
+        }
+    }
+    stripped = hooksjson.strip(doc, "f")
+    assert stripped == {
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "mine"}]}], "Notification": []}
+    }
+    assert hooksjson.strip(stripped, "f") is None
+    assert hooksjson.strip({"hooks": {"Stop": [{"hooks": [ours]}]}}, "f") == {}
+
+
+def test_merge_collapses_duplicates_of_ours():
+    old = {"type": "command", "command": shlex.join(OURS)}
+    doc = {"hooks": {"Stop": [{"hooks": [old]}, {"hooks": [{"command": "x"}, old]}]}}
+    new = {"type": "command", "command": "/new/capture.py --home /d claude-stop", "timeout": 10}
+    merged = hooksjson.merge(doc, {"Stop": new}, "f")
+    assert merged == {"hooks": {"Stop": [{"hooks": [new]}, {"hooks": [{"command": "x"}]}]}}
+    assert doc["hooks"]["Stop"][0]["hooks"] == [old]  # input not mutated
+
+
+# -- JSON style -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("original", "indent"),
+    [(b'{\n    "a": 1\n}\n', "    "), (b'{\n\t"a": 1\n}', "\t"), (b'{"a": 1}', "  "), (b"", "  ")],
+)
+def test_indent_is_detected(original: bytes, indent: str):
+    assert jsonfile.detect_indent(original.decode()) == indent
+
+
+def test_dumps_like_keeps_bom_crlf_and_missing_newline():
+    original = '\ufeff{\r\n   "a": "é"\r\n}'.encode()
+    out = jsonfile.dumps_like({"a": "é", "b": 1}, original)
+    assert out == '\ufeff{\r\n   "a": "é",\r\n   "b": 1\r\n}'.encode()
+    assert jsonfile.parse(out, "f") == {"a": "é", "b": 1}
+
+
+def test_parse_errors_name_the_file_and_position():
+    with pytest.raises(
+        jsonfile.JSONFileError, match=r"^/x/s.json is not valid JSON \(.* line 2 column 1\)"
+    ):
+        jsonfile.parse(b'{"a":\n}', "/x/s.json")
+    with pytest.raises(jsonfile.JSONFileError, match="JSON object at the top level, not an array"):
+        jsonfile.parse_object(b"[]", "/x/s.json")
+    assert jsonfile.parse(b"  \n", "f") == {}
+
+
+# -- manifest and backups -------------------------------------------------------
+
+
+def test_missing_backup_falls_back_to_surgical_removal(paths: Paths):
+    settings = Path.home() / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": "opus"}')
+    report = ClaudeCode().install(paths)
+    (backup,) = report.backups
+    backup.unlink()
+    report = ClaudeCode().uninstall(paths)
+    assert json.loads(settings.read_text()) == {"model": "opus"}
+    assert "backup" in report.lines[0] and "missing" in report.lines[0]
+
+
+def test_lost_manifest_still_uninstalls_surgically(paths: Paths):
+    settings = Path.home() / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": "opus"}')
+    ClaudeCode().install(paths)
+    (paths.backups / MANIFEST_NAME).write_text("not json")
+    report = ClaudeCode().uninstall(paths)
+    assert json.loads(settings.read_text()) == {"model": "opus"}
+    assert "Removed rltray's entries" in report.lines[0]
+
+
+def test_editor_backups_never_overwrite_each_other(paths: Paths, tmp_path: Path):
+    target = tmp_path / "cfg.json"
+    editor = Editor(paths, "toy")
+    made = []
+    for n in range(3):
+        target.write_text(f"{n}")
+        report = InstallReport("toy")
+        editor.install(read_config(target), b"new", pristine=True, report=report)
+        made += report.backups
+    assert len(set(made)) == 3
+    assert sorted(p.read_text() for p in made) == ["0", "1", "2"]
+    assert oct(paths.backups.stat().st_mode & 0o777) == "0o700"
