@@ -1,0 +1,474 @@
+"""MLX backend: mlx-lm base model + our LoRA layers + bias-corrected AdamW.
+
+Runs on Apple Silicon (Metal) and, with ``mlx[cpu]``, on Linux CPU (how the
+tests exercise it). It computes the same numbers as the torch backend on the
+same weights and batch (``tests/trainer/test_parity.py`` pins the tolerance).
+
+Choices that differ from mlx-lm's own tuner, and why:
+
+* **Scale = alpha / rank** (PEFT's convention), never mlx-lm's bare ``scale``
+  default; adapters go out in PEFT layout via :mod:`rltray.trainer.adapters`.
+* **AdamW with bias correction** (``bias_correction=True``): MLX's ``Adam`` /
+  ``AdamW`` default to none, which makes the first steps several times larger
+  than torch's (ReinforceClaw's MLX bug). Weight decay from the preset (0).
+* **The learning rate is set per step in Python** (linear warm-up, then
+  constant) rather than by an MLX schedule, so both backends share one formula,
+  :func:`lr_at`, and a resumed run continues at the right rate.
+* **Local files only.** An HF id is resolved in the local cache with
+  ``local_files_only=True``; mlx-lm's ``load`` would download a missing model.
+
+Batches are right-padded (``data.collate``). mlx-lm models apply a causal mask
+and RoPE positions ``0..L-1``; with right padding every real token sits before
+every pad, so no real token can attend to a pad (causality) and the positions of
+real tokens equal ``batch.position_ids``. Pad positions produce meaningless
+log-probs that the masks drop. Packed or left-padded batches are refused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import Backend
+
+CHECKPOINT_FILE = "mlx_state.safetensors"
+CHECKPOINT_FORMAT = "rltray-mlx-checkpoint-1"
+
+
+def lr_at(step: int, lr: float, warmup_steps: int) -> float:
+    """Learning rate for 0-based optimizer step ``step``: linear warm-up, then constant.
+
+    Step ``k < warmup_steps`` uses ``lr · (k + 1) / warmup_steps`` (never 0, so the
+    first step moves), later steps ``lr``.
+    """
+    if warmup_steps > 0 and step < warmup_steps:
+        return float(lr) * (step + 1) / warmup_steps
+    return float(lr)
+
+
+class MlxBackend(Backend):
+    """Backend on mlx / mlx-lm; see the module docstring for the choices made."""
+
+    name = "mlx"
+
+    def __init__(self, job: Any, hyper: Any) -> None:
+        super().__init__(job, hyper)
+        self.model: Any = None
+        self.config: dict[str, Any] = {}
+        self.model_path: Path | None = None
+        self.lora: dict[str, Any] = {}  # module path -> LoRALinear
+        self.rank = int(hyper.rank)
+        self.alpha = float(hyper.alpha)
+        self.optimizer: Any = None
+        self.steps_done = 0
+        self.micro_steps = 0  # accumulate() calls; seeds dropout deterministically
+        self._grads: Any = None
+
+    # ---- loading -------------------------------------------------------------------
+
+    def load(self) -> None:
+        import mlx.core as mx
+        import mlx.optimizers as optim
+        from mlx_lm.utils import load_model, load_tokenizer
+
+        from .. import adapters
+        from .mlx_lora import apply_lora, block_linear_paths
+
+        job_error = _job_error_class()
+        path = resolve_model_path(self.job.base_model, getattr(self.job, "revision", None))
+        trust = bool(getattr(self.job, "trust_remote_code", False))
+        try:
+            model, config = load_model(path, trust_remote_code=trust)
+            wrapper = load_tokenizer(
+                path,
+                {"trust_remote_code": True} if trust else None,
+                eos_token_ids=config.get("eos_token_id"),
+            )
+        except (ValueError, FileNotFoundError, OSError, KeyError) as exc:
+            raise job_error(f"mlx-lm cannot load the base model at {path}: {exc}") from exc
+        self.model_path, self.config, self.model = path, config, model
+        # data.py works on the Hugging Face tokenizer itself, as on the torch backend.
+        self.tokenizer = getattr(wrapper, "_tokenizer", wrapper)
+
+        targets = self.hyper.target_modules
+        paths = block_linear_paths(model, targets)
+        parent = getattr(self.job, "parent_adapter", None)
+        parent_tensors: dict[str, np.ndarray] = {}
+        if parent:
+            parent_tensors = self._read_parent(Path(parent), model, job_error)
+            parent_paths = {adapters.parse_peft_name(k)[0] for k in parent_tensors}
+            paths = sorted(set(paths) | parent_paths, key=paths_key)
+        if not paths:
+            raise job_error(f"no linear layers match target_modules={targets!r} in this model")
+
+        seed = int(getattr(self.job, "seed", 0) or 0)
+        scale = adapters.scale_from_alpha(self.alpha, self.rank)
+        self.lora = apply_lora(
+            model,
+            paths,
+            rank=self.rank,
+            scale=scale,
+            dropout=float(self.hyper.dropout),
+            seed=seed,
+        )
+        if parent_tensors:
+            self._set_lora(adapters.peft_to_mlx(parent_tensors))
+        model.eval()
+        self.optimizer = optim.AdamW(
+            learning_rate=lr_at(0, self.hyper.lr, self.hyper.warmup_steps),
+            betas=[0.9, 0.999],
+            eps=1e-8,
+            weight_decay=float(self.hyper.weight_decay),
+            bias_correction=True,
+        )
+        self.steps_done = 0
+        self.micro_steps = 0
+        self._grads = None
+        mx.random.seed(seed)
+
+    def _read_parent(self, folder: Path, model: Any, job_error: type) -> dict[str, np.ndarray]:
+        """Validate the parent PEFT folder against the loaded model; adopt its r and alpha.
+
+        The parent's own ``r`` and ``lora_alpha`` win over the preset's: the round
+        continues the parent's function, so its scale must stay what it was.
+        """
+        from .. import adapters
+        from .mlx_lora import is_linear
+
+        shapes = {
+            p: (int(m.weight.shape[0]), _in_dims(m))
+            for p, m in model.named_modules()
+            if is_linear(m)
+        }
+        problems = adapters.validate_adapter(folder, base_shapes=shapes, require_metadata=False)
+        if problems:
+            raise job_error(f"parent adapter {folder} is not usable: " + "; ".join(problems))
+        cfg = adapters.read_adapter_config(folder)
+        self.rank = int(cfg["r"])
+        self.alpha = float(cfg["lora_alpha"])
+        return adapters.load_adapter_tensors(folder)
+
+    def _set_lora(self, mlx_tensors: dict[str, np.ndarray]) -> None:
+        import mlx.core as mx
+
+        from .. import adapters
+
+        for name, value in mlx_tensors.items():
+            path, which = adapters.parse_mlx_name(name)
+            layer = self.lora[path]
+            current = layer.lora_a if which == "A" else layer.lora_b
+            if tuple(value.shape) != tuple(current.shape):
+                raise ValueError(f"{name}: shape {value.shape} does not match {current.shape}")
+            arr = mx.array(np.asarray(value, dtype=np.float32))
+            if which == "A":
+                layer.lora_a = arr
+            else:
+                layer.lora_b = arr
+        mx.eval(self.model.parameters())
+
+    # ---- forward helpers -----------------------------------------------------------
+
+    def _token_logprobs(self, input_ids: Any) -> Any:
+        """(B, L-1) fp32 log p(x_j | x_<j) from the model as it is now (graph kept)."""
+        import mlx.core as mx
+
+        logits = self.model(input_ids)[:, :-1, :].astype(mx.float32)
+        targets = input_ids[:, 1:]
+        picked = mx.take_along_axis(logits, targets[..., None], axis=-1).squeeze(-1)
+        return picked - mx.logsumexp(logits, axis=-1)
+
+    def _ids(self, batch: Any) -> Any:
+        import mlx.core as mx
+
+        check_right_padded(batch)
+        return mx.array(np.asarray(batch.input_ids, dtype=np.int32))
+
+    def _adapter_context(self, adapter: bool) -> Any:
+        from contextlib import nullcontext
+
+        from .mlx_lora import lora_disabled
+
+        return nullcontext() if adapter else lora_disabled(self.lora.values())
+
+    def logprobs(self, batch: Any, *, adapter: bool) -> np.ndarray:
+        import mlx.core as mx
+
+        ids = self._ids(batch)
+        self.model.eval()
+        with self._adapter_context(adapter):
+            lp = mx.stop_gradient(self._token_logprobs(ids))
+            mx.eval(lp)
+        return np.array(lp, dtype=np.float32)
+
+    # ---- training ------------------------------------------------------------------
+
+    def accumulate(
+        self,
+        batch: Any,
+        old: np.ndarray,
+        base: np.ndarray,
+        adv: np.ndarray,
+        weight: np.ndarray,
+    ) -> dict[str, float]:
+        import mlx.core as mx
+        import mlx.nn as nn
+        from mlx.utils import tree_map
+
+        from ..objective import STAT_KEYS, mispo_loss_mlx
+
+        ids = self._ids(batch)
+        mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
+        hyper = self.hyper
+
+        def loss_fn(model: Any) -> Any:
+            n = self._token_logprobs(ids)
+            loss, stats = mispo_loss_mlx(n, old, base, mask, adv, weight, hyper, float_stats=False)
+            return loss, stats
+
+        if float(hyper.dropout) > 0:
+            # Dropout draws from the global RNG; reseeding from (seed, micro-step)
+            # makes a resumed run draw the same masks as an uninterrupted one.
+            mx.random.seed(_mix_seed(int(getattr(self.job, "seed", 0) or 0), self.micro_steps))
+            self.model.train()
+        try:
+            (_, stats), grads = nn.value_and_grad(self.model, loss_fn)(self.model)
+        finally:
+            self.model.eval()
+        if self._grads is None:
+            self._grads = grads
+        else:
+            self._grads = tree_map(lambda a, b: a + b, self._grads, grads)
+        mx.eval(self._grads, stats)
+        self.micro_steps += 1
+        return {k: float(stats[k].item()) for k in STAT_KEYS}
+
+    def step(self) -> dict[str, float]:
+        import mlx.core as mx
+        import mlx.optimizers as optim
+
+        if self._grads is None:
+            raise RuntimeError("step() called without accumulate(): no gradients to apply")
+        grads, norm = optim.clip_grad_norm(self._grads, float(self.hyper.grad_clip))
+        lr = lr_at(self.steps_done, self.hyper.lr, self.hyper.warmup_steps)
+        self.optimizer.learning_rate = lr
+        self.optimizer.update(self.model, grads)
+        mx.eval(self.model.parameters(), self.optimizer.state, norm)
+        self._grads = None
+        self.steps_done += 1
+        return {"grad_norm": float(norm.item()), "lr": lr}
+
+    def zero_grad(self) -> None:
+        """Drop accumulated gradients without stepping (a skipped step)."""
+        self._grads = None
+
+    # ---- evaluation ----------------------------------------------------------------
+
+    def kl_to_base(self, texts: list[str]) -> float:
+        import mlx.core as mx
+
+        from ..evaluate import kl_sum_mlx
+
+        max_len = int(self.hyper.max_seq_len)
+        seqs = []
+        for text in texts:
+            ids = list(self.tokenizer(text)["input_ids"])[:max_len]
+            if len(ids) >= 2:
+                seqs.append(ids)
+        total, count = 0.0, 0.0
+        size = max(1, int(self.hyper.batch_size))
+        pad = _pad_id(self.tokenizer)
+        self.model.eval()
+        for start in range(0, len(seqs), size):
+            chunk = seqs[start : start + size]
+            width = max(len(s) for s in chunk)
+            ids = np.full((len(chunk), width), pad, dtype=np.int32)
+            attn = np.zeros((len(chunk), width), dtype=np.float32)
+            for i, s in enumerate(chunk):
+                ids[i, : len(s)] = s
+                attn[i, : len(s)] = 1.0
+            x = mx.array(ids)
+            policy = self.model(x)[:, :-1, :]
+            with self._adapter_context(False):
+                base = self.model(x)[:, :-1, :]
+            mx.eval(policy, base)
+            s, c = kl_sum_mlx(policy, base, attn[:, 1:])
+            total += s
+            count += c
+        return total / count if count else 0.0
+
+    def lora_state(self) -> dict[str, np.ndarray]:
+        from .. import adapters
+
+        return adapters.mlx_to_peft(self._mlx_lora_numpy())
+
+    def _mlx_lora_numpy(self) -> dict[str, np.ndarray]:
+        from .. import adapters
+
+        out: dict[str, np.ndarray] = {}
+        for path, layer in self.lora.items():
+            out[adapters.mlx_name(path, "A")] = np.array(layer.lora_a, dtype=np.float32)
+            out[adapters.mlx_name(path, "B")] = np.array(layer.lora_b, dtype=np.float32)
+        return out
+
+    def lora_gradients(self) -> dict[str, np.ndarray]:
+        """Accumulated gradients under PEFT names and layouts (tests, parity checks)."""
+        from mlx.utils import tree_flatten
+
+        from .. import adapters
+
+        if self._grads is None:
+            return {}
+        flat = {k: np.array(v, dtype=np.float32) for k, v in tree_flatten(self._grads)}
+        return adapters.mlx_to_peft(flat)
+
+    # ---- checkpoints ---------------------------------------------------------------
+
+    def save_checkpoint(self, folder: Path) -> None:
+        import mlx.core as mx
+        from mlx.utils import tree_flatten
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, Any] = {
+            "lora." + k: mx.array(v) for k, v in self._mlx_lora_numpy().items()
+        }
+        for k, v in tree_flatten(self.optimizer.state):
+            arrays["optim." + k] = v
+        meta = {
+            "format": CHECKPOINT_FORMAT,
+            "steps_done": str(self.steps_done),
+            "micro_steps": str(self.micro_steps),
+            "rank": str(self.rank),
+            "alpha": repr(self.alpha),
+        }
+        tmp = folder / f".{CHECKPOINT_FILE}.tmp-{os.getpid()}.safetensors"
+        mx.save_safetensors(str(tmp), arrays, metadata=meta)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, folder / CHECKPOINT_FILE)
+
+    def load_checkpoint(self, folder: Path) -> None:
+        import mlx.core as mx
+        from mlx.utils import tree_unflatten
+
+        job_error = _job_error_class()
+        path = Path(folder) / CHECKPOINT_FILE
+        try:
+            arrays, meta = mx.load(str(path), return_metadata=True)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise job_error(f"checkpoint {path} is unreadable: {exc}") from exc
+        if meta.get("format") != CHECKPOINT_FORMAT:
+            raise job_error(f"checkpoint {path} is not an MLX rltray checkpoint")
+        lora = {k[5:]: np.array(v) for k, v in arrays.items() if k.startswith("lora.")}
+        mine = self._mlx_lora_numpy()
+        problems = [f"{k} missing" for k in mine if k not in lora]
+        problems += [f"{k} not in the model" for k in lora if k not in mine]
+        problems += [
+            f"{k}: shape {lora[k].shape} vs {mine[k].shape}"
+            for k in lora
+            if k in mine and lora[k].shape != mine[k].shape
+        ]
+        if int(meta.get("rank", self.rank)) != self.rank:
+            problems.append(f"rank {meta.get('rank')} vs {self.rank}")
+        if problems:
+            raise job_error(
+                f"checkpoint {path} does not match the loaded model: " + "; ".join(problems)
+            )
+        self._set_lora(lora)
+        optim_items = [(k[6:], v) for k, v in arrays.items() if k.startswith("optim.")]
+        self.optimizer.state = tree_unflatten(optim_items)
+        self.steps_done = int(meta["steps_done"])
+        self.micro_steps = int(meta["micro_steps"])
+        self._grads = None
+        mx.eval(self.optimizer.state)
+
+    @property
+    def device_name(self) -> str:
+        import mlx.core as mx
+
+        dtype = "fp32"
+        if self.model is not None:
+            for m in self.lora.values():
+                dtype = str(m.linear.weight.dtype).replace("mlx.core.", "")
+                break
+        return f"mlx {mx.default_device()} {dtype}"
+
+
+# ---- helpers -----------------------------------------------------------------------
+
+
+def resolve_model_path(base_model: str, revision: str | None = None) -> Path:
+    """A local folder as-is, else the Hugging Face cache snapshot; never the network."""
+    path = Path(base_model).expanduser()
+    if path.exists():
+        return path
+    job_error = _job_error_class()
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(base_model, revision=revision, local_files_only=True))
+    except Exception as exc:  # the hub raises many types for "not cached"
+        raise job_error(
+            f"base model {base_model!r} is neither a folder nor in the local Hugging Face "
+            f"cache (rltray never downloads during training): {exc}"
+        ) from exc
+
+
+def check_right_padded(batch: Any) -> None:
+    """Refuse batches this backend would mis-handle (left padding, packing)."""
+    attn = np.asarray(batch.attention_mask)
+    lengths = attn.sum(axis=1)
+    width = attn.shape[1]
+    expected = (np.arange(width)[None, :] < lengths[:, None]).astype(attn.dtype)
+    if not np.array_equal(attn, expected):
+        raise ValueError("the MLX backend needs right-padded batches (no left padding, no gaps)")
+    pos = np.asarray(batch.position_ids)
+    arange = np.broadcast_to(np.arange(width), pos.shape)
+    if not np.array_equal(np.where(expected > 0, pos, 0), np.where(expected > 0, arange, 0)):
+        raise ValueError("the MLX backend needs position_ids 0..len-1 per row (no packing)")
+
+
+def paths_key(path: str) -> list[Any]:
+    """Sort key that orders ``layers.10`` after ``layers.9``."""
+    return [int(p) if p.isdigit() else p for p in path.split(".")]
+
+
+def _in_dims(module: Any) -> int:
+    import mlx.nn as nn
+
+    width = int(module.weight.shape[1])
+    if isinstance(module, nn.QuantizedLinear):
+        width = width * 32 // module.bits
+    return width
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for attr in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _mix_seed(seed: int, counter: int) -> int:
+    """A 63-bit seed from (job seed, counter), stable across runs and platforms."""
+    x = (seed * 0x9E3779B97F4A7C15 + counter * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 31
+    return x & 0x7FFFFFFFFFFFFFFF
+
+
+def _job_error_class() -> type[Exception]:
+    """``job.JobError`` when the job module exists, else ValueError (same one-sentence use)."""
+    try:
+        from ..job import JobError
+
+        return JobError
+    except ImportError:  # pragma: no cover - job.py lands in parallel
+        return ValueError
+
+
+#: Factory used by the backend registry (``backends.get("mlx")``), if any.
+create: Callable[[Any, Any], Backend] = MlxBackend
