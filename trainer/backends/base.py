@@ -44,6 +44,11 @@ class Backend(ABC):
     #: Short backend name as written in a job file ("torch", "mlx").
     name: str = ""
 
+    #: Module path -> (out_features, in_features) of every linear layer LoRA may target
+    #: (the base model's transformer-block linears), filled by :meth:`load`. The round
+    #: loop passes it to ``adapters.validate_adapter`` for the shape sanity check.
+    base_shapes: dict[str, tuple[int, int]] | None = None
+
     #: A Hugging Face tokenizer (``transformers.PreTrainedTokenizerBase``) — the same
     #: object type on both backends, so ``data.encode`` tokenises identically.
     #: ``None`` until :meth:`load` ran.
@@ -154,7 +159,60 @@ class Backend(ABC):
 
     # ---- optional helpers with a shared default -------------------------------------
 
+    def model_folder(self) -> Path:
+        """The local folder holding the base model (see :func:`resolve_model_folder`)."""
+        return resolve_model_folder(self.job.base_model, getattr(self.job, "revision", None))
+
     @property
     def device_name(self) -> str:
         """Where the model runs, in words (``"cuda bf16"``, ``"cpu fp32"``), for logs."""
         return self.name
+
+
+def resolve_model_folder(base_model: str | Path, revision: str | None = None) -> Path:
+    """A local folder for ``base_model``: the folder itself, or the local HF cache snapshot.
+
+    Never touches the network (``local_files_only``): the trainer runs offline and
+    must not download gigabytes behind the user's back. Raises ``job.JobError``
+    with one sentence when the model is neither a folder nor in the cache.
+    """
+    from rltray.trainer.job import JobError
+
+    path = Path(base_model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise JobError(f"the base model folder {path} has no config.json")
+        return path
+    if (
+        path.is_absolute()
+        or str(base_model).startswith((".", "~"))
+        or str(base_model).count("/") > 1
+    ):
+        raise JobError(f"the base model folder {base_model} does not exist")
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(str(base_model), revision=revision, local_files_only=True))
+    except Exception as exc:
+        raise JobError(
+            f"the base model {base_model} is neither a folder nor in the local Hugging Face "
+            f"cache ({type(exc).__name__}); download it first"
+        ) from exc
+    if not (folder / "config.json").is_file():
+        raise JobError(f"the cached base model {base_model} has no config.json")
+    return folder
+
+
+def read_base_config(folder: Path) -> dict[str, Any]:
+    """The base model's ``config.json`` as a dict (``job.JobError`` if unreadable)."""
+    import json
+
+    from rltray.trainer.job import JobError
+
+    try:
+        data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise JobError(f"the base model's config.json in {folder} is unreadable: {exc}") from exc
+    if not isinstance(data, dict):
+        raise JobError(f"the base model's config.json in {folder} is not a JSON object")
+    return data
