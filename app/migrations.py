@@ -1,0 +1,174 @@
+"""The database schema as an ordered list of named migration functions (llm-style).
+
+Why functions with names instead of one CREATE script: a user's rltray.db
+outlives the version that created it. Each function runs once, inside its own
+``BEGIN IMMEDIATE`` transaction, and its name is recorded in the
+``migrations`` table in the same transaction, so a crash or a second process
+opening the same file at the same moment can never apply a step twice or half
+of one. New schema changes are new functions appended to ``MIGRATIONS``;
+shipped functions are never edited.
+
+Statements are run one at a time with ``execute`` because
+``executescript`` would commit the surrounding transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+class SchemaTooNew(RuntimeError):
+    """The file was migrated by a newer rltray than this one."""
+
+
+def _run(conn: sqlite3.Connection, *statements: str) -> None:
+    for sql in statements:
+        conn.execute(sql)
+
+
+def m001_turns_and_ratings(conn: sqlite3.Connection) -> None:
+    """Captured turns and the ratings given to them (history kept, one active per turn)."""
+    _run(
+        conn,
+        """
+        CREATE TABLE turns (
+            id          INTEGER PRIMARY KEY,
+            source_key  TEXT NOT NULL UNIQUE,
+            agent       TEXT NOT NULL,
+            session     TEXT NOT NULL,
+            turn        TEXT NOT NULL,
+            prompt      TEXT NOT NULL DEFAULT '',
+            response    TEXT NOT NULL DEFAULT '',
+            context     TEXT NOT NULL DEFAULT '[]',
+            cwd         TEXT,
+            model       TEXT,
+            captured_at TEXT NOT NULL,
+            ingested_at TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX turns_captured ON turns (captured_at, id)",
+        "CREATE INDEX turns_agent ON turns (agent, captured_at)",
+        """
+        CREATE TABLE ratings (
+            id           INTEGER PRIMARY KEY,
+            turn_id      INTEGER NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+            value        INTEGER NOT NULL CHECK (value IN (1, -1)),
+            comment      TEXT,
+            source       TEXT NOT NULL,
+            rated_at     TEXT NOT NULL,
+            withdrawn_at TEXT,
+            withdrawn_by TEXT
+        )
+        """,
+        "CREATE INDEX ratings_turn ON ratings (turn_id, rated_at)",
+        # At most one active rating per turn: the database, not only the code, keeps this true.
+        "CREATE UNIQUE INDEX ratings_one_active ON ratings (turn_id) WHERE withdrawn_at IS NULL",
+    )
+
+
+def m002_runs_and_adapters(conn: sqlite3.Connection) -> None:
+    """Training runs, the adapter versions they produce, and which ratings a run used."""
+    _run(
+        conn,
+        """
+        CREATE TABLE runs (
+            id              TEXT PRIMARY KEY,
+            status          TEXT NOT NULL,
+            started_at      TEXT NOT NULL,
+            finished_at     TEXT,
+            metrics         TEXT NOT NULL DEFAULT '{}',
+            error           TEXT,
+            adapter_version INTEGER
+        )
+        """,
+        """
+        CREATE TABLE adapters (
+            version        INTEGER PRIMARY KEY,
+            base_model     TEXT NOT NULL,
+            parent_version INTEGER REFERENCES adapters (version),
+            status         TEXT NOT NULL,
+            path           TEXT NOT NULL,
+            metrics        TEXT NOT NULL DEFAULT '{}',
+            ollama_tag     TEXT,
+            baseline       REAL,
+            created_at     TEXT NOT NULL
+        )
+        """,
+        "CREATE UNIQUE INDEX adapters_one_active ON adapters (status) WHERE status = 'active'",
+        "ALTER TABLE ratings ADD COLUMN trained_run_id TEXT REFERENCES runs (id)",
+    )
+
+
+def m003_events(conn: sqlite3.Connection) -> None:
+    """A small append-only log of what the app did, shown on the dashboard."""
+    _run(
+        conn,
+        """
+        CREATE TABLE events (
+            id      INTEGER PRIMARY KEY,
+            at      TEXT NOT NULL,
+            kind    TEXT NOT NULL,
+            message TEXT NOT NULL,
+            data    TEXT
+        )
+        """,
+        "CREATE INDEX events_at ON events (at, id)",
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    m001_turns_and_ratings,
+    m002_runs_and_adapters,
+    m003_events,
+)
+
+
+def _ensure_table(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    """Names of the migrations already applied to this database, in order applied."""
+    _ensure_table(conn)
+    return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+
+def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[str]:
+    """Apply every missing migration; return the names applied now.
+
+    The connection must be in autocommit mode (``isolation_level=None``).
+    Each step re-checks the table after taking the write lock, so two
+    processes racing to open a new file both end up with one schema.
+    """
+    known = {fn.__name__ for fn in MIGRATIONS}
+    unknown = [name for name in applied(conn) if name not in known]
+    if unknown:
+        raise SchemaTooNew(
+            "The database was updated by a newer rltray "
+            f"(unknown migrations: {', '.join(unknown)}); upgrade rltray to open it."
+        )
+    done_now: list[str] = []
+    for fn in migrations:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT 1 FROM migrations WHERE name = ?", (fn.__name__,)).fetchone()
+            if row is None:
+                fn(conn)
+                conn.execute(
+                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                    (fn.__name__, datetime.now(timezone.utc).isoformat(timespec="microseconds")),
+                )
+                done_now.append(fn.__name__)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    count = len(applied(conn))
+    conn.execute(f"PRAGMA user_version = {int(count)}")
+    return done_now
