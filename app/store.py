@@ -397,6 +397,8 @@ class Store:
         ids = [int(i) for i in rating_ids]
         changed = 0
         with self._write() as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                raise StoreError(f"There is no training run {run_id!r}.")
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))

@@ -1,0 +1,56 @@
+"""Fixtures for app tests: the data folder's Paths, an open Store, spool-style turn records.
+
+The autouse fixtures in tests/conftest.py already move RLTRAY_HOME and the
+keyring; these build on them so every test gets a real SQLite file in tmp_path.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+
+TurnFactory = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def paths(rltray_home) -> Paths:
+    return Paths.from_env()
+
+
+@pytest.fixture
+def store(paths: Paths) -> Iterator[Store]:
+    with Store.open(paths) as opened:
+        yield opened
+
+
+@pytest.fixture
+def make_turn() -> TurnFactory:
+    """Build a spool turn record as spool.validate would return it; each call a new turn id."""
+    counter = itertools.count(1)
+
+    def build(**fields: Any) -> dict[str, Any]:
+        n = next(counter)
+        rec: dict[str, Any] = {
+            "v": 1,
+            "kind": "turn",
+            "agent": "claude-code",
+            "session": "session-1",
+            "turn": f"turn-{n}",
+            "prompt": f"prompt {n}",
+            "response": f"response {n}",
+            "context": [{"role": "user", "content": f"earlier {n}"}],
+            "cwd": "/work/project",
+            "model": "claude-test",
+            "captured_at": f"2025-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z",
+            "event": "stop",
+            "transcript": None,
+        }
+        rec.update(fields)
+        return rec
+
+    return build
