@@ -14,8 +14,9 @@ Choices that differ from mlx-lm's own tuner, and why:
 * **The learning rate is set per step in Python** (linear warm-up, then
   constant) rather than by an MLX schedule, so both backends share one formula,
   :func:`lr_at`, and a resumed run continues at the right rate.
-* **Local files only.** An HF id is resolved in the local cache with
-  ``local_files_only=True``; mlx-lm's ``load`` would download a missing model.
+* **Local files only.** The folder comes from ``base.resolve_model_folder`` (a
+  folder, or the local HF cache); mlx-lm's own ``load`` would download a missing
+  model, so only its ``load_model`` / ``load_tokenizer`` are called, on a folder.
 
 Batches are right-padded (``data.collate``). mlx-lm models apply a causal mask
 and RoPE positions ``0..L-1``; with right padding every real token sits before
@@ -79,7 +80,7 @@ class MlxBackend(Backend):
         from .mlx_lora import apply_lora, block_linear_paths
 
         job_error = _job_error_class()
-        path = resolve_model_path(self.job.base_model, getattr(self.job, "revision", None))
+        path = self.model_folder()  # local folder or HF cache only, never the network
         trust = bool(getattr(self.job, "trust_remote_code", False))
         try:
             model, config = load_model(path, trust_remote_code=trust)
@@ -95,11 +96,16 @@ class MlxBackend(Backend):
         self.tokenizer = getattr(wrapper, "_tokenizer", wrapper)
 
         targets = self.hyper.target_modules
+        modules = dict(model.named_modules())
+        self.base_shapes = {
+            p: (int(modules[p].weight.shape[0]), _in_dims(modules[p]))
+            for p in block_linear_paths(model, "all-linear")
+        }
         paths = block_linear_paths(model, targets)
         parent = getattr(self.job, "parent_adapter", None)
         parent_tensors: dict[str, np.ndarray] = {}
         if parent:
-            parent_tensors = self._read_parent(Path(parent), model, job_error)
+            parent_tensors = self._read_parent(Path(parent), job_error)
             parent_paths = {adapters.parse_peft_name(k)[0] for k in parent_tensors}
             paths = sorted(set(paths) | parent_paths, key=paths_key)
         if not paths:
@@ -130,21 +136,19 @@ class MlxBackend(Backend):
         self._grads = None
         mx.random.seed(seed)
 
-    def _read_parent(self, folder: Path, model: Any, job_error: type) -> dict[str, np.ndarray]:
+    def _read_parent(self, folder: Path, job_error: type) -> dict[str, np.ndarray]:
         """Validate the parent PEFT folder against the loaded model; adopt its r and alpha.
 
         The parent's own ``r`` and ``lora_alpha`` win over the preset's: the round
         continues the parent's function, so its scale must stay what it was.
         """
         from .. import adapters
-        from .mlx_lora import is_linear
 
-        shapes = {
-            p: (int(m.weight.shape[0]), _in_dims(m))
-            for p, m in model.named_modules()
-            if is_linear(m)
-        }
-        problems = adapters.validate_adapter(folder, base_shapes=shapes, require_metadata=False)
+        if not folder.is_dir():
+            raise job_error(f"the parent adapter folder {folder} does not exist")
+        problems = adapters.validate_adapter(
+            folder, base_shapes=self.base_shapes, require_metadata=False
+        )
         if problems:
             raise job_error(f"parent adapter {folder} is not usable: " + "; ".join(problems))
         cfg = adapters.read_adapter_config(folder)
@@ -253,13 +257,19 @@ class MlxBackend(Backend):
         if self._grads is None:
             raise RuntimeError("step() called without accumulate(): no gradients to apply")
         grads, norm = optim.clip_grad_norm(self._grads, float(self.hyper.grad_clip))
+        grad_norm = float(norm.item())
+        if not np.isfinite(grad_norm):
+            self._grads = None
+            raise FloatingPointError(
+                "the gradient became NaN or infinite; lower the learning rate and retry"
+            )
         lr = lr_at(self.steps_done, self.hyper.lr, self.hyper.warmup_steps)
         self.optimizer.learning_rate = lr
         self.optimizer.update(self.model, grads)
-        mx.eval(self.model.parameters(), self.optimizer.state, norm)
+        mx.eval(self.model.parameters(), self.optimizer.state)
         self._grads = None
         self.steps_done += 1
-        return {"grad_norm": float(norm.item()), "lr": lr}
+        return {"grad_norm": grad_norm, "lr": lr}
 
     def zero_grad(self) -> None:
         """Drop accumulated gradients without stepping (a skipped step)."""
@@ -398,23 +408,6 @@ class MlxBackend(Backend):
 
 
 # ---- helpers -----------------------------------------------------------------------
-
-
-def resolve_model_path(base_model: str, revision: str | None = None) -> Path:
-    """A local folder as-is, else the Hugging Face cache snapshot; never the network."""
-    path = Path(base_model).expanduser()
-    if path.exists():
-        return path
-    job_error = _job_error_class()
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(base_model, revision=revision, local_files_only=True))
-    except Exception as exc:  # the hub raises many types for "not cached"
-        raise job_error(
-            f"base model {base_model!r} is neither a folder nor in the local Hugging Face "
-            f"cache (rltray never downloads during training): {exc}"
-        ) from exc
 
 
 def check_right_padded(batch: Any) -> None:

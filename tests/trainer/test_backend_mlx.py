@@ -1,0 +1,384 @@
+"""MLX backend: LoRA placement, base/policy log-probs, bias-corrected AdamW, checkpoints,
+PEFT interchange, and the whole trainer run with ``"backend": "mlx"``.
+
+Runs on mlx[cpu] with a tiny llama built in process (no network, no downloads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+mx = pytest.importorskip("mlx.core", reason="mlx is not installed (pip install 'rltray[mlx]')")
+pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (pip install 'rltray[mlx]')")
+
+from rltray.trainer import adapters  # noqa: E402
+from rltray.trainer.backends.mlx import MlxBackend, lr_at  # noqa: E402
+
+pytestmark = pytest.mark.ml
+
+CORPUS = [
+    "def add(a, b): return a + b",
+    "the test fails because the fixture is missing",
+    "good answer: use a context manager to close the file",
+    "bad answer: ignore the error and retry forever",
+]
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tiny = pytest.importorskip("rltray.trainer.tiny", reason="trainer/tiny.py has not landed")
+    return tiny.build_tiny_llama(tmp_path_factory.mktemp("tiny") / "model", vocab_corpus=CORPUS)
+
+
+def make_hyper(**over: Any) -> SimpleNamespace:
+    """The Hyper fields the backend and objective read (duck-typed like presets.Hyper)."""
+    values: dict[str, Any] = dict(
+        rank=4, alpha=8.0, dropout=0.0, target_modules="all-linear", lr=1e-2,
+        warmup_steps=0, weight_decay=0.0, grad_clip=1.0, max_seq_len=64, batch_size=4,
+        rho_lo=0.5, rho_hi=2.0, delta_lo=-1e9, delta_hi=1e9, beta=0.01,
+    )  # fmt: skip
+    values.update(over)
+    return SimpleNamespace(**values)
+
+
+def make_job(model: Path, **over: Any) -> SimpleNamespace:
+    values: dict[str, Any] = dict(
+        base_model=str(model), revision=None, parent_adapter=None, seed=0,
+        trust_remote_code=False,
+    )  # fmt: skip
+    values.update(over)
+    return SimpleNamespace(**values)
+
+
+def loaded(model: Path, job: dict[str, Any] | None = None, **hyper: Any) -> MlxBackend:
+    backend = MlxBackend(make_job(model, **(job or {})), make_hyper(**hyper))
+    backend.load()
+    return backend
+
+
+def make_batch(tokenizer: Any, texts: list[str] = CORPUS[:3]) -> SimpleNamespace:
+    """A right-padded batch; the second half of each text counts as the response."""
+    rows = [list(tokenizer(t)["input_ids"]) for t in texts]
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = np.full((len(rows), width), pad, dtype=np.int64)
+    attn = np.zeros((len(rows), width), dtype=np.int64)
+    resp = np.zeros((len(rows), width), dtype=np.float32)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+        attn[i, : len(r)] = 1
+        resp[i, len(r) // 2 : len(r)] = 1.0
+    pos = np.tile(np.arange(width, dtype=np.int64), (len(rows), 1))
+    return SimpleNamespace(
+        input_ids=ids, attention_mask=attn, response_mask=resp, position_ids=pos,
+        example_idx=list(range(len(rows))),
+    )  # fmt: skip
+
+
+def randomise_b(backend: MlxBackend, seed: int = 1, std: float = 0.05) -> None:
+    """Give every lora_b a nonzero value so the adapter changes the model."""
+    rng = np.random.default_rng(seed)
+    for layer in backend.lora.values():
+        layer.lora_b = mx.array(rng.normal(0, std, size=layer.lora_b.shape).astype(np.float32))
+    mx.eval(backend.model.parameters())
+
+
+def train_steps(backend: MlxBackend, batch: Any, steps: int) -> list[float]:
+    """``steps`` optimizer steps on one batch with o = f = the start-of-test policy."""
+    f = backend.logprobs(batch, adapter=False)
+    o = backend.logprobs(batch, adapter=True)
+    b = batch.input_ids.shape[0]
+    adv = np.where(np.arange(b) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    weight = np.full(b, 1.0 / b, dtype=np.float32)
+    losses = []
+    for _ in range(steps):
+        losses.append(backend.accumulate(batch, o, f, adv, weight)["loss"])
+        backend.step()
+    return losses
+
+
+# ---- LoRA placement -----------------------------------------------------------------
+
+
+def test_only_lora_on_block_linears_is_trainable(tiny_model: Path) -> None:
+    from mlx.utils import tree_flatten
+
+    backend = loaded(tiny_model)
+    trainable = dict(tree_flatten(backend.model.trainable_parameters()))
+    layers = backend.config["num_hidden_layers"]
+    assert len(backend.lora) == 7 * layers
+    assert {p.rsplit(".", 1)[-1] for p in backend.lora} == set(TARGETS)
+    assert all(k.endswith((".lora_a", ".lora_b")) for k in trainable)
+    assert not any("embed" in k or "lm_head" in k for k in trainable)
+    # exact LoRA parameter count: r * (in + out) per wrapped layer
+    expected = sum(4 * (m.in_dims + m.out_dims) for m in backend.lora.values())
+    assert sum(v.size for v in trainable.values()) == expected
+    # B starts at zero (PEFT init), A does not
+    assert all(float(mx.abs(m.lora_b).max()) == 0.0 for m in backend.lora.values())
+    assert all(float(mx.abs(m.lora_a).max()) > 0.0 for m in backend.lora.values())
+
+
+def test_target_modules_list_limits_the_wrapped_layers(tiny_model: Path) -> None:
+    backend = loaded(tiny_model, target_modules=["q_proj", "v_proj"])
+    assert {p.rsplit(".", 1)[-1] for p in backend.lora} == {"q_proj", "v_proj"}
+
+
+def test_tokenizer_is_the_hugging_face_tokenizer(tiny_model: Path) -> None:
+    from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+    backend = loaded(tiny_model)
+    assert isinstance(backend.tokenizer, PreTrainedTokenizerBase)
+    hf = AutoTokenizer.from_pretrained(tiny_model)
+    assert backend.tokenizer(CORPUS[0])["input_ids"] == hf(CORPUS[0])["input_ids"]
+
+
+# ---- log-probs ----------------------------------------------------------------------
+
+
+def test_fresh_lora_leaves_the_model_unchanged_and_disable_gives_the_base(
+    tiny_model: Path,
+) -> None:
+    backend = loaded(tiny_model)
+    batch = make_batch(backend.tokenizer)
+    base = backend.logprobs(batch, adapter=False)
+    assert base.shape == (3, batch.input_ids.shape[1] - 1) and base.dtype == np.float32
+    valid = batch.attention_mask[:, 1:] > 0
+    assert np.all(base[valid] <= 0) and np.all(np.isfinite(base))
+    np.testing.assert_array_equal(backend.logprobs(batch, adapter=True), base)  # B = 0
+
+    randomise_b(backend)
+    policy = backend.logprobs(batch, adapter=True)
+    assert np.abs(policy - base)[valid].max() > 1e-4
+    np.testing.assert_array_equal(backend.logprobs(batch, adapter=False), base)
+
+
+def test_padding_does_not_change_real_token_logprobs(tiny_model: Path) -> None:
+    """Right padding + causal attention: a row's log-probs do not depend on its batch."""
+    backend = loaded(tiny_model)
+    randomise_b(backend)
+    batch = make_batch(backend.tokenizer)
+    together = backend.logprobs(batch, adapter=True)
+    for i in range(3):
+        n = int(batch.attention_mask[i].sum())
+        alone = make_batch(backend.tokenizer, [CORPUS[i]])
+        single = backend.logprobs(alone, adapter=True)
+        np.testing.assert_allclose(together[i, : n - 1], single[0, : n - 1], atol=1e-5)
+
+
+def test_left_padded_or_packed_batches_are_refused(tiny_model: Path) -> None:
+    backend = loaded(tiny_model)
+    batch = make_batch(backend.tokenizer)
+    batch.attention_mask = batch.attention_mask[:, ::-1].copy()
+    with pytest.raises(ValueError, match="right-padded"):
+        backend.logprobs(batch, adapter=False)
+
+
+# ---- optimisation -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("grad_scale", [1.0, 1e-3])
+def test_first_adamw_step_is_lr_sized_whatever_the_gradient_scale(
+    tiny_model: Path, grad_scale: float
+) -> None:
+    """Regression for ReinforceClaw's MLX bug: ``optim.Adam`` without bias correction.
+
+    With bias correction the first update of every weight is ``lr · g/(|g| + eps)``,
+    i.e. ``±lr`` where |g| ≫ eps; without it it is ``lr · 0.1 / sqrt(0.001) ≈ 3.16 · lr``.
+    The gradient scale must not matter, so the weights are scaled by ``grad_scale``
+    (grad_clip is off so clipping cannot hide a wrong step).
+    """
+    lr = 1e-3
+    backend = loaded(tiny_model, lr=lr, grad_clip=1e9)
+    randomise_b(backend)
+    batch = make_batch(backend.tokenizer)
+    before = backend.lora_state()
+    f = backend.logprobs(batch, adapter=False)
+    o = backend.logprobs(batch, adapter=True)
+    adv = np.array([1.0, -1.0, 1.0], dtype=np.float32)
+    weight = np.full(3, grad_scale / 3, dtype=np.float32)
+    backend.accumulate(batch, o, f, adv, weight)
+    grads = backend.lora_gradients()
+    out = backend.step()
+    assert out["lr"] == pytest.approx(lr)
+    after = backend.lora_state()
+    moved = []
+    for name, g in grads.items():
+        big = np.abs(g) > 2e-6  # eps = 1e-8 changes these steps by < 0.5 %
+        moved.append(np.abs(after[name] - before[name])[big])
+    moved_all = np.concatenate(moved)
+    assert moved_all.size > 100
+    np.testing.assert_allclose(moved_all, lr, rtol=1e-2)
+
+
+def test_grad_clip_reports_the_norm_before_clipping(tiny_model: Path) -> None:
+    backend = loaded(tiny_model, grad_clip=1e-6)
+    randomise_b(backend)
+    batch = make_batch(backend.tokenizer)
+    f = backend.logprobs(batch, adapter=False)
+    backend.accumulate(batch, f, f, np.ones(3, np.float32), np.full(3, 1 / 3, np.float32))
+    grads = backend.lora_gradients()
+    expected = float(np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads.values())))
+    out = backend.step()
+    assert out["grad_norm"] == pytest.approx(expected, rel=1e-4)
+    assert out["grad_norm"] > 1e-6
+
+
+def test_warmup_then_constant_learning_rate() -> None:
+    assert [lr_at(k, 1.0, 4) for k in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert lr_at(0, 2e-4, 0) == 2e-4
+
+
+def test_micro_batches_accumulate_to_the_full_batch_gradient(tiny_model: Path) -> None:
+    backend = loaded(tiny_model)
+    randomise_b(backend)
+    batch = make_batch(backend.tokenizer)
+    f = backend.logprobs(batch, adapter=False)
+    o = backend.logprobs(batch, adapter=True) - 0.1
+    adv = np.array([1.0, -1.0, 0.5], dtype=np.float32)
+    weight = np.array([0.5, 0.3, 0.2], dtype=np.float32)
+    backend.accumulate(batch, o, f, adv, weight)
+    whole = backend.lora_gradients()
+    backend.zero_grad()
+    for i in range(3):
+        part = make_batch(backend.tokenizer, [CORPUS[i]])
+        n = part.input_ids.shape[1]
+        part.response_mask = batch.response_mask[i : i + 1, :n]
+        backend.accumulate(
+            part, o[i : i + 1, : n - 1], f[i : i + 1, : n - 1], adv[i : i + 1], weight[i : i + 1]
+        )
+    summed = backend.lora_gradients()
+    for name, g in whole.items():
+        np.testing.assert_allclose(summed[name], g, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_a_few_steps_lower_the_loss(tiny_model: Path) -> None:
+    backend = loaded(tiny_model, lr=1e-2)
+    batch = make_batch(backend.tokenizer)
+    losses = train_steps(backend, batch, 6)
+    # first step: ρ = 1 and n = f everywhere, so L_i = -A_i: loss = -(1/3)(1 - 1 + 1)
+    assert losses[0] == pytest.approx(-1 / 3, abs=1e-6)
+    assert losses[-1] < losses[0] - 0.05, losses
+    assert backend.kl_to_base(CORPUS) > 0.0
+
+
+def test_kl_to_base_is_zero_for_a_fresh_adapter(tiny_model: Path) -> None:
+    backend = loaded(tiny_model)
+    assert backend.kl_to_base(CORPUS) == pytest.approx(0.0, abs=1e-7)
+    randomise_b(backend, std=0.2)
+    assert backend.kl_to_base(CORPUS) > 1e-5
+
+
+# ---- checkpoints and adapters -------------------------------------------------------
+
+
+def test_checkpoint_round_trip_continues_identically(tiny_model: Path, tmp_path: Path) -> None:
+    first = loaded(tiny_model)
+    batch = make_batch(first.tokenizer)
+    train_steps(first, batch, 2)
+    first.save_checkpoint(tmp_path / "ck")
+    train_steps(first, batch, 1)
+
+    second = loaded(tiny_model, job={"seed": 7})  # different init: the checkpoint must win
+    second.load_checkpoint(tmp_path / "ck")
+    assert second.steps_done == 2
+    train_steps(second, batch, 1)
+    a, b = first.lora_state(), second.lora_state()
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=0, atol=1e-7, err_msg=name)
+
+
+def test_checkpoint_of_another_rank_is_refused(tiny_model: Path, tmp_path: Path) -> None:
+    from rltray.trainer.backends.mlx import _job_error_class
+
+    loaded(tiny_model, rank=2).save_checkpoint(tmp_path / "ck")
+    with pytest.raises(_job_error_class(), match="does not match"):
+        loaded(tiny_model, rank=4).load_checkpoint(tmp_path / "ck")
+
+
+def write_state(backend: MlxBackend, out: Path) -> Path:
+    return adapters.write_adapter(
+        out, backend.lora_state(), rank=backend.rank, alpha=backend.alpha,
+        base_model=str(backend.job.base_model),
+    )  # fmt: skip
+
+
+def test_lora_state_loads_in_peft_with_the_same_logits(tiny_model: Path, tmp_path: Path) -> None:
+    """PEFT applies lora_alpha / r; equal logits prove names, transposes and scale agree.
+
+    Tolerance: fp32 on both sides, max |Δ logit| ≤ 1e-4 (observed ~1e-6).
+    """
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    from transformers import AutoModelForCausalLM
+
+    backend = loaded(tiny_model, rank=4, alpha=12.0)  # scale 3, not mlx-lm's default 20
+    randomise_b(backend, std=0.1)
+    folder = write_state(backend, tmp_path / "adapter")
+    assert adapters.validate_adapter(folder) == []
+
+    batch = make_batch(backend.tokenizer)
+    ids = mx.array(batch.input_ids.astype(np.int32))
+    mlx_logits = np.array(backend.model(ids).astype(mx.float32))
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    model = peft.PeftModel.from_pretrained(base, folder).eval()
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor(batch.input_ids),
+            attention_mask=torch.tensor(batch.attention_mask),
+        ).logits.numpy()
+    valid = batch.attention_mask > 0
+    assert np.abs(out[valid] - mlx_logits[valid]).max() <= 1e-4
+
+
+def test_parent_adapter_is_loaded_with_its_rank_and_alpha(tiny_model: Path, tmp_path: Path) -> None:
+    parent = loaded(tiny_model, rank=2, alpha=6.0)
+    randomise_b(parent)
+    folder = write_state(parent, tmp_path / "v1")
+    batch = make_batch(parent.tokenizer)
+
+    child = loaded(tiny_model, job={"parent_adapter": str(folder), "seed": 5}, rank=8, alpha=16.0)
+    assert (child.rank, child.alpha) == (2, 6.0)
+    state, expected = child.lora_state(), parent.lora_state()
+    assert state.keys() == expected.keys()
+    for name in state:
+        np.testing.assert_array_equal(state[name], expected[name])
+    np.testing.assert_allclose(
+        child.logprobs(batch, adapter=True), parent.logprobs(batch, adapter=True), atol=1e-6
+    )
+
+
+def test_broken_parent_adapter_is_reported_once_with_every_problem(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    from rltray.trainer.backends.mlx import _job_error_class
+
+    parent = loaded(tiny_model, rank=2)
+    state = parent.lora_state()
+    name = next(iter(state))
+    state[name] = np.full_like(state[name], np.nan)
+    state[adapters.peft_name("model.layers.0.mlp.nope_proj", "A")] = np.zeros((2, 4), np.float32)
+    state[adapters.peft_name("model.layers.0.mlp.nope_proj", "B")] = np.zeros((4, 2), np.float32)
+    folder = adapters.write_adapter(tmp_path / "bad", state, rank=2, alpha=4, base_model="x")
+    with pytest.raises(_job_error_class()) as info:
+        loaded(tiny_model, job={"parent_adapter": str(folder)})
+    assert "non-finite" in str(info.value) and "nope_proj" in str(info.value)
+
+
+def test_unknown_model_id_fails_without_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rltray.trainer.backends.mlx import _job_error_class
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    backend = MlxBackend(make_job(Path("nobody/no-such-model")), make_hyper())
+    with pytest.raises(_job_error_class(), match="local Hugging Face cache"):
+        backend.load()
