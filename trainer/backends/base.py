@@ -176,30 +176,28 @@ def resolve_model_folder(base_model: str | Path, revision: str | None = None) ->
     must not download gigabytes behind the user's back. Raises ``job.JobError``
     with one sentence when the model is neither a folder nor in the cache.
     """
-    from rltray.trainer.job import JobError
-
     path = Path(base_model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise JobError(f"the base model folder {path} has no config.json")
+            raise job_error(f"the base model folder {path} has no config.json")
         return path
     if (
         path.is_absolute()
         or str(base_model).startswith((".", "~"))
         or str(base_model).count("/") > 1
     ):
-        raise JobError(f"the base model folder {base_model} does not exist")
+        raise job_error(f"the base model folder {base_model} does not exist")
     try:
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(str(base_model), revision=revision, local_files_only=True))
     except Exception as exc:
-        raise JobError(
+        raise job_error(
             f"the base model {base_model} is neither a folder nor in the local Hugging Face "
             f"cache ({type(exc).__name__}); download it first"
         ) from exc
     if not (folder / "config.json").is_file():
-        raise JobError(f"the cached base model {base_model} has no config.json")
+        raise job_error(f"the cached base model {base_model} has no config.json")
     return folder
 
 
@@ -207,12 +205,17 @@ def read_base_config(folder: Path) -> dict[str, Any]:
     """The base model's ``config.json`` as a dict (``job.JobError`` if unreadable)."""
     import json
 
-    from rltray.trainer.job import JobError
-
     try:
         data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise JobError(f"the base model's config.json in {folder} is unreadable: {exc}") from exc
+        raise job_error(f"the base model's config.json in {folder} is unreadable: {exc}") from exc
     if not isinstance(data, dict):
-        raise JobError(f"the base model's config.json in {folder} is not a JSON object")
+        raise job_error(f"the base model's config.json in {folder} is not a JSON object")
     return data
+
+
+def job_error(message: str) -> Exception:
+    """A ``job.JobError`` (imported lazily: backends load before the job module is needed)."""
+    from rltray.trainer.job import JobError
+
+    return JobError(message)

@@ -1,0 +1,223 @@
+"""Torch + PEFT backend: LoRA placement, log-prob shapes and masking, accumulation,
+warm-up, exact KL, checkpoints, and PEFT interchange — on a tiny llama built in process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from rltray.trainer import adapters  # noqa: E402
+from rltray.trainer.backends.torch_peft import TorchPeftBackend  # noqa: E402
+
+pytestmark = pytest.mark.ml
+
+CORPUS = [
+    "def add(a, b): return a + b",
+    "the test fails because the fixture is missing",
+    "good answer: use a context manager to close the file",
+    "bad answer: ignore the error and retry forever",
+]
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rltray.trainer import tiny
+
+    return tiny.build_tiny_llama(tmp_path_factory.mktemp("tiny") / "model", vocab_corpus=CORPUS)
+
+
+def make_hyper(**over: Any) -> SimpleNamespace:
+    """The Hyper fields the backend and objective read (duck-typed like presets.Hyper)."""
+    values: dict[str, Any] = dict(
+        rank=4, alpha=8.0, dropout=0.0, target_modules="all-linear", lr=1e-2,
+        warmup_steps=0, weight_decay=0.0, grad_clip=1.0, max_seq_len=64, batch_size=4,
+        rho_lo=0.5, rho_hi=2.0, delta_lo=-1e9, delta_hi=1e9, beta=0.01,
+    )  # fmt: skip
+    values.update(over)
+    return SimpleNamespace(**values)
+
+
+def make_job(model: Path, **over: Any) -> SimpleNamespace:
+    values: dict[str, Any] = dict(
+        base_model=str(model), revision=None, parent_adapter=None, seed=0,
+        trust_remote_code=False, device="cpu",
+    )  # fmt: skip
+    values.update(over)
+    return SimpleNamespace(**values)
+
+
+def loaded(model: Path, job: dict[str, Any] | None = None, **hyper: Any) -> TorchPeftBackend:
+    backend = TorchPeftBackend(make_job(model, **(job or {})), make_hyper(**hyper))
+    backend.load()
+    return backend
+
+
+def make_batch(tokenizer: Any, texts: list[str]) -> SimpleNamespace:
+    """A right-padded batch; the second half of each text counts as the response."""
+    rows = [list(tokenizer(t)["input_ids"]) for t in texts]
+    width = max(len(r) for r in rows)
+    ids = np.full((len(rows), width), tokenizer.pad_token_id, dtype=np.int64)
+    attn = np.zeros((len(rows), width), dtype=np.int64)
+    resp = np.zeros((len(rows), width), dtype=np.float32)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+        attn[i, : len(r)] = 1
+        resp[i, len(r) // 2 : len(r)] = 1.0
+    pos = np.where(attn > 0, np.cumsum(attn, axis=1) - 1, 0)
+    return SimpleNamespace(
+        input_ids=ids,
+        attention_mask=attn,
+        response_mask=resp,
+        position_ids=pos,
+        example_idx=list(range(len(rows))),
+    )
+
+
+def train_steps(backend: TorchPeftBackend, batch: Any, steps: int, adv: float = 1.0) -> None:
+    b = batch.input_ids.shape[0]
+    old = backend.logprobs(batch, adapter=True)
+    base = backend.logprobs(batch, adapter=False)
+    for _ in range(steps):
+        backend.accumulate(
+            batch, old, base, np.full(b, adv, np.float32), np.full(b, 1.0 / b, np.float32)
+        )
+        backend.step()
+
+
+def test_lora_on_every_block_linear_only(tiny_model: Path) -> None:
+    backend = loaded(tiny_model)
+    assert backend.device_name == "cpu float32"
+    paths = sorted(backend.lora_paths)
+    assert paths == sorted(f"model.layers.{i}.{m}" for i in range(2) for m in _full(TARGETS))
+    trainable = {n: p.numel() for n, p in backend.model.named_parameters() if p.requires_grad}
+    assert all(".lora_A." in n or ".lora_B." in n for n in trainable)
+    # hidden 64, inter 128, heads 4 (head_dim 16), kv 2 -> q/o 64x64, k/v 32x64, mlp 128x64
+    per_layer = 4 * ((64 + 64) * 2 + (64 + 32) * 2 + (64 + 128) * 3)
+    assert sum(trainable.values()) == 2 * per_layer
+    state = backend.lora_state()
+    assert set(state) == {adapters.peft_name(p, w) for p in backend.lora_paths for w in ("A", "B")}
+    assert state[adapters.peft_name("model.layers.0.mlp.down_proj", "A")].shape == (4, 128)
+    assert state[adapters.peft_name("model.layers.0.mlp.down_proj", "B")].shape == (64, 4)
+
+
+def _full(leaves: tuple[str, ...]) -> list[str]:
+    return [("self_attn." if m.endswith(("q_proj", "k_proj", "v_proj", "o_proj")) else "mlp.") + m
+            for m in leaves]  # fmt: skip
+
+
+def test_logprobs_shape_padding_and_adapter_switch(tiny_model: Path) -> None:
+    backend = loaded(tiny_model)
+    batch = make_batch(backend.tokenizer, CORPUS[:3])
+    lp = backend.logprobs(batch, adapter=True)
+    assert lp.shape == (3, batch.input_ids.shape[1] - 1) and lp.dtype == np.float32
+    assert np.all(lp <= 0) and np.all(np.isfinite(lp))
+    # A fresh LoRA (B = 0) is the base model exactly.
+    np.testing.assert_array_equal(lp, backend.logprobs(batch, adapter=False))
+    # Right padding + attention mask + position ids: each row equals that text alone.
+    for i, text in enumerate(CORPUS[:3]):
+        alone = backend.logprobs(make_batch(backend.tokenizer, [text]), adapter=True)[0]
+        n = int(batch.attention_mask[i].sum()) - 1
+        np.testing.assert_allclose(lp[i, :n], alone[:n], atol=1e-5)
+
+
+def test_training_moves_policy_not_base_and_kl_grows(tiny_model: Path) -> None:
+    backend = loaded(tiny_model)
+    batch = make_batch(backend.tokenizer, CORPUS[:2])
+    base_before = backend.logprobs(batch, adapter=False)
+    assert backend.kl_to_base(CORPUS) == pytest.approx(0.0, abs=1e-7)
+    train_steps(backend, batch, 3, adv=1.0)
+    mask = batch.response_mask[:, 1:] > 0
+    after = backend.logprobs(batch, adapter=True)
+    np.testing.assert_array_equal(base_before, backend.logprobs(batch, adapter=False))
+    assert (after - base_before)[mask].mean() > 0.01  # good answers became more likely
+    assert backend.kl_to_base(CORPUS) > 1e-5
+    assert backend.steps_done == 3
+
+
+def test_micro_batches_add_up_to_one_batch(tiny_model: Path) -> None:
+    """Weights normalised over the step: 2 micro-batches give the 1-batch gradient."""
+    backend = loaded(tiny_model)
+    whole = make_batch(backend.tokenizer, CORPUS[:2])
+    old = backend.logprobs(whole, adapter=True)
+    adv = np.array([1.0, -1.0], np.float32)
+    w = np.array([0.25, 0.75], np.float32)
+    backend.accumulate(whole, old, old, adv, w)
+    g_whole = backend.lora_gradients()
+    backend.zero_grad()
+    for i in range(2):
+        part = make_batch(backend.tokenizer, CORPUS[i : i + 1])
+        t = part.input_ids.shape[1] - 1
+        backend.accumulate(
+            part, old[i : i + 1, :t], old[i : i + 1, :t], adv[i : i + 1], w[i : i + 1]
+        )
+    g_parts = backend.lora_gradients()
+    assert g_whole.keys() == g_parts.keys() and g_whole
+    for k in g_whole:
+        np.testing.assert_allclose(g_parts[k], g_whole[k], rtol=1e-4, atol=1e-7)
+
+
+def test_warmup_then_constant_lr(tiny_model: Path) -> None:
+    backend = loaded(tiny_model, warmup_steps=2, lr=1e-3)
+    batch = make_batch(backend.tokenizer, CORPUS[:1])
+    lrs = []
+    old = backend.logprobs(batch, adapter=True)
+    for _ in range(4):
+        backend.accumulate(batch, old, old, np.ones(1, np.float32), np.ones(1, np.float32))
+        lrs.append(backend.step()["lr"])
+    assert lrs == pytest.approx([5e-4, 1e-3, 1e-3, 1e-3])
+
+
+def test_checkpoint_resume_is_bit_identical(tiny_model: Path, tmp_path: Path) -> None:
+    batch_texts = CORPUS[:2]
+    straight = loaded(tiny_model)
+    batch = make_batch(straight.tokenizer, batch_texts)
+    train_steps(straight, batch, 2)
+    straight.save_checkpoint(tmp_path / "ck")
+    train_steps(straight, batch, 2)
+
+    resumed = loaded(tiny_model)
+    resumed.load_checkpoint(tmp_path / "ck")
+    assert resumed.steps_done == 2
+    train_steps(resumed, batch, 2)
+    a, b = straight.lora_state(), resumed.lora_state()
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_written_adapter_loads_in_peft_and_as_parent(tiny_model: Path, tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    backend = loaded(tiny_model)
+    batch = make_batch(backend.tokenizer, CORPUS[:3])
+    train_steps(backend, batch, 2)
+    out = adapters.write_adapter(
+        tmp_path / "v1", backend.lora_state(), rank=4, alpha=8.0, base_model=str(tiny_model)
+    )
+    assert adapters.validate_adapter(out, base_shapes=backend.base_shapes) == []
+    want = backend.logprobs(batch, adapter=True)
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32)
+    peft_model = PeftModel.from_pretrained(model, str(out)).eval()
+    with torch.no_grad():
+        logits = peft_model(
+            input_ids=torch.from_numpy(batch.input_ids),
+            attention_mask=torch.from_numpy(batch.attention_mask),
+            position_ids=torch.from_numpy(batch.position_ids),
+        ).logits
+    got = TorchPeftBackend._token_logprobs(logits, torch.from_numpy(batch.input_ids)).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+    child = loaded(tiny_model, job={"parent_adapter": str(out)}, rank=8, alpha=1.0)
+    assert (child.rank, child.alpha) == (4, 8.0)  # the parent's scale wins
+    np.testing.assert_allclose(child.logprobs(batch, adapter=True), want, atol=1e-6)

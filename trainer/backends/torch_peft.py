@@ -1,0 +1,483 @@
+"""Transformers + PEFT backend: CUDA (bf16), Apple MPS, or CPU (fp32).
+
+Why it looks like this:
+
+* Only LoRA weights train; they are kept in fp32 even on a bf16 base (PEFT's
+  adapter autocast), so AdamW's small updates are not rounded away.
+* ``f`` (base log-probs) comes from the *same* model object with the adapter
+  disabled (``PeftModel.disable_adapter()``), so no second copy of the base sits
+  in memory.
+* Log-probs are computed one sequence at a time from the logits so memory stays at
+  L × V per sequence instead of B × L × V in float32 (vocabularies reach 150k+).
+* Everything random (LoRA init, dropout) is seeded from the job, and a checkpoint
+  holds LoRA + optimizer + step + RNG state, so a paused round resumes bit-identically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rltray.trainer import adapters
+from rltray.trainer.backends.base import Backend, read_base_config
+from rltray.trainer.backends.base import job_error as _job_error
+
+CHECKPOINT_FILE = "torch_backend.pt"
+
+#: Module-path fragments that mark parts of a model LoRA must never touch: the token
+#: embeddings, the output head, and non-text towers of multimodal models.
+_EXCLUDED_FRAGMENTS = (
+    "lm_head",
+    "embed",
+    "vision",
+    "visual",
+    "audio",
+    "multi_modal_projector",
+    "mm_projector",
+    "image",
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def choose_threads() -> int:
+    """Torch CPU threads: ``RLTRAY_TRAINER_THREADS`` or the physical core count.
+
+    Physical, not logical, cores: hyper-threads add contention, not speed, for
+    matmuls; the process already runs at low priority so the user's work wins.
+    """
+    env = os.environ.get("RLTRAY_TRAINER_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        import psutil
+
+        cores = psutil.cpu_count(logical=False)
+    except Exception:
+        cores = None
+    return max(1, cores or os.cpu_count() or 1)
+
+
+def choose_device(requested: str) -> tuple[Any, Any]:
+    """``(torch.device, dtype)``: cuda bf16 (fp32 if no bf16) > mps > cpu fp32."""
+    import torch
+
+    requested = (requested or "auto").lower()
+    if requested not in ("auto", "cpu", "cuda", "mps"):
+        raise _job_error(f"device must be auto, cpu, cuda or mps, got {requested!r}")
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    if requested == "cuda" and not cuda:
+        raise _job_error("the job asks for device cuda but no CUDA GPU is available")
+    if requested == "mps" and not mps:
+        raise _job_error("the job asks for device mps but Apple MPS is not available")
+    if requested == "cuda" or (requested == "auto" and cuda):
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+        return torch.device("cuda"), dtype
+    if requested == "mps" or (requested == "auto" and mps):
+        return torch.device("mps"), _mps_dtype()
+    return torch.device("cpu"), torch.float32
+
+
+def _mps_dtype() -> Any:
+    """bf16 on MPS when this macOS/torch supports it, else fp32."""
+    import torch
+
+    try:
+        torch.ones(1, dtype=torch.bfloat16, device="mps").sum().item()
+        return torch.bfloat16
+    except Exception:
+        return torch.float32
+
+
+def block_linear_modules(model: Any, target: Any) -> dict[str, tuple[int, int]]:
+    """Module path -> (out, in) of the linear layers LoRA trains.
+
+    ``target`` ``"all-linear"``: every ``nn.Linear`` inside the transformer blocks
+    (a path with a numeric block index), never embeddings, ``lm_head`` or
+    vision/audio towers. A list of leaf names (``["q_proj", "v_proj"]``) narrows it.
+    """
+    import torch
+
+    names = None if target in (None, "all-linear") else set(target)
+    shapes: dict[str, tuple[int, int]] = {}
+    for path, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear):
+            continue
+        parts = path.split(".")
+        lowered = path.lower()
+        if not any(p.isdigit() for p in parts):
+            continue  # not inside a block list (e.g. lm_head, a projector)
+        if any(frag in lowered for frag in _EXCLUDED_FRAGMENTS):
+            continue
+        if names is not None and parts[-1] not in names:
+            continue
+        shapes[path] = (int(module.out_features), int(module.in_features))
+    return shapes
+
+
+class TorchPeftBackend(Backend):
+    """A Hugging Face causal LM with a PEFT LoRA and a torch AdamW optimizer."""
+
+    name = "torch"
+
+    def __init__(self, job: Any, hyper: Any) -> None:
+        super().__init__(job, hyper)
+        self.model: Any = None
+        self.device: Any = None
+        self.dtype: Any = None
+        self.optimizer: Any = None
+        self.params: list[Any] = []
+        self.steps_done = 0
+        self.rank = int(hyper.rank)  # the parent's r / alpha replace these when given
+        self.alpha = float(hyper.alpha)
+        self.lora_paths: list[str] = []
+
+    # ---- loading -------------------------------------------------------------------
+
+    @property
+    def device_name(self) -> str:
+        if self.device is None:
+            return self.name
+        return f"{self.device.type} {str(self.dtype).replace('torch.', '')}"
+
+    def load(self) -> None:
+        import torch
+
+        torch.set_num_threads(choose_threads())
+        folder = self.model_folder()
+        config = read_base_config(folder)
+        self.device, self.dtype = choose_device(getattr(self.job, "device", "auto") or "auto")
+        trust = bool(getattr(self.job, "trust_remote_code", False))
+        revision = (
+            getattr(self.job, "revision", None) if not Path(self.job.base_model).is_dir() else None
+        )
+        base = self._load_base(folder, config, trust, revision)
+        self.tokenizer = self._load_tokenizer(folder, trust, revision)
+
+        shapes = block_linear_modules(base, self.hyper.target_modules)
+        parent = getattr(self.job, "parent_adapter", None)
+        parent_tensors: dict[str, np.ndarray] = {}
+        if parent:
+            parent_tensors = self._read_parent(Path(parent), block_linear_modules(base, None))
+            for name in parent_tensors:
+                path = adapters.parse_peft_name(name)[0]  # type: ignore[index]
+                shapes.setdefault(path, self.base_shapes[path])  # type: ignore[index]
+        if not shapes:
+            raise _job_error(
+                f"the base model ({config.get('model_type')}) has no linear layers in its "
+                f"transformer blocks matching target_modules={self.hyper.target_modules!r}"
+            )
+        self.base_shapes = block_linear_modules(base, None)
+        self.lora_paths = sorted(shapes)
+        self._attach_lora(base, shapes)
+        if parent_tensors:
+            live = self._named_lora_params()
+            with torch.no_grad():
+                for name, value in parent_tensors.items():
+                    live[name].copy_(torch.from_numpy(value).to(live[name].dtype))
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self.params,
+            lr=float(self.hyper.lr),
+            betas=(0.9, 0.999),
+            eps=1e-8,
+            weight_decay=float(self.hyper.weight_decay),
+        )
+        self.steps_done = 0
+        self.model.eval()
+
+    def _load_base(self, folder: Path, config: dict, trust: bool, revision: str | None) -> Any:
+        from transformers import AutoModelForCausalLM
+
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                str(folder),
+                dtype=self.dtype,
+                local_files_only=True,
+                trust_remote_code=trust,
+                revision=revision,
+            )
+        except Exception as exc:
+            arch = config.get("model_type") or config.get("architectures")
+            hint = "" if trust else " (remote code is off for this job)"
+            raise _job_error(
+                f"cannot load the base model in {folder} (model_type {arch!r}) as a causal "
+                f"language model{hint}: {_first_line(exc)}"
+            ) from exc
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return model.to(self.device)
+
+    @staticmethod
+    def _load_tokenizer(folder: Path, trust: bool, revision: str | None) -> Any:
+        from transformers import AutoTokenizer
+
+        try:
+            tok = AutoTokenizer.from_pretrained(
+                str(folder), local_files_only=True, trust_remote_code=trust, revision=revision
+            )
+        except Exception as exc:
+            raise _job_error(f"cannot load the tokenizer in {folder}: {_first_line(exc)}") from exc
+        return tok
+
+    def _attach_lora(self, base: Any, shapes: dict[str, tuple[int, int]]) -> None:
+        import torch
+        from peft import LoraConfig, get_peft_model
+
+        cfg = LoraConfig(
+            r=self.rank,
+            lora_alpha=self.alpha,
+            lora_dropout=float(self.hyper.dropout),
+            target_modules=sorted(shapes),  # exact module paths: never a vision tower's q_proj
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        torch.manual_seed(int(self.job.seed))  # LoRA A init is random: make it the job's
+        self.model = get_peft_model(base, cfg)
+
+    def _named_lora_params(self) -> dict[str, Any]:
+        """PEFT tensor name (as saved on disk) -> live parameter."""
+        out = {}
+        for name, p in self.model.named_parameters():
+            if ".lora_A." in name or ".lora_B." in name:
+                out[name.replace(".default.", ".")] = p
+        return out
+
+    def _read_parent(
+        self, folder: Path, all_shapes: dict[str, tuple[int, int]]
+    ) -> dict[str, np.ndarray]:
+        """Validate the parent PEFT folder against the base; adopt its r and alpha.
+
+        The parent's own ``r`` and ``lora_alpha`` win over the preset's (as on the
+        MLX backend): the round continues the parent's function, so its scale must
+        stay what it was. Every problem is reported in one JobError.
+        """
+        self.base_shapes = all_shapes
+        if not Path(folder).is_dir():
+            raise _job_error(f"the parent adapter folder {folder} does not exist")
+        problems = adapters.validate_adapter(folder, base_shapes=all_shapes, require_metadata=False)
+        if problems:
+            raise _job_error(f"the parent adapter {folder} cannot be used: " + "; ".join(problems))
+        cfg = adapters.read_adapter_config(folder)
+        self.rank = int(cfg["r"])
+        self.alpha = float(cfg["lora_alpha"])
+        return adapters.load_adapter_tensors(folder)
+
+    # ---- log-probs ----------------------------------------------------------------
+
+    def _inputs(self, batch: Any) -> dict[str, Any]:
+        import torch
+
+        return {
+            "input_ids": torch.as_tensor(np.asarray(batch.input_ids), dtype=torch.long).to(
+                self.device
+            ),
+            "attention_mask": torch.as_tensor(
+                np.asarray(batch.attention_mask), dtype=torch.long
+            ).to(self.device),
+            "position_ids": torch.as_tensor(np.asarray(batch.position_ids), dtype=torch.long).to(
+                self.device
+            ),
+        }
+
+    @staticmethod
+    def _token_logprobs(logits: Any, input_ids: Any) -> Any:
+        """(B, L-1) float32 log p(x_j | x_<j) from (B, L, V) logits, one row at a time."""
+        import torch
+
+        rows = []
+        for b in range(logits.shape[0]):
+            z = logits[b, :-1].float()
+            target = input_ids[b, 1:]
+            picked = z.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+            rows.append(picked - torch.logsumexp(z, dim=-1))
+        return torch.stack(rows)
+
+    def _forward_logits(self, inputs: dict[str, Any]) -> Any:
+        return self.model(**inputs, use_cache=False).logits
+
+    def logprobs(self, batch: Any, *, adapter: bool) -> np.ndarray:
+        import torch
+
+        self.model.eval()
+        inputs = self._inputs(batch)
+        ctx = contextlib.nullcontext() if adapter else self.model.disable_adapter()
+        with torch.no_grad(), ctx:
+            logits = self._forward_logits(inputs)
+            lp = self._token_logprobs(logits, inputs["input_ids"])
+        return lp.cpu().numpy().astype(np.float32)
+
+    # ---- training -------------------------------------------------------------------
+
+    def accumulate(
+        self,
+        batch: Any,
+        old: np.ndarray,
+        base: np.ndarray,
+        adv: np.ndarray,
+        weight: np.ndarray,
+    ) -> dict[str, float]:
+        from rltray.trainer.objective import mispo_loss_torch
+
+        if float(self.hyper.dropout) > 0:
+            self.model.train()
+        else:
+            self.model.eval()  # no dropout: eval keeps n identical to the o computed in eval
+        inputs = self._inputs(batch)
+        logits = self._forward_logits(inputs)
+        n = self._token_logprobs(logits, inputs["input_ids"])
+        mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
+        loss, stats = mispo_loss_torch(
+            n,
+            np.asarray(old, dtype=np.float32),
+            np.asarray(base, dtype=np.float32),
+            mask,
+            np.asarray(adv, dtype=np.float32),
+            np.asarray(weight, dtype=np.float32),
+            self.hyper,
+        )
+        loss.backward()
+        self.model.eval()
+        return stats
+
+    def current_lr(self, step_index: int) -> float:
+        """Linear warm-up over ``warmup_steps`` optimizer steps (1-based), then constant."""
+        warm = int(self.hyper.warmup_steps)
+        lr = float(self.hyper.lr)
+        if warm > 0 and step_index <= warm:
+            return lr * step_index / warm
+        return lr
+
+    def step(self) -> dict[str, float]:
+        import torch
+
+        lr = self.current_lr(self.steps_done + 1)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        norm = torch.nn.utils.clip_grad_norm_(self.params, float(self.hyper.grad_clip))
+        grad_norm = float(norm)
+        if not np.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise FloatingPointError(
+                "the gradient became NaN or infinite; lower the learning rate and retry"
+            )
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps_done += 1
+        return {"grad_norm": grad_norm, "lr": lr}
+
+    # ---- evaluation -----------------------------------------------------------------
+
+    def kl_to_base(self, texts: list[str]) -> float:
+        import torch
+        from rltray.trainer.evaluate import kl_sum_torch
+
+        self.model.eval()
+        total, count = 0.0, 0.0
+        size = max(1, int(self.hyper.batch_size))
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id or 0
+        for start in range(0, len(texts), size):
+            encoded = [
+                self.tokenizer(t, add_special_tokens=True)["input_ids"][
+                    : int(self.hyper.max_seq_len)
+                ]
+                for t in texts[start : start + size]
+            ]
+            encoded = [e for e in encoded if len(e) >= 2]
+            if not encoded:
+                continue
+            length = max(len(e) for e in encoded)
+            ids = np.full((len(encoded), length), pad, dtype=np.int64)
+            am = np.zeros((len(encoded), length), dtype=np.int64)
+            for i, e in enumerate(encoded):
+                ids[i, : len(e)] = e
+                am[i, : len(e)] = 1
+            pos = np.where(am > 0, np.cumsum(am, axis=1) - 1, 0)
+            inputs = {
+                "input_ids": torch.from_numpy(ids).to(self.device),
+                "attention_mask": torch.from_numpy(am).to(self.device),
+                "position_ids": torch.from_numpy(pos).to(self.device),
+            }
+            with torch.no_grad():
+                lp = self._forward_logits(inputs)
+                with self.model.disable_adapter():
+                    lq = self._forward_logits(inputs)
+            s, c = kl_sum_torch(lp[:, :-1], lq[:, :-1], torch.from_numpy(am[:, 1:]))
+            total += s
+            count += c
+        return total / count if count else 0.0
+
+    def lora_state(self) -> dict[str, np.ndarray]:
+        return {
+            name: p.detach().float().cpu().numpy().copy()
+            for name, p in sorted(self._named_lora_params().items())
+        }
+
+    def lora_gradients(self) -> dict[str, np.ndarray]:
+        """Accumulated gradients under PEFT names (tests, torch/MLX parity checks)."""
+        return {
+            name: p.grad.detach().float().cpu().numpy().copy()
+            for name, p in sorted(self._named_lora_params().items())
+            if p.grad is not None
+        }
+
+    def zero_grad(self) -> None:
+        """Drop accumulated gradients without stepping (parity tests, aborted steps)."""
+        self.optimizer.zero_grad(set_to_none=True)
+
+    # ---- checkpoints ----------------------------------------------------------------
+
+    def save_checkpoint(self, folder: Path) -> None:
+        import torch
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {
+            "lora": {k: p.detach().cpu().clone() for k, p in self._named_lora_params().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "steps_done": self.steps_done,
+            "rng_cpu": torch.get_rng_state(),
+            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+        tmp = folder / f".{CHECKPOINT_FILE}.tmp-{os.getpid()}"
+        torch.save(state, tmp)
+        os.replace(tmp, folder / CHECKPOINT_FILE)
+
+    def load_checkpoint(self, folder: Path) -> None:
+        import torch
+
+        path = Path(folder) / CHECKPOINT_FILE
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise _job_error(f"the checkpoint {path} is unreadable: {_first_line(exc)}") from exc
+        live = self._named_lora_params()
+        saved = state["lora"]
+        problems = [f"{k} is missing" for k in sorted(set(live) - set(saved))]
+        problems += [f"{k} is not in this model" for k in sorted(set(saved) - set(live))]
+        problems += [
+            f"{k} has shape {tuple(saved[k].shape)}, the model has {tuple(live[k].shape)}"
+            for k in sorted(set(live) & set(saved))
+            if tuple(saved[k].shape) != tuple(live[k].shape)
+        ]
+        if problems:
+            raise _job_error(
+                f"the checkpoint in {folder} does not match this model: " + "; ".join(problems)
+            )
+        with torch.no_grad():
+            for k, p in live.items():
+                p.copy_(saved[k].to(p.device, p.dtype))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps_done = int(state["steps_done"])
+        torch.set_rng_state(state["rng_cpu"])
+        if state.get("rng_cuda") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
