@@ -1,0 +1,404 @@
+"""User settings: declared once as pydantic models, kept in config.toml with the user's comments.
+
+Why this shape (Datasette's SETTINGS habit): each setting is written down once,
+with its type, default, allowed values and help text, and everything else is
+derived from that declaration: validation, the documented TOML file, the CLI's
+``rltray settings`` listing and the settings page. A test fails if a setting
+has no help text.
+
+The file is edited with tomlkit so a hand-edited config keeps its comments and
+order; it is written 0600 through a temp file and a rename, and a symlinked
+config.toml is refused rather than followed. A broken file is reported in one
+sentence naming the file, line and key, and is never overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import tomlkit
+import tomlkit.exceptions
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from rltray.app.errors import UserError
+from rltray.app.fileio import UnsafePathError, read_regular_file, write_private_atomic
+from rltray.app.paths import Paths
+
+_QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+class ConfigError(UserError):
+    """The settings file or a new value is invalid; the message is one sentence naming the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentsSettings(_Section):
+    """Which coding agents rltray captures turns from."""
+
+    claude_code: bool = Field(
+        True, description="Capture turns from Claude Code (its Stop and UserPromptSubmit hooks)."
+    )
+    codex: bool = Field(
+        True, description="Capture turns from Codex (its notify program and hooks)."
+    )
+
+
+class NotifySettings(_Section):
+    """When rltray asks for a rating."""
+
+    enabled: bool = Field(
+        True, description="Show a notification with Good / Bad buttons after each captured turn."
+    )
+    quiet_hours: str = Field(
+        "",
+        description=(
+            "Daily local-time window with no notifications and no training start, "
+            'as "HH:MM-HH:MM" (may cross midnight, e.g. "22:00-08:00"); empty for none.'
+        ),
+        json_schema_extra={"expect": 'empty or a time range like "22:00-08:00"'},
+    )
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _quiet_hours(cls, value: str) -> str:
+        parse_quiet_hours(value)
+        return value.strip()
+
+
+class TrainingSettings(_Section):
+    """What to train and when."""
+
+    base_model: str = Field(
+        "",
+        description=(
+            "The local open-weights model to train: a folder or a Hugging Face id already in "
+            "the local cache; empty until chosen in the setup wizard."
+        ),
+    )
+    backend: Literal["auto", "torch", "mlx"] = Field(
+        "auto", description="Training library: auto uses mlx on Apple Silicon and torch elsewhere."
+    )
+    preset: Literal["careful", "balanced", "aggressive", "custom"] = Field(
+        "balanced",
+        description=(
+            "How far each round may move the model: careful takes small steps, aggressive "
+            "learns faster with more risk, custom uses the values in the runs' job files."
+        ),
+    )
+    min_ratings: int = Field(
+        32, ge=4, le=10000, description="Start a training round once this many new ratings wait."
+    )
+    require_idle_minutes: int = Field(
+        10,
+        ge=0,
+        le=1440,
+        description="Train only after the keyboard and mouse were idle this long (0: any time).",
+    )
+    require_ac_power: bool = Field(
+        True, description="Train only while a laptop is plugged in (desktops always qualify)."
+    )
+    trust_remote_code: bool = Field(
+        False,
+        description=(
+            "Allow a model's own Python code from its hub folder to run while training "
+            "(needed by a few architectures; only turn on for models you trust)."
+        ),
+    )
+
+
+class OllamaSettings(_Section):
+    """Where trained adapters are published."""
+
+    model: str = Field(
+        "",
+        description=(
+            "The Ollama model that adapters are published on top of (e.g. qwen2.5-coder:7b); "
+            "empty to skip publishing."
+        ),
+    )
+    host: str = Field(
+        "http://127.0.0.1:11434",
+        description="URL of the Ollama server.",
+        json_schema_extra={"expect": "an http:// or https:// URL"},
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", value.strip()):
+            raise ValueError("expected an http:// or https:// URL")
+        return value.strip()
+
+
+class Config(_Section):
+    """Every setting, grouped into the TOML file's tables."""
+
+    agents: AgentsSettings = Field(default_factory=AgentsSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
+    ollama: OllamaSettings = Field(default_factory=OllamaSettings)
+
+    def get(self, key: str) -> Any:
+        """The value of ``section.name``."""
+        setting = _setting(key)
+        return getattr(getattr(self, setting.section), setting.name)
+
+
+def parse_quiet_hours(value: str) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """``"22:00-08:00"`` -> ((22, 0), (8, 0)); empty -> None; anything else -> ValueError."""
+    text = value.strip()
+    if not text:
+        return None
+    match = _QUIET.match(text)
+    if match is None:
+        raise ValueError('expected a time range like "22:00-08:00"')
+    h1, m1, h2, m2 = (int(g) for g in match.groups())
+    if (h1, m1) == (h2, m2):
+        raise ValueError("the start and end of quiet hours must differ")
+    return (h1, m1), (h2, m2)
+
+
+# -- the declaration, flattened ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting as the CLI and the settings page show it."""
+
+    key: str  # "training.preset"
+    section: str
+    name: str
+    type: str  # "bool" | "int" | "str" | "choice"
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    expect: str | None = None  # wording for values with a format (quiet hours, URLs)
+
+    def expectation(self) -> str:
+        """What a valid value looks like, to finish the sentence "KEY must be ..."."""
+        if self.expect:
+            return self.expect
+        if self.choices:
+            return "one of " + ", ".join(f'"{c}"' for c in self.choices)
+        if self.type == "bool":
+            return "true or false"
+        if self.type == "int":
+            return f"a whole number from {self.minimum} to {self.maximum}"
+        return "text in quotes"
+
+    def parse(self, text: str) -> Any:
+        """Turn command-line text into this setting's type (validation happens afterwards)."""
+        raw = text.strip()
+        if self.type == "bool":
+            lowered = raw.lower()
+            if lowered in ("true", "yes", "on", "1"):
+                return True
+            if lowered in ("false", "no", "off", "0"):
+                return False
+            raise ConfigError(f"{self.key} must be {self.expectation()}, not {text!r}.")
+        if self.type == "int":
+            try:
+                return int(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"{self.key} must be {self.expectation()}, not {text!r}."
+                ) from None
+        return raw if self.type == "choice" else text
+
+
+def describe() -> list[Setting]:
+    """Every setting, in declaration order."""
+    out: list[Setting] = []
+    for section, field in Config.model_fields.items():
+        model = typing.cast(type[BaseModel], field.annotation)
+        for name, info in model.model_fields.items():
+            ann = info.annotation
+            choices = tuple(typing.get_args(ann)) if typing.get_origin(ann) is Literal else None
+            bounds = {type(m).__name__: m for m in info.metadata}
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            kind = "choice" if choices else {bool: "bool", int: "int"}.get(ann, "str")  # type: ignore[arg-type]
+            out.append(
+                Setting(
+                    key=f"{section}.{name}",
+                    section=section,
+                    name=name,
+                    type=kind,
+                    default=info.get_default(call_default_factory=True),
+                    help=info.description or "",
+                    choices=choices,
+                    minimum=getattr(bounds.get("Ge"), "ge", None),
+                    maximum=getattr(bounds.get("Le"), "le", None),
+                    expect=typing.cast("str | None", extra.get("expect")),
+                )
+            )
+    return out
+
+
+def _setting(key: str) -> Setting:
+    for setting in describe():
+        if setting.key == key:
+            return setting
+    known = ", ".join(s.key for s in describe())
+    raise ConfigError(f"There is no setting {key!r}; the settings are: {known}.")
+
+
+# -- reading -----------------------------------------------------------------
+
+
+def load_config(paths: Paths) -> Config:
+    """The settings in effect: the file's values over the defaults (no file: all defaults)."""
+    text = _read_text(paths)
+    if text is None:
+        return Config()
+    return _validate(_parse(paths, text).unwrap(), paths, text)
+
+
+def _read_text(paths: Paths) -> str | None:
+    path = paths.config
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = read_regular_file(path)
+    except UnsafePathError:
+        raise ConfigError(
+            f"{path} is a symbolic link or not a regular file; rltray does not follow links, "
+            "so replace it with a regular file."
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text; save it as UTF-8.") from None
+
+
+def _parse(paths: Paths, text: str) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        reason = re.sub(r" at line \d+ col \d+$", "", str(exc))
+        raise ConfigError(
+            f"{paths.config}, line {exc.line}: this is not valid TOML ({reason})."
+        ) from None
+
+
+def _validate(data: dict[str, Any], paths: Paths | None = None, text: str = "") -> Config:
+    try:
+        return Config.model_validate(data, strict=True)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc.errors()[0], data, paths, text)) from None
+
+
+def _explain(err: Any, data: dict[str, Any], paths: Paths | None, text: str) -> str:
+    loc = [str(p) for p in err["loc"]]
+    where = ""
+    if paths is not None:
+        line = _line_of(text, loc[0], loc[1] if len(loc) > 1 else None)
+        where = f"{paths.config}, line {line}: " if line else f"{paths.config}: "
+    if len(loc) == 1:
+        if err["type"] == "extra_forbidden":
+            tables = ", ".join(f"[{s}]" for s in Config.model_fields)
+            return f"{where}[{loc[0]}] is not a settings table rltray knows (known: {tables})."
+        return f"{where}[{loc[0]}] must be a table of settings."
+    key = f"{loc[0]}.{loc[1]}"
+    if err["type"] == "extra_forbidden":
+        known = ", ".join(s.name for s in describe() if s.section == loc[0])
+        return f"{where}{key} is not a setting rltray knows (known in [{loc[0]}]: {known})."
+    setting = _setting(key)
+    found = data.get(loc[0], {}).get(loc[1]) if isinstance(data.get(loc[0]), dict) else None
+    return f"{where}{key} must be {setting.expectation()}, not {found!r}."
+
+
+def _line_of(text: str, section: str, name: str | None) -> int | None:
+    """1-based line of ``[section]`` or of ``name = ...`` inside it (best effort)."""
+    current = None
+    for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"^\s*\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\s*(#.*)?$", line)
+        if header:
+            current = header.group(1).strip("\"' ")
+            if name is None and current == section:
+                return number
+            continue
+        if name is None:
+            continue
+        if current == section and re.match(rf"^\s*[\"']?{re.escape(name)}[\"']?\s*=", line):
+            return number
+        if current is None and re.match(rf"^\s*{re.escape(section)}\.{re.escape(name)}\s*=", line):
+            return number
+    return None
+
+
+# -- writing -----------------------------------------------------------------
+
+
+def save_config(paths: Paths, config: Config) -> None:
+    """Write ``config``; an existing file keeps its comments, order and untouched keys."""
+    text = _read_text(paths)
+    fresh = text is None
+    doc = _fresh_document() if text is None else _parse(paths, text)
+    for setting in describe():
+        value = config.get(setting.key)
+        table = doc.get(setting.section)
+        if table is not None and setting.name in table:
+            if table[setting.name] != value:
+                table[setting.name] = _keep_comment(table[setting.name], value)
+        elif fresh or value != setting.default:
+            if table is None:
+                table = tomlkit.table()
+                doc.add(setting.section, table)
+            if fresh:
+                for line in _help_lines(setting):
+                    table.add(tomlkit.comment(line))
+            table.add(setting.name, value)
+    paths.ensure()
+    write_private_atomic(paths.config, tomlkit.dumps(doc).encode("utf-8"), mode=0o600)
+
+
+def _keep_comment(old: Any, value: Any) -> Any:
+    """A new value item that keeps the old line's inline ``# comment``."""
+    item = tomlkit.item(value)
+    trivia = getattr(old, "trivia", None)
+    if trivia is not None and trivia.comment:
+        item.trivia.comment_ws = trivia.comment_ws
+        item.trivia.comment = trivia.comment
+    return item
+
+
+def _fresh_document() -> tomlkit.TOMLDocument:
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("rltray settings: edit here or in the settings window."))
+    doc.add(tomlkit.comment("Each setting's help is above it; comments you add are kept."))
+    return doc
+
+
+def _help_lines(setting: Setting) -> list[str]:
+    text = setting.help
+    if setting.choices:
+        text += " One of: " + ", ".join(setting.choices) + "."
+    elif setting.type == "int":
+        text += f" Range {setting.minimum} to {setting.maximum}."
+    return textwrap.wrap(text, 86)
+
+
+def set_value(paths: Paths, key: str, value: Any) -> Config:
+    """Change one setting, validate, write; return the new config.
+
+    Text (from the CLI or a form) is parsed to the setting's declared type first.
+    """
+    setting = _setting(key)
+    parsed = setting.parse(value) if isinstance(value, str) else value
+    current = load_config(paths)
+    data = current.model_dump()
+    data[setting.section][setting.name] = parsed
+    try:
+        updated = Config.model_validate(data, strict=True)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc.errors()[0], data, None, "")) from None
+    save_config(paths, updated)
+    return updated
