@@ -30,10 +30,10 @@ CORPUS = [
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tiny = pytest.importorskip("rltray.trainer.tiny", reason="trainer/tiny.py has not landed")
-    return tiny.build_tiny_llama(tmp_path_factory.mktemp("tiny") / "model", vocab_corpus=CORPUS)
+@pytest.fixture
+def tiny_model(tiny_model_dir: Path) -> Path:
+    """The session's tiny Llama (tests/trainer/conftest.py); read-only."""
+    return tiny_model_dir
 
 
 def make_hyper(**over: Any) -> SimpleNamespace:

@@ -1,0 +1,163 @@
+"""torch (Transformers + PEFT) and MLX backends compute the same numbers.
+
+Both backends load the same tiny Llama folder and the same LoRA weights (an MLX
+adapter with nonzero ``B``, written as a PEFT folder and loaded by both as the
+parent adapter: that also exercises the name/transpose/alpha conversion), then
+see the same right-padded batch.
+
+Tolerances, all in fp32 on CPU (measured values in the comments):
+
+* base and policy log-probs: ``atol 1e-5`` nats (observed max ≈ 1e-6);
+* MIS-PO loss and every stat: ``rtol 1e-4, atol 1e-5`` (observed ≈ 3e-7 relative);
+* every LoRA gradient, divided by the global gradient norm: ``rtol 1e-4,
+  atol 1e-5`` (observed max |Δ| ≈ 1.2e-7 of the norm, 1.4e-6 of a tensor's max);
+* LoRA weights after one clipped, bias-corrected AdamW step: ``atol 1e-3 · lr``
+  (observed ≈ 1.6e-4 · lr) — Adam divides by |g|, so tiny gradients amplify
+  float noise; the bound is still 1000x below the step itself.
+
+The differences come from float32 summation order (matmul kernels, logsumexp),
+not from any difference in the maths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+mx = pytest.importorskip("mlx.core", reason="mlx is not installed (pip install 'rltray[mlx]')")
+pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (pip install 'rltray[mlx]')")
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'rltray[torch]')")
+pytest.importorskip("peft", reason="peft is not installed (pip install 'rltray[torch]')")
+
+from rltray.trainer import adapters  # noqa: E402
+from rltray.trainer.backends.mlx import MlxBackend  # noqa: E402
+
+pytestmark = pytest.mark.ml
+
+TEXTS = [
+    "def add(a, b): return a + b",
+    "the test fails because the fixture is missing",
+    "good answer: use a context manager",
+    "bad: retry forever",
+]
+LR = 1e-3
+
+
+def make_hyper(**over: Any) -> SimpleNamespace:
+    values: dict[str, Any] = dict(
+        rank=4, alpha=8.0, dropout=0.0, target_modules="all-linear", lr=LR,
+        warmup_steps=0, weight_decay=0.0, grad_clip=1.0, max_seq_len=64, batch_size=4,
+        rho_lo=0.8, rho_hi=1.25, delta_lo=-0.05, delta_hi=0.05, beta=0.05,
+    )  # fmt: skip
+    values.update(over)
+    return SimpleNamespace(**values)
+
+
+def make_job(model: Path, parent: Path | None) -> SimpleNamespace:
+    return SimpleNamespace(
+        base_model=str(model), revision=None, parent_adapter=str(parent) if parent else None,
+        seed=0, trust_remote_code=False, device="cpu",
+    )  # fmt: skip
+
+
+def make_batch(tokenizer: Any) -> SimpleNamespace:
+    rows = [list(tokenizer(t)["input_ids"]) for t in TEXTS]
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = np.full((len(rows), width), pad, dtype=np.int64)
+    attn = np.zeros_like(ids)
+    resp = np.zeros(ids.shape, dtype=np.float32)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+        attn[i, : len(r)] = 1
+        resp[i, max(1, len(r) // 3) : len(r)] = 1.0
+    pos = np.tile(np.arange(width, dtype=np.int64), (len(rows), 1))
+    return SimpleNamespace(
+        input_ids=ids, attention_mask=attn, response_mask=resp, position_ids=pos,
+        example_idx=list(range(len(rows))),
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    """(torch backend, mlx backend) holding the same base and the same nonzero LoRA."""
+    torch_peft = pytest.importorskip(
+        "rltray.trainer.backends.torch_peft", reason="the torch backend has not landed"
+    )
+    seed_backend = MlxBackend(make_job(tiny_model_dir, None), make_hyper())
+    seed_backend.load()
+    rng = np.random.default_rng(3)
+    for layer in seed_backend.lora.values():
+        layer.lora_b = mx.array(rng.normal(0, 0.05, layer.lora_b.shape).astype(np.float32))
+    folder = adapters.write_adapter(
+        tmp_path_factory.mktemp("parity") / "parent", seed_backend.lora_state(),
+        rank=4, alpha=8.0, base_model=str(tiny_model_dir),
+    )  # fmt: skip
+
+    tb = torch_peft.TorchPeftBackend(make_job(tiny_model_dir, folder), make_hyper())
+    tb.load()
+    mb = MlxBackend(make_job(tiny_model_dir, folder), make_hyper())
+    mb.load()
+    return tb, mb
+
+
+def torch_lora_grads(backend: Any) -> dict[str, np.ndarray]:
+    """PEFT name -> accumulated gradient of the torch backend's LoRA parameters."""
+    out = {}
+    for name, p in backend.model.named_parameters():
+        if (".lora_A." in name or ".lora_B." in name) and p.grad is not None:
+            out[name.replace(".default.", ".")] = p.grad.detach().float().cpu().numpy()
+    return out
+
+
+def test_same_base_and_policy_logprobs(pair: tuple[Any, Any]) -> None:
+    tb, mb = pair
+    batch = make_batch(mb.tokenizer)
+    assert tb.tokenizer(TEXTS[0])["input_ids"] == mb.tokenizer(TEXTS[0])["input_ids"]
+    valid = batch.attention_mask[:, 1:] > 0
+    for adapter in (False, True):
+        t = tb.logprobs(batch, adapter=adapter)
+        m = mb.logprobs(batch, adapter=adapter)
+        assert t.shape == m.shape
+        assert np.abs(t - m)[valid].max() <= 1e-5, adapter
+    drift = np.abs(tb.logprobs(batch, adapter=True) - tb.logprobs(batch, adapter=False))
+    assert drift[valid].max() > 1e-3  # the shared LoRA really changes the model
+
+
+def test_same_loss_gradients_and_adamw_step(pair: tuple[Any, Any]) -> None:
+    tb, mb = pair
+    batch = make_batch(mb.tokenizer)
+    f = tb.logprobs(batch, adapter=False)
+    n = tb.logprobs(batch, adapter=True)
+    # o a little off the policy so both token-band edges and the KL term are active
+    rng = np.random.default_rng(0)
+    o = (n + rng.normal(0, 0.15, n.shape)).astype(np.float32)
+    adv = np.array([1.5, -1.0, 0.5, -2.0], dtype=np.float32)
+    weight = np.array([0.4, 0.2, 0.3, 0.1], dtype=np.float32)
+
+    ts = tb.accumulate(batch, o, f, adv, weight)
+    ms = mb.accumulate(batch, o, f, adv, weight)
+    assert 0 < ms["masked_tokens"] < 1  # the band really masks some tokens
+    for key in ts:
+        assert ms[key] == pytest.approx(ts[key], rel=1e-4, abs=1e-5), key
+
+    tg, mg = torch_lora_grads(tb), mb.lora_gradients()
+    assert tg.keys() == mg.keys() and len(tg) == 2 * len(mb.lora)
+    norm = np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in tg.values()))
+    assert norm > 0
+    for name, g in tg.items():
+        np.testing.assert_allclose(mg[name] / norm, g / norm, rtol=1e-4, atol=1e-5, err_msg=name)
+
+    before = mb.lora_state()
+    t_out, m_out = tb.step(), mb.step()
+    assert m_out["grad_norm"] == pytest.approx(t_out["grad_norm"], rel=1e-4)
+    assert m_out["lr"] == pytest.approx(t_out["lr"])
+    t_after, m_after = tb.lora_state(), mb.lora_state()
+    moved = max(float(np.abs(m_after[k] - before[k]).max()) for k in before)
+    assert moved == pytest.approx(LR, rel=1e-2)  # bias-corrected first step: ±lr
+    for name in t_after:
+        np.testing.assert_allclose(m_after[name], t_after[name], rtol=0, atol=1e-3 * LR)
