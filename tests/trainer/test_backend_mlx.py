@@ -18,6 +18,7 @@ pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (pip install 'rltr
 
 from rltray.trainer import adapters  # noqa: E402
 from rltray.trainer.backends.mlx import MlxBackend, lr_at  # noqa: E402
+from rltray.trainer.job import JobError  # noqa: E402
 
 pytestmark = pytest.mark.ml
 
@@ -295,10 +296,8 @@ def test_checkpoint_round_trip_continues_identically(tiny_model: Path, tmp_path:
 
 
 def test_checkpoint_of_another_rank_is_refused(tiny_model: Path, tmp_path: Path) -> None:
-    from rltray.trainer.backends.mlx import _job_error_class
-
     loaded(tiny_model, rank=2).save_checkpoint(tmp_path / "ck")
-    with pytest.raises(_job_error_class(), match="does not match"):
+    with pytest.raises(JobError, match="does not match"):
         loaded(tiny_model, rank=4).load_checkpoint(tmp_path / "ck")
 
 
@@ -358,8 +357,6 @@ def test_parent_adapter_is_loaded_with_its_rank_and_alpha(tiny_model: Path, tmp_
 def test_broken_parent_adapter_is_reported_once_with_every_problem(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    from rltray.trainer.backends.mlx import _job_error_class
-
     parent = loaded(tiny_model, rank=2)
     state = parent.lora_state()
     name = next(iter(state))
@@ -367,7 +364,7 @@ def test_broken_parent_adapter_is_reported_once_with_every_problem(
     state[adapters.peft_name("model.layers.0.mlp.nope_proj", "A")] = np.zeros((2, 4), np.float32)
     state[adapters.peft_name("model.layers.0.mlp.nope_proj", "B")] = np.zeros((4, 2), np.float32)
     folder = adapters.write_adapter(tmp_path / "bad", state, rank=2, alpha=4, base_model="x")
-    with pytest.raises(_job_error_class()) as info:
+    with pytest.raises(JobError) as info:
         loaded(tiny_model, job={"parent_adapter": str(folder)})
     assert "non-finite" in str(info.value) and "nope_proj" in str(info.value)
 
@@ -375,10 +372,8 @@ def test_broken_parent_adapter_is_reported_once_with_every_problem(
 def test_unknown_model_id_fails_without_network(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rltray.trainer.backends.mlx import _job_error_class
-
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     backend = MlxBackend(make_job(Path("nobody/no-such-model")), make_hyper())
-    with pytest.raises(_job_error_class(), match="local Hugging Face cache"):
+    with pytest.raises(JobError, match="local Hugging Face cache"):
         backend.load()

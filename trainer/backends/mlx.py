@@ -28,7 +28,6 @@ log-probs that the masks drop. Packed or left-padded batches are refused.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +76,9 @@ class MlxBackend(Backend):
         from mlx_lm.utils import load_model, load_tokenizer
 
         from .. import adapters
+        from ..job import JobError
         from .mlx_lora import apply_lora, block_linear_paths
 
-        job_error = _job_error_class()
         path = self.model_folder()  # local folder or HF cache only, never the network
         trust = bool(getattr(self.job, "trust_remote_code", False))
         try:
@@ -90,7 +89,7 @@ class MlxBackend(Backend):
                 eos_token_ids=config.get("eos_token_id"),
             )
         except (ValueError, FileNotFoundError, OSError, KeyError) as exc:
-            raise job_error(f"mlx-lm cannot load the base model at {path}: {exc}") from exc
+            raise JobError(f"mlx-lm cannot load the base model at {path}: {exc}") from exc
         self.model_path, self.config, self.model = path, config, model
         # data.py works on the Hugging Face tokenizer itself, as on the torch backend.
         self.tokenizer = getattr(wrapper, "_tokenizer", wrapper)
@@ -105,11 +104,11 @@ class MlxBackend(Backend):
         parent = getattr(self.job, "parent_adapter", None)
         parent_tensors: dict[str, np.ndarray] = {}
         if parent:
-            parent_tensors = self._read_parent(Path(parent), job_error)
+            parent_tensors = self._read_parent(Path(parent))
             parent_paths = {adapters.parse_peft_name(k)[0] for k in parent_tensors}
             paths = sorted(set(paths) | parent_paths, key=paths_key)
         if not paths:
-            raise job_error(f"no linear layers match target_modules={targets!r} in this model")
+            raise JobError(f"no linear layers match target_modules={targets!r} in this model")
 
         seed = int(getattr(self.job, "seed", 0) or 0)
         scale = adapters.scale_from_alpha(self.alpha, self.rank)
@@ -136,21 +135,22 @@ class MlxBackend(Backend):
         self._grads = None
         mx.random.seed(seed)
 
-    def _read_parent(self, folder: Path, job_error: type) -> dict[str, np.ndarray]:
+    def _read_parent(self, folder: Path) -> dict[str, np.ndarray]:
         """Validate the parent PEFT folder against the loaded model; adopt its r and alpha.
 
         The parent's own ``r`` and ``lora_alpha`` win over the preset's: the round
         continues the parent's function, so its scale must stay what it was.
         """
         from .. import adapters
+        from ..job import JobError
 
         if not folder.is_dir():
-            raise job_error(f"the parent adapter folder {folder} does not exist")
+            raise JobError(f"the parent adapter folder {folder} does not exist")
         problems = adapters.validate_adapter(
             folder, base_shapes=self.base_shapes, require_metadata=False
         )
         if problems:
-            raise job_error(f"parent adapter {folder} is not usable: " + "; ".join(problems))
+            raise JobError(f"parent adapter {folder} is not usable: " + "; ".join(problems))
         cfg = adapters.read_adapter_config(folder)
         self.rank = int(cfg["r"])
         self.alpha = float(cfg["lora_alpha"])
@@ -364,14 +364,15 @@ class MlxBackend(Backend):
         import mlx.core as mx
         from mlx.utils import tree_unflatten
 
-        job_error = _job_error_class()
+        from ..job import JobError
+
         path = Path(folder) / CHECKPOINT_FILE
         try:
             arrays, meta = mx.load(str(path), return_metadata=True)
         except (OSError, ValueError, RuntimeError) as exc:
-            raise job_error(f"checkpoint {path} is unreadable: {exc}") from exc
+            raise JobError(f"checkpoint {path} is unreadable: {exc}") from exc
         if meta.get("format") != CHECKPOINT_FORMAT:
-            raise job_error(f"checkpoint {path} is not an MLX rltray checkpoint")
+            raise JobError(f"checkpoint {path} is not an MLX rltray checkpoint")
         lora = {k[5:]: np.array(v) for k, v in arrays.items() if k.startswith("lora.")}
         mine = self._mlx_lora_numpy()
         problems = [f"{k} missing" for k in mine if k not in lora]
@@ -384,7 +385,7 @@ class MlxBackend(Backend):
         if int(meta.get("rank", self.rank)) != self.rank:
             problems.append(f"rank {meta.get('rank')} vs {self.rank}")
         if problems:
-            raise job_error(
+            raise JobError(
                 f"checkpoint {path} does not match the loaded model: " + "; ".join(problems)
             )
         self._set_lora(lora)
@@ -451,17 +452,3 @@ def _mix_seed(seed: int, counter: int) -> int:
     x = (seed * 0x9E3779B97F4A7C15 + counter * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     x ^= x >> 31
     return x & 0x7FFFFFFFFFFFFFFF
-
-
-def _job_error_class() -> type[Exception]:
-    """``job.JobError`` when the job module exists, else ValueError (same one-sentence use)."""
-    try:
-        from ..job import JobError
-
-        return JobError
-    except ImportError:  # pragma: no cover - job.py lands in parallel
-        return ValueError
-
-
-#: Factory used by the backend registry (``backends.get("mlx")``), if any.
-create: Callable[[Any, Any], Backend] = MlxBackend
