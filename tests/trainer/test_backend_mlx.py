@@ -377,3 +377,26 @@ def test_unknown_model_id_fails_without_network(
     backend = MlxBackend(make_job(Path("nobody/no-such-model")), make_hyper())
     with pytest.raises(JobError, match="local Hugging Face cache"):
         backend.load()
+
+
+def test_dropout_is_training_only_and_seeded(tiny_model: Path) -> None:
+    """Dropout changes the gradients, never the eval log-probs, and replays from the seed."""
+
+    def grads(dropout: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        backend = loaded(tiny_model, dropout=dropout)
+        randomise_b(backend)
+        batch = make_batch(backend.tokenizer)
+        f = backend.logprobs(batch, adapter=False)
+        n = backend.logprobs(batch, adapter=True)
+        np.testing.assert_array_equal(backend.logprobs(batch, adapter=True), n)
+        backend.accumulate(batch, n, f, np.ones(3, np.float32), np.full(3, 1 / 3, np.float32))
+        return n, backend.lora_gradients()
+
+    n0, plain = grads(0.0)
+    n1, dropped = grads(0.5)
+    _, again = grads(0.5)
+    np.testing.assert_array_equal(n1, n0)  # eval mode: no dropout in log-probs
+    name = next(iter(plain))
+    assert not np.allclose(dropped[name], plain[name])
+    for key in dropped:
+        np.testing.assert_array_equal(again[key], dropped[key])
