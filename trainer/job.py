@@ -211,10 +211,8 @@ def _model_ref(ref: str, folder: Path) -> str:
 
 
 def _check_hyper_names(source: str, hyper: Mapping[str, Any]) -> None:
-    try:
-        from rltray.trainer.presets import HYPER_FIELDS
-    except ImportError:  # presets.py lands right after this module; resolve() checks too
-        return
+    from rltray.trainer.presets import HYPER_FIELDS
+
     unknown = sorted(set(hyper) - set(HYPER_FIELDS))
     if unknown:
         raise JobError(f"{source}: 'hyper' has an unknown hyperparameter {unknown[0]!r}; "

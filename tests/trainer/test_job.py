@@ -102,7 +102,6 @@ def test_bad_job_is_one_clear_sentence(tmp_path: Path, changes: dict, needle: st
 
 
 def test_unknown_hyper_name_is_rejected(tmp_path: Path) -> None:
-    pytest.importorskip("rltray.trainer.presets", reason="presets.py defines hyper names")
     with pytest.raises(JobError, match="unknown hyperparameter 'lerning_rate'"):
         load_job(make_job(tmp_path / "j", hyper={"lerning_rate": 1e-3}))
 

@@ -1,0 +1,380 @@
+"""Hyperparameters: one frozen :class:`Hyper`, presets by model size, overrides in one place.
+
+Precedence (applied only in :func:`resolve`): job ``"hyper"`` overrides > preset
+table for the model's size bucket and dense/MoE kind > :data:`DEFAULTS`. Unknown
+names and bad values raise ``job.JobError`` with one sentence.
+
+Where the tunable numbers live (the learning benchmark edits these, with its
+numbers in the commit): :data:`DEFAULTS` (shared values), :data:`PRESET_TABLE`
+(per preset: epochs, β, bands, LR factor, gate tolerances), :data:`BUCKETS` (per
+size: rank, max_seq_len) and the width rule constants :data:`LR_REFERENCE`,
+:data:`REFERENCE_HIDDEN`, :data:`LR_WIDTH_CLAMP`, :data:`MOE_LR_FACTOR`,
+:data:`MOE_BETA_FACTOR`, :data:`MOE_RANK_FACTOR`.
+
+Learning rate — the reasoning
+-----------------------------
+* Published LoRA practice for ~7B models (hidden 4096) at rank 16 uses 1e-4 to
+  2e-4 for supervised fine-tuning (QLoRA paper: 2e-4 for 7B/13B, 1e-4 for 33B/65B;
+  Thinking Machines, "LoRA Without Regret", 2025: the best LoRA rate is ~10x the
+  full fine-tuning rate and nearly independent of rank when the scale is
+  ``alpha / rank`` with a fixed ratio). Full fine-tuning of 7B models uses 1e-5 to
+  2e-5, consistent with the 10x rule.
+* ReinforceClaw's 5e-6 x size factor is a *full*-fine-tune rate applied to LoRA;
+  measured on a small model it moves nothing within a 64-rating budget.
+* Our updates are off-policy (cloud-written responses) with ±1 rewards, so we
+  take the lower end for ``balanced``: **1e-4 at hidden 4096**, ``careful`` 0.5x,
+  ``aggressive`` 2x. The token ratio band, the drift band and β bound each step
+  further, so the rate is not the only brake.
+* Width rule: with Adam, the stable rate of hidden matrices scales like
+  ``1 / width`` (μP; also what the QLoRA table does from 7B to 65B). So
+  ``lr = LR_REFERENCE * preset_factor * clamp(REFERENCE_HIDDEN / hidden_size)``:
+  2e-4 at hidden 2048 (1B), 5e-5 at 8192 (70B). The clamp [1/4, 64] stops absurd
+  rates at both ends; a 64-wide test model gets 64x = 6.4e-3 and trains visibly
+  in a few steps, which is what benchmarks and tests need.
+* MoE: routed experts see fewer tokens each and routing amplifies drift, so MoE
+  models get 0.5x the rate, 0.5x β (ReinforceClaw halves β too) and 1.5x rank.
+
+Other defaults: the spec's (ρ band [0.5, 2.0], EMA 0.99, advantage clip 2,
+AdamW weight decay 0, gradient clip 1.0, every linear layer of the blocks,
+never embeddings or ``lm_head``). The drift band (±0.5 nats/token for
+``balanced``) and β (0.02) are first guesses, to be set by the benchmark; note
+ReinforceClaw's ±0.001–0.008 nats/token is numerical noise, not a band.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rltray.trainer.job import JobError
+
+#: Leaf names of the block linears for the llama family; ``"all-linear"`` means these
+#: (and their equivalents in other architectures), never embeddings or ``lm_head``.
+BLOCK_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+FORBIDDEN_TARGETS = ("lm_head", "embed_tokens", "wte", "wpe", "embed_out", "output")
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Every hyperparameter of a round. Field names are the job's ``"hyper"`` keys."""
+
+    lr: float = 1e-4
+    warmup_steps: int = 2
+    epochs: int = 2
+    batch_size: int = 4  # sequences per forward pass
+    step_examples: int = 16  # examples per optimizer step (gradient accumulation)
+    rank: int = 16
+    alpha: float = 32.0  # scale alpha / rank
+    dropout: float = 0.0
+    target_modules: str | tuple[str, ...] = "all-linear"
+    beta: float = 0.02  # KL (k3) coefficient
+    rho_lo: float = 0.5
+    rho_hi: float = 2.0
+    delta_lo: float = -0.5  # nats/token from the base
+    delta_hi: float = 0.5
+    adv_clip: float = 2.0
+    ema_decay: float = 0.99
+    max_seq_len: int = 2048
+    grad_clip: float = 1.0
+    weight_decay: float = 0.0
+    replay_share: float = 0.25
+    heldout_fraction: float = 0.15
+    auroc_tolerance: float = 0.05
+    kl_cap: float = 0.1  # nats/token on the neutral texts
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``target_modules`` as a list or ``"all-linear"``)."""
+        out = dataclasses.asdict(self)
+        if isinstance(self.target_modules, tuple):
+            out["target_modules"] = list(self.target_modules)
+        return out
+
+
+HYPER_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Hyper))
+DEFAULTS = Hyper()
+
+# ---- tunable tables -----------------------------------------------------------------
+
+#: Balanced LoRA learning rate at hidden size REFERENCE_HIDDEN (7B-class), see docstring.
+LR_REFERENCE = 1e-4
+REFERENCE_HIDDEN = 4096
+LR_WIDTH_CLAMP = (0.25, 64.0)
+MOE_LR_FACTOR = 0.5
+MOE_BETA_FACTOR = 0.5
+MOE_RANK_FACTOR = 1.5
+
+#: Size buckets by ACTIVE parameters: (name, upper bound, rank, max_seq_len).
+BUCKETS: tuple[tuple[str, float, int, int], ...] = (
+    ("tiny", 2e9, 16, 2048),
+    ("small", 9e9, 16, 2048),
+    ("medium", 32e9, 16, 2048),
+    ("large", 70e9, 16, 1024),
+    ("xl", math.inf, 8, 1024),
+)
+
+#: Per preset: lr_factor and Hyper fields that differ from DEFAULTS. ``custom`` starts
+#: from ``balanced``; it is the preset for users who set their own numbers in "hyper".
+PRESET_TABLE: dict[str, dict[str, Any]] = {
+    "careful": {
+        "lr_factor": 0.5, "epochs": 1, "beta": 0.05, "delta_lo": -0.25, "delta_hi": 0.25,
+        "replay_share": 0.5, "auroc_tolerance": 0.02, "kl_cap": 0.05,
+    },
+    "balanced": {"lr_factor": 1.0},
+    "aggressive": {
+        "lr_factor": 2.0, "epochs": 3, "beta": 0.01, "delta_lo": -1.0, "delta_hi": 1.0,
+        "replay_share": 0.1, "auroc_tolerance": 0.1, "kl_cap": 0.2,
+    },
+    "custom": {"lr_factor": 1.0},
+}
+
+
+# ---- model info ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What presets need from a model's ``config.json`` (estimates, not exact counts)."""
+
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+    intermediate_size: int
+    total_params: int
+    active_params: int
+    is_moe: bool = False
+    num_experts: int = 0
+    experts_per_token: int = 0
+    max_position: int | None = None
+
+    @property
+    def bucket(self) -> str:
+        """Size bucket by active parameters: tiny, small, medium, large or xl."""
+        return bucket_for(self.active_params)
+
+
+def bucket_for(active_params: float) -> str:
+    for name, upper, _rank, _len in BUCKETS:
+        if active_params <= upper:
+            return name
+    return BUCKETS[-1][0]
+
+
+def _first(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        value = cfg.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def model_info(config: Mapping[str, Any]) -> ModelInfo:
+    """Estimate sizes from a Hugging Face ``config.json`` dict (text model part).
+
+    Multimodal configs keep the language model under ``text_config`` (Gemma 3,
+    Llama 4, Qwen-VL); its numbers are used, with the top-level ``model_type``.
+    MoE is detected from ``num_experts`` / ``num_local_experts`` / ``n_routed_experts``
+    (more than one expert) or ``num_experts_per_tok``; active parameters count
+    only the experts each token uses (plus shared experts and dense layers).
+    Raises ``JobError`` when ``hidden_size`` or the layer count is missing.
+    """
+    if not isinstance(config, Mapping):
+        raise JobError("the model config must be a JSON object")
+    model_type = str(config.get("model_type") or "unknown")
+    text = config.get("text_config")
+    cfg: Mapping[str, Any] = (
+        {**config, **text} if isinstance(text, Mapping) and "hidden_size" in text else config
+    )
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    if not isinstance(hidden, int) or not isinstance(layers, int) or hidden <= 0 or layers <= 0:
+        raise JobError(f"the model config (model_type {model_type}) has no usable "
+                       f"hidden_size and num_hidden_layers")
+    vocab = int(_first(cfg, "vocab_size", default=32000))
+    inter = int(_first(cfg, "intermediate_size", "n_inner", "ffn_dim", default=4 * hidden))
+    heads = int(_first(cfg, "num_attention_heads", "n_head", default=max(1, hidden // 128)))
+    kv = int(_first(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
+    head_dim = int(_first(cfg, "head_dim", default=hidden // heads))
+    tied = bool(_first(cfg, "tie_word_embeddings", default=False))
+
+    experts = int(_first(cfg, "num_experts", "num_local_experts", "n_routed_experts", default=0)
+                  or 0)
+    per_tok = int(_first(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk",
+                         default=0) or 0)
+    is_moe = experts > 1 or (per_tok > 0 and experts != 1)
+    if is_moe and experts <= 1:
+        experts = per_tok  # unknown pool size: total == active estimate
+    per_tok = min(per_tok or 1, experts) if is_moe else 0
+
+    attn = 2 * hidden * heads * head_dim + 2 * hidden * kv * head_dim
+    embed = vocab * hidden * (1 if tied else 2)
+    dense_mlp = 3 * hidden * inter
+    norms = (2 * layers + 1) * hidden  # two RMSNorms per block + the final one
+    if is_moe:
+        expert_inter = int(_first(cfg, "moe_intermediate_size", "expert_intermediate_size",
+                                  default=inter))
+        shared = 3 * hidden * int(
+            _first(cfg, "shared_expert_intermediate_size", default=0)
+            or int(_first(cfg, "n_shared_experts", default=0) or 0) * expert_inter
+        )
+        dense_layers = min(layers, int(_first(cfg, "first_k_dense_replace", default=0) or 0))
+        moe_layers = layers - dense_layers
+        router = hidden * experts
+        per_expert = 3 * hidden * expert_inter
+        total = embed + norms + layers * attn + dense_layers * dense_mlp + moe_layers * (
+            experts * per_expert + shared + router)
+        active = embed + norms + layers * attn + dense_layers * dense_mlp + moe_layers * (
+            per_tok * per_expert + shared + router)
+    else:
+        total = active = embed + norms + layers * (attn + dense_mlp)
+    max_pos = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length")
+    return ModelInfo(
+        model_type=model_type, hidden_size=hidden, num_layers=layers, vocab_size=vocab,
+        intermediate_size=inter, total_params=int(total), active_params=int(active),
+        is_moe=is_moe, num_experts=experts if is_moe else 0, experts_per_token=per_tok,
+        max_position=int(max_pos) if isinstance(max_pos, int) and max_pos > 0 else None,
+    )
+
+
+# ---- resolution ---------------------------------------------------------------------
+
+
+def width_lr(hidden_size: int, preset: str = "balanced", is_moe: bool = False) -> float:
+    """The preset's learning rate for a model this wide (see the module docstring)."""
+    lo, hi = LR_WIDTH_CLAMP
+    factor = min(hi, max(lo, REFERENCE_HIDDEN / float(hidden_size)))
+    lr = LR_REFERENCE * PRESET_TABLE[preset]["lr_factor"] * factor
+    return lr * (MOE_LR_FACTOR if is_moe else 1.0)
+
+
+def preset_values(preset: str, info: ModelInfo) -> dict[str, Any]:
+    """The preset layer alone (no job overrides): every Hyper field."""
+    if preset not in PRESET_TABLE:
+        raise JobError(f"unknown preset {preset!r}; choose one of {', '.join(PRESET_TABLE)}")
+    row = {k: v for k, v in PRESET_TABLE[preset].items() if k != "lr_factor"}
+    values = {**dataclasses.asdict(DEFAULTS), **row}
+    _name, _upper, rank, max_len = next(b for b in BUCKETS if b[0] == info.bucket)
+    if info.is_moe:
+        rank = round(rank * MOE_RANK_FACTOR)
+        values["beta"] = values["beta"] * MOE_BETA_FACTOR
+    values["rank"] = rank
+    values["alpha"] = 2.0 * rank  # keep the scale alpha/rank = 2 at every rank
+    values["lr"] = width_lr(info.hidden_size, preset, info.is_moe)
+    if info.max_position:
+        max_len = min(max_len, info.max_position)
+    values["max_seq_len"] = max_len
+    return values
+
+
+def resolve(preset: str, info: ModelInfo, overrides: Mapping[str, Any] | None = None) -> Hyper:
+    """Job overrides > preset (by size bucket and dense/MoE) > defaults, validated."""
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(HYPER_FIELDS))
+    if unknown:
+        raise JobError(f"unknown hyperparameter {unknown[0]!r} in the job's \"hyper\"; "
+                       f"known ones are {', '.join(HYPER_FIELDS)}")
+    values = preset_values(preset, info)
+    for key, value in overrides.items():
+        values[key] = _coerce(key, value)
+    if "rank" in overrides and "alpha" not in overrides:
+        values["alpha"] = 2.0 * values["rank"]
+    hyper = Hyper(**values)
+    _check(hyper, info)
+    return hyper
+
+
+_INT_FIELDS = {f.name for f in dataclasses.fields(Hyper) if f.type in ("int", int)}
+
+
+def _coerce(key: str, value: Any) -> Any:
+    if key == "target_modules":
+        if value == "all-linear":
+            return value
+        if (not isinstance(value, (list, tuple)) or not value
+                or not all(isinstance(v, str) and v for v in value)):
+            raise JobError("hyper 'target_modules' must be \"all-linear\" or a non-empty list "
+                           "of layer names")
+        bad = [v for v in value if v in FORBIDDEN_TARGETS]
+        if bad:
+            raise JobError(f"hyper 'target_modules' may not include {bad[0]!r}: LoRA trains "
+                           f"only the transformer blocks' linear layers")
+        return tuple(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise JobError(f"hyper {key!r} must be a number, not {value!r}")
+    if key in _INT_FIELDS:
+        if not isinstance(value, int):
+            raise JobError(f"hyper {key!r} must be a whole number, not {value!r}")
+        return value
+    if not math.isfinite(value):
+        raise JobError(f"hyper {key!r} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _check(h: Hyper, info: ModelInfo) -> None:
+    """Range checks; one sentence naming the first bad value."""
+    rules: list[tuple[bool, str]] = [
+        (h.lr > 0, "'lr' must be greater than 0"),
+        (h.warmup_steps >= 0, "'warmup_steps' must be 0 or more"),
+        (h.epochs >= 1, "'epochs' must be 1 or more"),
+        (h.batch_size >= 1, "'batch_size' must be 1 or more"),
+        (h.step_examples >= 1, "'step_examples' must be 1 or more"),
+        (h.rank >= 1, "'rank' must be 1 or more"),
+        (h.alpha > 0, "'alpha' must be greater than 0"),
+        (0 <= h.dropout < 1, "'dropout' must be in [0, 1)"),
+        (h.beta >= 0, "'beta' must be 0 or more"),
+        (0 <= h.rho_lo < h.rho_hi, "the ratio band needs 0 <= 'rho_lo' < 'rho_hi'"),
+        (h.delta_lo < 0 < h.delta_hi, "the drift band needs 'delta_lo' < 0 < 'delta_hi'"),
+        (h.adv_clip > 0, "'adv_clip' must be greater than 0"),
+        (0 <= h.ema_decay < 1, "'ema_decay' must be in [0, 1)"),
+        (h.max_seq_len >= 8, "'max_seq_len' must be 8 or more"),
+        (h.grad_clip > 0, "'grad_clip' must be greater than 0"),
+        (h.weight_decay >= 0, "'weight_decay' must be 0 or more"),
+        (0 <= h.replay_share < 1, "'replay_share' must be in [0, 1)"),
+        (0 <= h.heldout_fraction < 1, "'heldout_fraction' must be in [0, 1)"),
+        (h.auroc_tolerance >= 0, "'auroc_tolerance' must be 0 or more"),
+        (h.kl_cap > 0, "'kl_cap' must be greater than 0"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise JobError(f"hyper {message}")
+    if info.max_position and h.max_seq_len > info.max_position:
+        raise JobError(f"hyper 'max_seq_len' {h.max_seq_len} is longer than the model's "
+                       f"{info.max_position} positions")
+
+
+def describe_presets() -> str:
+    """A Markdown description of the presets and the width rule, for the docs and UI."""
+    lines = [
+        "| preset | lr @ hidden 4096 | epochs | beta | drift band | replay | "
+        "AUROC tol. | KL cap |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in PRESET_TABLE:
+        v = {**dataclasses.asdict(DEFAULTS), **PRESET_TABLE[name]}
+        lines.append(
+            f"| {name} | {width_lr(REFERENCE_HIDDEN, name):.1e} | {v['epochs']} | {v['beta']} | "
+            f"±{v['delta_hi']} nats/token | {v['replay_share']} | {v['auroc_tolerance']} | "
+            f"{v['kl_cap']} |"
+        )
+    lines += ["", "| size bucket (active params) | rank (dense / MoE) | max_seq_len |",
+              "|---|---|---|"]
+    prev = 0.0
+    for name, upper, rank, max_len in BUCKETS:
+        span = f"> {prev / 1e9:g}B" if math.isinf(upper) else f"<= {upper / 1e9:g}B"
+        moe_rank = round(rank * MOE_RANK_FACTOR)
+        lines.append(f"| {name} ({span}) | {rank} / {moe_rank} | {max_len} |")
+        prev = upper
+    lo, hi = LR_WIDTH_CLAMP
+    lines += [
+        "",
+        f"Learning rate = {LR_REFERENCE:g} x preset factor x clamp({REFERENCE_HIDDEN} / "
+        f"hidden_size, {lo:g}, {hi:g}); MoE models x{MOE_LR_FACTOR:g} learning rate, "
+        f"x{MOE_BETA_FACTOR:g} beta, x{MOE_RANK_FACTOR:g} rank. alpha = 2 x rank. "
+        "Defaults: ratio band [0.5, 2.0], EMA decay 0.99, advantage clip 2, AdamW weight "
+        "decay 0, gradient clip 1.0, LoRA on every linear layer of the blocks.",
+        "Job \"hyper\" values override the preset; \"custom\" starts from \"balanced\".",
+    ]
+    return "\n".join(lines)
