@@ -34,8 +34,12 @@ def test_a_new_database_is_private_wal_and_fully_migrated(paths: Paths) -> None:
         assert s.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         assert s.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
         assert s.integrity_check() == "ok"
+        s.log_event("test", "a write creates the WAL files")
+        if os.name == "posix":
+            for suffix in ("", "-wal", "-shm"):
+                db_file = paths.db.with_name(paths.db.name + suffix)
+                assert stat.S_IMODE(db_file.stat().st_mode) == 0o600, suffix
     if os.name == "posix":
-        assert stat.S_IMODE(paths.db.stat().st_mode) == 0o600
         assert stat.S_IMODE(paths.home.stat().st_mode) == 0o700
     names = [r[0] for r in raw(paths.db).execute("SELECT name FROM migrations ORDER BY rowid")]
     assert names == [fn.__name__ for fn in migrations.MIGRATIONS]
