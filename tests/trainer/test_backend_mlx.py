@@ -400,3 +400,59 @@ def test_dropout_is_training_only_and_seeded(tiny_model: Path) -> None:
     assert not np.allclose(dropped[name], plain[name])
     for key in dropped:
         np.testing.assert_array_equal(again[key], dropped[key])
+
+
+# ---- the whole trainer ----------------------------------------------------------------
+
+
+def _example(i: int, good: bool) -> dict[str, Any]:
+    return {
+        "id": f"ex{i}",
+        "messages": [{"role": "system", "content": "You are a coding assistant."}],
+        "prompt": f"How do I close file number {i}?",
+        "response": CORPUS[2] if good else CORPUS[3],
+        "rating": 1 if good else -1,
+        "rated_at": f"2026-01-01T00:00:{i:02d}+00:00",
+    }
+
+
+@pytest.mark.slow
+def test_trainer_cli_runs_a_round_on_mlx(tiny_model: Path, tmp_path: Path) -> None:
+    """``python -m rltray.trainer job.json`` with ``"backend": "mlx"``, end to end."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("rltray.trainer.__main__", reason="trainer/__main__.py has not landed")
+    if not hasattr(pytest.importorskip("rltray.trainer.data"), "encode"):
+        pytest.skip("trainer/data.py (encode, collate) has not landed")
+    folder = tmp_path / "job"
+    folder.mkdir()
+    examples = [_example(i, i % 2 == 0) for i in range(8)]
+    heldout = [_example(10 + i, i % 2 == 0) for i in range(4)]
+    (folder / "examples.jsonl").write_text("".join(json.dumps(e) + "\n" for e in examples))
+    (folder / "heldout.jsonl").write_text("".join(json.dumps(e) + "\n" for e in heldout))
+    job = {
+        "v": 1, "id": "mlx-e2e", "base_model": str(tiny_model), "backend": "mlx",
+        "preset": "balanced", "examples": "examples.jsonl", "heldout": "heldout.jsonl",
+        "out": "adapter", "seed": 3,
+        "hyper": {"epochs": 1, "batch_size": 4, "step_examples": 4, "max_seq_len": 96},
+    }  # fmt: skip
+    (folder / "job.json").write_text(json.dumps(job))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rltray.trainer", str(folder / "job.json")],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    progress = [x for x in lines if x["type"] == "progress"]
+    assert len(progress) == 2  # 8 examples / 4 per optimizer step
+    assert all(np.isfinite(p["loss"]) and np.isfinite(p["grad_norm"]) for p in progress)
+    done = lines[-1]
+    assert done["type"] == "done"
+    out = Path(done["adapter"])
+    assert adapters.validate_adapter(out) == []
+    assert adapters.read_metadata(out).get("backend") == "mlx"
+    assert set(adapters.read_adapter_config(out)["target_modules"]) == set(TARGETS)
