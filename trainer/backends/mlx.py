@@ -178,12 +178,7 @@ class MlxBackend(Backend):
 
     def _token_logprobs(self, input_ids: Any) -> Any:
         """(B, L-1) fp32 log p(x_j | x_<j) from the model as it is now (graph kept)."""
-        import mlx.core as mx
-
-        logits = self.model(input_ids)[:, :-1, :].astype(mx.float32)
-        targets = input_ids[:, 1:]
-        picked = mx.take_along_axis(logits, targets[..., None], axis=-1).squeeze(-1)
-        return picked - mx.logsumexp(logits, axis=-1)
+        return _gather_logprobs(self.model(input_ids), input_ids)
 
     def _ids(self, batch: Any) -> Any:
         import mlx.core as mx
@@ -204,9 +199,16 @@ class MlxBackend(Backend):
         ids = self._ids(batch)
         self.model.eval()
         with self._adapter_context(adapter):
-            lp = mx.stop_gradient(self._token_logprobs(ids))
-            mx.eval(lp)
-        return np.array(lp, dtype=np.float32)
+            logits = self.model(ids)
+            mx.eval(logits)
+            # One row at a time: the fp32 copy of the logits is L x V, not B x L x V
+            # (a 150k vocabulary makes the whole batch's copy gigabytes).
+            rows = []
+            for b in range(ids.shape[0]):
+                row = _gather_logprobs(logits[b : b + 1], ids[b : b + 1])
+                mx.eval(row)
+                rows.append(np.array(row[0], dtype=np.float32))
+        return np.stack(rows)
 
     # ---- training ------------------------------------------------------------------
 
@@ -409,6 +411,15 @@ class MlxBackend(Backend):
 
 
 # ---- helpers -----------------------------------------------------------------------
+
+
+def _gather_logprobs(logits: Any, input_ids: Any) -> Any:
+    """(B, L-1) fp32 log-softmax of ``logits[:, :-1]`` at the next tokens."""
+    import mlx.core as mx
+
+    z = logits[:, :-1, :].astype(mx.float32)
+    picked = mx.take_along_axis(z, input_ids[:, 1:, None], axis=-1).squeeze(-1)
+    return picked - mx.logsumexp(z, axis=-1)
 
 
 def check_right_padded(batch: Any) -> None:
