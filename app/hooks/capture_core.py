@@ -1,0 +1,776 @@
+"""The hook program's work, loaded by ``capture.py`` (stdlib only; see that file's docstring).
+
+Kept apart from ``capture.py`` for speed: Python compiles a script it runs
+from source on every start (~10 ms for this much code), but imports a module
+from its cached bytecode. ``capture.py`` stays a few lines and imports this.
+It must never import rltray or anything outside the standard library, and
+nothing at module level beyond ``os``, ``sys`` and ``time`` (all already loaded
+or built in), because every millisecond here is spent inside the agent's turn.
+JSON goes through the C accelerator ``_json`` directly (``import json`` pulls
+in ``re``, which alone costs about as much as the interpreter's start), hashing
+through ``_sha256``/``_sha2`` and spawning through ``os.posix_spawnp``; each
+falls back to the ordinary module when the fast one is missing.
+
+It never fails the agent: every problem becomes one line in
+``<home>/logs/hook.log`` and exit status 0, and the only stdout it ever writes
+is the documented ``{"decision": "block", ...}`` answer to a `/rl` prompt.
+Records go to ``spool/incoming/`` as one file each, written atomically (temp +
+rename, 0600) through directory descriptors opened without following symlinks,
+so a planted link can redirect nothing. Credentials are scrubbed at ingest
+(``rltray.app.scrub``), not here: regexes cost ~12 ms to import.
+"""
+
+import os
+import sys
+import time
+
+EVENTS = ("claude-stop", "claude-prompt", "codex-stop", "codex-prompt", "codex-notify")
+MAX_STDIN = 8 * 1024 * 1024
+TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size
+MAX_STATE = 4 * 1024 * 1024
+MAX_TEXT = 200_000
+MAX_CONTEXT = 20
+MAX_CONTEXT_CHARS = 20_000
+MAX_LOG = 1024 * 1024
+PREVIEW = 40
+RL_COMMANDS = ("good", "bad", "undo", "status")
+USAGE = "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl undo | /rl status"
+# Claude Code writes these as `user` records, but the user did not type them.
+_WRAPPERS = ("<command-name>", "<command-message>", "<local-command-", "<command-args>",
+             "<system-reminder>", "<user-prompt-submit-hook>", "[Request interrupted")
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+# -- JSON without `re` --------------------------------------------------------------
+
+
+class _JsonContext:
+    """The attributes ``_json.make_scanner`` reads (json.JSONDecoder's, lenient strings)."""
+
+    def __init__(self):
+        self.strict = False
+        self.object_hook = None
+        self.object_pairs_hook = None
+        self.parse_float = float
+        self.parse_int = int
+        self.parse_constant = {"NaN": float("nan"), "Infinity": float("inf"),
+                               "-Infinity": float("-inf")}.__getitem__
+
+
+def loads(text):
+    """json.loads(text) through the C scanner; ValueError on anything that is not one value."""
+    try:
+        from _json import make_scanner
+    except ImportError:
+        import json
+
+        return json.loads(text)
+    text = text.strip(" \t\r\n\ufeff")
+    try:
+        value, end = make_scanner(_JsonContext())(text, 0)
+    except (StopIteration, SystemError):
+        # The C scanner reports syntax errors through json.decoder.JSONDecodeError, which it
+        # looks up in sys.modules only; without json imported that surfaces as SystemError.
+        raise ValueError("not valid JSON") from None
+    if end != len(text):
+        raise ValueError(f"extra data after JSON at {end}")
+    return value
+
+
+def dumps(value):
+    """Compact, ASCII-only JSON (lone surrogates survive as escapes, never as bad bytes)."""
+    try:
+        from _json import encode_basestring_ascii, make_encoder
+
+        encoder = make_encoder({}, _not_serialisable, encode_basestring_ascii, None,
+                               ":", ",", False, False, True)
+        return "".join(encoder(value, 0))
+    except (ImportError, TypeError):
+        import json
+
+        return json.dumps(value, separators=(",", ":"))
+
+
+def _not_serialisable(value):
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _sha256_hex(text):
+    try:
+        from _sha256 import sha256  # CPython <= 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # CPython >= 3.12
+        except ImportError:
+            from hashlib import sha256
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# -- files: private, atomic, never through a symlink ----------------------------------
+
+
+class UnsafePath(OSError):
+    """A symlink or non-regular file where the hook expected its own file or folder."""
+
+
+class _Dir:
+    """A folder opened without following links; ``fd`` is None where dir_fd is unsupported."""
+
+    def __init__(self, path, fd):
+        self.path = path
+        self.fd = fd
+
+    def open(self, name, flags, mode=0o600):
+        if self.fd is None:
+            return os.open(os.path.join(self.path, name), flags | _O_BINARY, mode)
+        return os.open(name, flags, mode, dir_fd=self.fd)
+
+    def replace(self, src, dst):
+        if self.fd is None:
+            os.replace(os.path.join(self.path, src), os.path.join(self.path, dst))
+        else:
+            os.replace(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def unlink(self, name):
+        if self.fd is None:
+            os.unlink(os.path.join(self.path, name))
+        else:
+            os.unlink(name, dir_fd=self.fd)
+
+    def names(self):
+        return os.listdir(self.path if self.fd is None else self.fd)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def open_dir(home, *parts):
+    """Open ``home/parts...``, creating folders 0700; refuse any part below home that is a link."""
+    os.makedirs(home, 0o700, exist_ok=True)
+    path = home
+    if os.name != "posix":
+        for part in parts:
+            path = os.path.join(path, part)
+            try:  # noqa: SIM105 (contextlib costs import time in the hook)
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                pass
+            if os.path.islink(path) or not os.path.isdir(path):
+                raise UnsafePath(f"refusing {path}: not a plain folder")
+        return _Dir(path, None)
+    flags = os.O_RDONLY | os.O_DIRECTORY
+    fd = os.open(home, flags)
+    try:
+        for part in parts:
+            path = os.path.join(path, part)
+            try:  # noqa: SIM105 (contextlib costs import time in the hook)
+                os.mkdir(part, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                child = os.open(part, flags | _O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                raise UnsafePath(f"refusing {path}: not a plain folder ({exc.strerror})") from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return _Dir(path, fd)
+
+
+def write_atomic(folder, name, data):
+    """Create ``name`` in ``folder`` with ``data`` (bytes): temp file + rename, 0600."""
+    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = folder.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    try:
+        folder.replace(tmp, name)
+    except BaseException:
+        folder.unlink(tmp)
+        raise
+
+
+def read_regular(opener, limit, tail=False):
+    """Read at most ``limit`` bytes of a regular file (the last ones when ``tail``); never a link.
+
+    ``opener(flags)`` returns an fd. O_NONBLOCK keeps a FIFO planted at the path from
+    hanging the hook; the fstat check then refuses it. Returns (bytes, started_mid_file).
+    """
+    fd = opener(os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _O_BINARY)
+    try:
+        import stat
+
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePath("refusing to read a file that is not a regular file")
+        start = max(0, info.st_size - limit) if tail else 0
+        if start:
+            os.lseek(fd, start, os.SEEK_SET)
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), start > 0
+    finally:
+        os.close(fd)
+
+
+def log(home, event, message):
+    """Append one line to <home>/logs/hook.log (0600, never through a link); never raises."""
+    if not home:
+        return
+    try:
+        logs = open_dir(home, "logs")
+        try:
+            fd = logs.open("hook.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW)
+            try:
+                if os.fstat(fd).st_size > MAX_LOG:  # keep one old generation, not an endless file
+                    os.close(fd)
+                    logs.replace("hook.log", "hook.log.1")
+                    fd = logs.open("hook.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW)
+                line = f"{iso_now()} pid={os.getpid()} {event}: {message}"[:2000]
+                os.write(fd, line.replace("\n", " ").encode("utf-8", "replace") + b"\n")
+            finally:
+                os.close(fd)
+        finally:
+            logs.close()
+    except Exception:
+        pass
+
+
+def iso_now():
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+    return f"{stamp}.{int(now % 1 * 1_000_000):06d}+00:00"
+
+
+# -- per-session state ---------------------------------------------------------------
+
+
+class Hook:
+    """One hook invocation: where it writes, which agent and session it serves."""
+
+    def __init__(self, home, event):
+        self.home = home
+        self.event = event
+        self.agent = "codex" if event.startswith("codex") else "claude-code"
+
+    def log(self, message):
+        log(self.home, self.event, message)
+
+    def state_name(self, session):
+        return f"{self.agent}-{_sha256_hex(session)[:16]}.json"
+
+    def load_state(self, session):
+        """The session's state dict; {} when missing, unreadable or refused (logged)."""
+        try:
+            folder = open_dir(self.home, "spool", "sessions")
+        except OSError as exc:
+            self.log(f"state folder unusable: {exc}")
+            return {}, None
+        try:
+            name = self.state_name(session)
+            data, _ = read_regular(lambda flags: folder.open(name, flags), MAX_STATE)
+            state = loads(data.decode("utf-8", "replace"))
+            return (state if isinstance(state, dict) else {}), folder
+        except FileNotFoundError:
+            return {}, folder
+        except OSError as exc:
+            self.log(f"refusing session state file: {exc.strerror or exc}")
+            folder.close()
+            return {}, None
+        except ValueError as exc:
+            self.log(f"session state unreadable, starting fresh: {exc}")
+            return {}, folder
+
+    def save_state(self, folder, session, state):
+        if folder is None:
+            return
+        try:
+            write_atomic(folder, self.state_name(session), dumps(state).encode("ascii"))
+        finally:
+            folder.close()
+
+    def spool(self, record):
+        """Write one record into spool/incoming/ (the tray need not be running)."""
+        record = {"v": 1, **record}
+        folder = open_dir(self.home, "spool", "incoming")
+        try:
+            name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.json"
+            write_atomic(folder, name, dumps(record).encode("ascii"))
+        finally:
+            folder.close()
+        return name
+
+
+def cap(text, limit=MAX_TEXT):
+    return text[:limit] if isinstance(text, str) else ""
+
+
+def text_or_none(value):
+    return value if isinstance(value, str) and value else None
+
+
+def preview(text, limit=PREVIEW):
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def norm(text):
+    return " ".join(text.split())
+
+
+# -- transcripts -----------------------------------------------------------------------
+
+
+def rl_command(text):
+    """(subcommand, comment) when ``text`` is a `/rl ...` prompt, else None."""
+    s = text.strip()
+    if s[:3].lower() != "/rl" or (len(s) > 3 and not s[3].isspace()):
+        return None
+    rest = s[3:].split(None, 1)
+    return (rest[0].lower() if rest else ""), (rest[1].strip() or None if len(rest) > 1 else None)
+
+
+def record_message(rec):
+    """[role, text, uuid, message id] for a user-typed or assistant-text record, else None.
+
+    Drops what is not conversation: tool calls and results, thinking, subagent
+    (sidechain) records, meta records, command wrappers and `/rl` prompts.
+    """
+    if not isinstance(rec, dict) or rec.get("isSidechain") is True or rec.get("isMeta") is True:
+        return None
+    kind = rec.get("type")
+    msg = rec.get("message")
+    if kind not in ("user", "assistant") or not isinstance(msg, dict):
+        return None
+    if rec.get("isCompactSummary") is True or (kind == "user" and "toolUseResult" in rec):
+        return None
+    content = msg.get("content")
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif block.get("type") == "tool_result":
+                return None
+        content = "\n".join(parts)
+    if not isinstance(content, str) or not content.strip():
+        return None
+    if kind == "user" and (content.lstrip().startswith(_WRAPPERS) or rl_command(content)):
+        return None
+    uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
+    msg_id = msg.get("id") if kind == "assistant" and isinstance(msg.get("id"), str) else None
+    return [kind, content, uuid, msg_id]
+
+
+def scan_transcript(data, mid_file, prompt, have_response):
+    """Conversation messages newest first, and the index of the prompt's record (or None).
+
+    Parses lines from the end and stops 20 messages past the prompt, so a long
+    session costs about as much as a short one. The prompt is the record equal to
+    ``prompt`` when the prompt hook recorded it, else the newest typed user message
+    (older than the newest answer when the answer itself must come from here).
+    """
+    lines = data.split(b"\n")
+    if mid_file:
+        lines = lines[1:]  # the first line is a fragment: the tail started mid-record
+    msgs, anchor, seen_answer = [], None, have_response
+    wanted = norm(prompt) if prompt is not None else None
+    for raw in reversed(lines):
+        if b'"user"' not in raw and b'"assistant"' not in raw:
+            continue
+        try:
+            m = record_message(loads(raw.decode("utf-8", "replace")))
+        except ValueError:
+            continue
+        if m is None:
+            continue
+        last = msgs[-1] if msgs else None
+        if m[3] and last is not None and last[0] == "assistant" and last[3] == m[3]:
+            last[1] = m[1] + "\n" + last[1]  # one API message split over several records
+            continue
+        msgs.append(m)
+        if anchor is not None:
+            if len(msgs) - anchor > MAX_CONTEXT + 1:
+                break
+        elif m[0] == "assistant":
+            seen_answer = True
+        elif (norm(m[1]) == wanted) if wanted is not None else seen_answer:
+            anchor = len(msgs) - 1
+    return msgs, anchor
+
+
+def read_transcript(hook, path, prompt, have_response):
+    try:
+        data, mid = read_regular(lambda flags: os.open(path, flags), TAIL_BYTES, tail=True)
+    except OSError as exc:
+        hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
+        return [], None
+    return scan_transcript(data, mid, prompt, have_response)
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+def _session(payload, key):
+    value = payload.get(key)
+    return value[:500] if isinstance(value, str) and value.strip() else None
+
+
+def _num(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def pending_prompt(state, continuing=False):
+    """The prompt recorded by the prompt hook, unless a turn was recorded since (then the
+    transcript is asked first: the prompt hook may have missed a newer prompt)."""
+    prompt = text_or_none(state.get("prompt"))
+    if prompt is None:
+        return None
+    fresh = _num(state.get("prompt_at")) >= _num(state.get("last_turn_at"))
+    return prompt if fresh or continuing else None
+
+
+def fallback_turn_id(session, prompt, response):
+    return _sha256_hex("\0".join((session, prompt, response)))[:16]
+
+
+def record_turn(hook, session, state, folder, fields):
+    """Spool a turn unless this turn was already written with everything it now carries."""
+    rec = {"kind": "turn", "agent": hook.agent, "session": session, **fields,
+           "captured_at": iso_now()}
+    rec["prompt"], rec["response"] = cap(rec["prompt"]), cap(rec["response"])
+    filled = {k for k in ("prompt", "response", "context", "cwd", "model") if rec.get(k)}
+    written = state.get("written") if isinstance(state.get("written"), dict) else {}
+    before = set(written.get("fields") or ()) if written.get("turn") == rec["turn"] else set()
+    if not filled <= before:
+        hook.spool(rec)
+        state["written"] = {"turn": rec["turn"], "fields": sorted(filled | before)}
+    state.update(last_turn=rec["turn"], last_turn_preview=preview(rec["response"]),
+                 last_turn_at=time.time())
+    hook.save_state(folder, session, state)
+
+
+def claude_stop(hook, payload):
+    session = _session(payload, "session_id")
+    if session is None:
+        hook.log("Stop payload without session_id; nothing recorded")
+        return
+    state, folder = hook.load_state(session)
+    response = text_or_none(payload.get("last_assistant_message"))
+    prompt = pending_prompt(state, continuing=payload.get("stop_hook_active") is True)
+    msgs, anchor = [], None
+    path = text_or_none(payload.get("transcript_path"))
+    if path:
+        msgs, anchor = read_transcript(hook, path, prompt, response is not None)
+    newest = next((i for i, m in enumerate(msgs) if m[0] == "assistant"), None)
+    if response is None and newest is not None and (anchor is None or newest < anchor):
+        response = msgs[newest][1]
+    if not response:
+        hook.log("Stop without an assistant answer (payload and transcript); nothing recorded")
+        if folder is not None:
+            folder.close()
+        return
+    from_state = prompt is not None
+    if prompt is None:  # else the transcript's; else the last one recorded, even if used before
+        prompt = msgs[anchor][1] if anchor is not None else text_or_none(state.get("prompt")) or ""
+    if anchor is not None:
+        older = msgs[anchor + 1 : anchor + 1 + MAX_CONTEXT]
+    else:  # the transcript lags the prompt: all of it is earlier conversation
+        older = [m for m in msgs if not (m[0] == "assistant" and norm(m[1]) == norm(response))]
+        older = older[:MAX_CONTEXT]
+    # The newest answer record names this turn only if it is newer than the prompt (or
+    # there is no prompt record to compare with); a lagging file holds the previous turn.
+    turn = None
+    if (newest is not None and (newest < anchor if anchor is not None else not from_state)
+            and msgs[newest][2] and norm(msgs[newest][1]) == norm(response)):
+        turn = msgs[newest][2][:200]
+    context = [{"role": m[0], "content": cap(m[1], MAX_CONTEXT_CHARS)} for m in reversed(older)]
+    record_turn(hook, session, state, folder, {
+        "turn": turn or fallback_turn_id(session, prompt, response),
+        "prompt": prompt, "response": response, "context": context,
+        "cwd": text_or_none(payload.get("cwd")), "model": text_or_none(payload.get("model")),
+        "event": "stop", "transcript": path})
+
+
+def codex_stop(hook, payload):
+    session = _session(payload, "session_id")
+    if session is None:
+        hook.log("Stop payload without session_id; nothing recorded")
+        return
+    response = text_or_none(payload.get("last_assistant_message"))
+    if response is None:
+        hook.log("Stop without last_assistant_message; leaving this turn to notify")
+        return
+    state, folder = hook.load_state(session)
+    turn = text_or_none(payload.get("turn_id"))
+    prompt = text_or_none(state.get("prompt")) or ""  # the prompt hook runs wherever Stop does
+    record_turn(hook, session, state, folder, {
+        "turn": (turn or fallback_turn_id(session, prompt, response))[:200],
+        "prompt": prompt, "response": response, "context": [],
+        "cwd": text_or_none(payload.get("cwd")), "model": text_or_none(payload.get("model")),
+        "event": "stop", "transcript": text_or_none(payload.get("transcript_path"))})
+
+
+def codex_notify(hook, payload):
+    if payload.get("type") != "agent-turn-complete":
+        return
+    session = _session(payload, "thread-id")
+    response = text_or_none(payload.get("last-assistant-message"))
+    if session is None or response is None:
+        hook.log("agent-turn-complete without thread-id or last-assistant-message; skipped")
+        return
+    inputs = payload.get("input-messages")
+    inputs = [m for m in inputs if isinstance(m, str)] if isinstance(inputs, list) else []
+    state, folder = hook.load_state(session)
+    turn = text_or_none(payload.get("turn-id"))
+    prompt = inputs[-1] if inputs else (text_or_none(state.get("prompt")) or "")
+    context = [{"role": "user", "content": cap(m, MAX_CONTEXT_CHARS)} for m in inputs[:-1]]
+    record_turn(hook, session, state, folder, {
+        "turn": (turn or fallback_turn_id(session, prompt, response))[:200],
+        "prompt": prompt, "response": response, "context": context[-MAX_CONTEXT:],
+        "cwd": text_or_none(payload.get("cwd")), "model": text_or_none(payload.get("model")),
+        "event": "codex-notify", "transcript": None})
+
+
+# -- `/rl` prompts ------------------------------------------------------------------------
+
+
+def prompt_hook(hook, payload, out):
+    """Remember the prompt for the next Stop, or turn `/rl ...` into a command record."""
+    session = _session(payload, "session_id")
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str):
+        prompt = ""
+    command = rl_command(prompt)
+    if session is None:
+        hook.log("UserPromptSubmit payload without session_id; nothing recorded")
+        if command is not None:
+            out({"decision": "block", "reason": "rltray: this agent sent no session id; "
+                 "rate from the tray or with `rltray good` instead."})
+        return
+    state, folder = hook.load_state(session)
+    if command is None:
+        state["prompt"] = cap(prompt)
+        state["prompt_at"] = time.time()
+        hook.save_state(folder, session, state)
+        return
+    sub, comment = command
+    if sub not in RL_COMMANDS:
+        if folder is not None:
+            folder.close()
+        out({"decision": "block", "reason": USAGE})
+        return
+    out({"decision": "block", "reason": run_command(hook, session, state, folder, sub, comment)})
+
+
+def run_command(hook, session, state, folder, sub, comment):
+    """Spool the command for the exact turn it names; the user-facing sentence about it."""
+    last_turn = text_or_none(state.get("last_turn"))
+    last_preview = state.get("last_turn_preview") or ""
+    if sub == "undo" and text_or_none(state.get("last_rated_turn")):
+        target, shown = state["last_rated_turn"], state.get("last_rated_preview") or ""
+    else:
+        target, shown = last_turn, last_preview
+    summary = status_text(hook.home) if sub == "status" else ""  # before our own record lands
+    try:
+        hook.spool({"kind": "command", "agent": hook.agent, "session": session, "command": sub,
+                    "target_turn": target, "comment": cap(comment, 2000) if comment else None,
+                    "captured_at": iso_now(), "event": hook.event})
+    except Exception as exc:
+        hook.log(f"command not recorded: {type(exc).__name__}: {exc}")
+        if folder is not None:
+            folder.close()
+        return "rltray: could not record that command; see logs/hook.log in rltray's data folder."
+    if sub == "status":
+        if folder is not None:
+            folder.close()
+        return summary
+    if target is None:
+        if folder is not None:
+            folder.close()
+        if sub == "undo":
+            return "rltray: nothing to undo in this session."
+        return "rltray: no answer has been captured in this session yet, so nothing was rated."
+    if sub == "undo":
+        state.pop("last_rated_turn", None)
+        state.pop("last_rated_preview", None)
+        hook.save_state(folder, session, state)
+        return f'rltray: withdrew your rating of the answer ("{preview(str(shown))}")'
+    state["last_rated_turn"], state["last_rated_preview"] = target, shown
+    hook.save_state(folder, session, state)
+    noted = " with your comment" if comment else ""
+    return f'rltray: rated the last answer {sub}{noted} ("{preview(str(shown))}")'
+
+
+def status_text(home):
+    """Counts for `/rl status`, read-only from the tray's database plus the waiting spool files."""
+    try:
+        folder = open_dir(home, "spool", "incoming")
+        try:
+            waiting = sum(1 for n in folder.names() if n.endswith(".json") and n[0] != ".")
+        finally:
+            folder.close()
+    except OSError:
+        waiting = 0
+    wait = (f"{waiting} record(s) waiting for the tray" if waiting
+            else "nothing waiting in the spool")
+    db = os.path.join(home, "rltray.db")
+    if not os.path.isfile(db):
+        return f"rltray: no database yet (the tray has not run); {wait}."
+    try:
+        turns, good, bad = read_counts(db)
+    except Exception as exc:
+        return f"rltray: could not read the database ({type(exc).__name__}); {wait}."
+    return (f"rltray: {turns} turn(s) captured, {good} rated good, {bad} rated bad, "
+            f"{max(turns - good - bad, 0)} unrated; {wait}.")
+
+
+def read_counts(db):
+    """(turns, good, bad) from a read-only connection; never writes, never waits long."""
+    import sqlite3
+
+    path = os.path.abspath(db).replace("\\", "/")
+    uri = "file:" + ("/" if not path.startswith("/") else "") + (
+        path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")) + "?mode=ro"
+    con = sqlite3.connect(uri, uri=True, timeout=0.5)
+    try:
+        turns = con.execute("SELECT count(*) FROM turns").fetchone()[0]
+        rows = con.execute(
+            "SELECT value, count(*) FROM ratings WHERE withdrawn_at IS NULL GROUP BY value"
+        ).fetchall()
+    finally:
+        con.close()
+    by_value = dict(rows)
+    return turns, by_value.get(1, 0), by_value.get(-1, 0)
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+
+def parse_argv(argv):
+    """(home, chain argv or None, event, arguments after the event)."""
+    home = chain = event = None
+    extra = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if event is not None:
+            extra.append(arg)
+        elif arg in ("--home", "--chain") and i + 1 < len(argv):
+            if arg == "--home":
+                home = argv[i + 1]
+            else:
+                chain = loads(argv[i + 1])
+                if not (isinstance(chain, list) and chain
+                        and all(isinstance(c, str) for c in chain)):
+                    raise ValueError("--chain must be a JSON list of strings")
+            i += 1
+        elif arg.startswith("--home="):
+            home = arg[7:]
+        elif arg in EVENTS:
+            event = arg
+        else:
+            raise ValueError(f"unexpected argument {arg[:80]!r}")
+        i += 1
+    return home or os.environ.get("RLTRAY_HOME") or None, chain, event, extra
+
+
+def spawn_detached(argv):
+    """Start the user's previous notify program and forget it (no wait, stdio to devnull)."""
+    if os.name == "posix" and hasattr(os, "posix_spawnp"):
+        null = os.devnull
+        actions = [(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0)]
+        try:
+            os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions, setsid=True)
+            return
+        except NotImplementedError:
+            pass
+    import subprocess
+
+    extra = ({"creationflags": subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP}
+             if os.name == "nt" else {"start_new_session": True})
+    subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, close_fds=True, **extra)
+
+
+def read_stdin(hook):
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        return None
+    data = stream.read(MAX_STDIN + 1)
+    if len(data) > MAX_STDIN:
+        hook.log(f"payload over {MAX_STDIN} bytes; skipped")
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def write_stdout(obj):
+    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv=None, out=write_stdout):
+    """Run one hook event; always returns 0 (problems go to the hook log)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    home, event = os.environ.get("RLTRAY_HOME") or None, "hook"
+    try:
+        home, chain, parsed, extra = parse_argv(argv)
+        event = parsed or "hook"
+        hook = Hook(home, event)
+        if parsed is None:
+            hook.log(f"no event given; expected one of {', '.join(EVENTS)}")
+            return 0
+        raw = extra[-1] if event == "codex-notify" and extra else None
+        if chain:
+            try:
+                spawn_detached(chain + ([raw] if raw is not None else []))
+            except Exception as exc:
+                hook.log(f"chained notify program not started: {type(exc).__name__}: {exc}")
+        if home is None:
+            return 0  # nowhere to record or log
+        if event != "codex-notify":
+            raw = read_stdin(hook)
+        if raw is None:
+            if event == "codex-notify":
+                hook.log("no payload argument")
+            return 0
+        payload = loads(raw)
+        if not isinstance(payload, dict):
+            raise ValueError(f"payload is a JSON {type(payload).__name__}, not an object")
+        if event in ("claude-prompt", "codex-prompt"):
+            prompt_hook(hook, payload, out)
+        elif event == "claude-stop":
+            claude_stop(hook, payload)
+        elif event == "codex-stop":
+            codex_stop(hook, payload)
+        else:
+            codex_notify(hook, payload)
+    except Exception as exc:
+        log(home, event, f"{type(exc).__name__}: {str(exc)[:300]}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:  # noqa: SIM105
+        main()
+    except BaseException:  # e.g. KeyboardInterrupt or a closed stdout: still never fail the agent
+        pass
+    sys.exit(0)

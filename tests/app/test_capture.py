@@ -1,0 +1,639 @@
+"""The hook program run as a real subprocess, exactly as Claude Code and Codex run it.
+
+argv comes from ``capture.build_command`` (``python -I -S capture.py --home H <event>``),
+payloads go on stdin (or as the last argument for Codex ``notify``). Every case
+checks the agent-facing promises: exit status 0, no stdout except the documented
+block answer, and nothing already captured lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app.hooks import capture, capture_core
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CLAUDE = FIXTURES / "claude_code"
+CODEX = FIXTURES / "codex"
+EXPECTED = json.loads((CLAUDE / "expected.json").read_text())
+posix_only = pytest.mark.skipif(os.name != "posix", reason="uses POSIX symlinks/FIFOs/modes")
+
+
+def fixture(path: Path, **changes: Any) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    return data
+
+
+def run_hook(
+    home: Path,
+    event: str,
+    payload: Any = None,
+    *,
+    raw: bytes | None = None,
+    chain: list[str] | None = None,
+    timeout: float = 30,
+) -> subprocess.CompletedProcess[bytes]:
+    argv = capture.build_command(event, home, python=sys.executable, chain=chain)
+    stdin = raw
+    if event == "codex-notify":
+        argv.append(raw.decode() if raw is not None else json.dumps(payload))
+        stdin = b""
+    elif stdin is None:
+        stdin = json.dumps(payload).encode()
+    result = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b"", result.stderr
+    return result
+
+
+def spooled(home: Path) -> list[dict[str, Any]]:
+    folder = home / "spool" / "incoming"
+    if not folder.is_dir():
+        return []
+    names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    return [json.loads((folder / n).read_text()) for n in names]
+
+
+def turns(home: Path) -> list[dict[str, Any]]:
+    return [r for r in spooled(home) if r["kind"] == "turn"]
+
+
+def hook_log(home: Path) -> str:
+    log = home / "logs" / "hook.log"
+    return log.read_text() if log.exists() else ""
+
+
+def blocked(result: subprocess.CompletedProcess[bytes]) -> str:
+    answer = json.loads(result.stdout)
+    assert set(answer) == {"decision", "reason"} and answer["decision"] == "block"
+    return answer["reason"]
+
+
+@pytest.fixture
+def home(rltray_home: Path) -> Path:
+    return rltray_home
+
+
+@pytest.fixture
+def transcript(tmp_path: Path) -> Path:
+    path = tmp_path / "session.jsonl"
+    path.write_bytes((CLAUDE / "transcript.jsonl").read_bytes())
+    return path
+
+
+# -- build_command -------------------------------------------------------------------
+
+
+def test_build_command_is_the_documented_argv(tmp_path: Path) -> None:
+    argv = capture.build_command("claude-stop", tmp_path, python="/py")
+    assert argv == [
+        "/py",
+        "-I",
+        "-S",
+        str(Path(capture.__file__).resolve()),
+        "--home",
+        str(tmp_path),
+        "claude-stop",
+    ]
+    chained = capture.build_command("codex-notify", tmp_path, python="/py", chain=["n", "--x"])
+    assert chained[-3:] == ["--chain", '["n", "--x"]', "codex-notify"]
+    with pytest.raises(ValueError, match="unknown hook event"):
+        capture.build_command("stop", tmp_path)
+    assert capture.EVENTS == capture_core.EVENTS
+
+
+def test_hook_imports_nothing_but_the_standard_library(home: Path) -> None:
+    """Run under -I -S, the hook could not import rltray even by accident; prove it stays lean."""
+    code = (
+        "import sys, io\n"
+        f"sys.path.insert(0, {str(Path(capture.__file__).parent)!r})\n"
+        "import capture_core\n"
+        'sys.stdin = io.TextIOWrapper(io.BytesIO(b\'{"session_id": "s", "prompt": "hi"}\'))\n'
+        f"capture_core.main(['--home', {str(home)!r}, 'claude-prompt'])\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('rltray', 're', 'json', 'hashlib', 'subprocess', 'sqlite3', 'datetime'))\n"
+        "print(bad)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_json_fast_path_matches_the_json_module() -> None:
+    samples = [
+        '{"a": [1, 2.5, -3e2, true, false, null], "b": "x\\u00e9\\ud83d\\ude00"}',
+        ' \n{"nested": {"k": ["v", {"z": []}]}}\t',
+        '"just a string"',
+        "[]",
+    ]
+    for text in samples:
+        assert capture_core.loads(text) == json.loads(text)
+        value = json.loads(text)
+        assert json.loads(capture_core.dumps(value)) == value
+        assert capture_core.dumps(value).isascii()
+    for bad in ["", "{", '{"a": 1} trailing', "{'a': 1}", "nul"]:
+        with pytest.raises(ValueError):
+            capture_core.loads(bad)
+
+
+# -- Claude Code ------------------------------------------------------------------------
+
+
+def test_claude_prompt_then_stop_pairs_prompt_and_answer(home: Path, transcript: Path) -> None:
+    r = run_hook(
+        home, "claude-prompt", fixture(CLAUDE / "prompt.json", transcript_path=str(transcript))
+    )
+    assert r.stdout == b"" and spooled(home) == []
+    r = run_hook(
+        home, "claude-stop", fixture(CLAUDE / "stop.json", transcript_path=str(transcript))
+    )
+    assert r.stdout == b""
+    (rec,) = spooled(home)
+    assert rec["v"] == 1 and rec["kind"] == "turn" and rec["agent"] == "claude-code"
+    assert rec["session"] == EXPECTED["session"]
+    assert (rec["prompt"], rec["response"]) == (EXPECTED["p3"], EXPECTED["a3"])
+    assert rec["cwd"] == EXPECTED["cwd"] and rec["event"] == "stop"
+    assert rec["transcript"] == str(transcript)
+    # The transcript has not caught up with P3: all of it is earlier conversation.
+    assert rec["context"] == [
+        {"role": "user", "content": EXPECTED["p1"]},
+        {"role": "assistant", "content": EXPECTED["a1"]},
+        {"role": "user", "content": EXPECTED["p2"]},
+        {"role": "assistant", "content": EXPECTED["a2"]},
+    ]
+    assert len(rec["turn"]) == 16 and rec["turn"] != EXPECTED["a2_uuid"]
+    assert rec["captured_at"].endswith("+00:00")
+    assert hook_log(home) == ""
+
+
+@posix_only
+def test_files_are_private(home: Path) -> None:
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "p"})
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "a"})
+    for folder in (home / "spool", home / "spool" / "incoming", home / "spool" / "sessions"):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    for file in [
+        *(home / "spool" / "incoming").iterdir(),
+        *(home / "spool" / "sessions").iterdir(),
+    ]:
+        assert file.stat().st_mode & 0o777 == 0o600, file
+
+
+def test_claude_stop_reads_the_transcript_when_the_payload_has_no_answer(
+    home: Path, transcript: Path
+) -> None:
+    run_hook(
+        home,
+        "claude-stop",
+        fixture(CLAUDE / "stop_no_message.json", transcript_path=str(transcript)),
+    )
+    (rec,) = spooled(home)
+    assert rec["prompt"] == EXPECTED["p2"]  # typed text, not the tool results after it
+    assert rec["response"] == EXPECTED["a2"]
+    assert rec["turn"] == EXPECTED["a2_uuid"]  # uuid of the answer's transcript record
+    # thinking, tool_use, tool_result, sidechain, meta, command wrappers and `/rl good` dropped
+    assert rec["context"] == [
+        {"role": "user", "content": EXPECTED["p1"]},
+        {"role": "assistant", "content": EXPECTED["a1"]},
+    ]
+    blob = json.dumps(rec)
+    for absent in ("SUBAGENT", "/rl good", "toolu_", "I should look", "command-name"):
+        assert absent not in blob
+
+
+def test_payload_answer_matching_the_transcript_uses_the_record_uuid(
+    home: Path, transcript: Path
+) -> None:
+    run_hook(
+        home,
+        "claude-stop",
+        fixture(
+            CLAUDE / "stop.json",
+            transcript_path=str(transcript),
+            last_assistant_message=EXPECTED["a2"],
+        ),
+    )
+    (rec,) = spooled(home)
+    assert rec["turn"] == EXPECTED["a2_uuid"] and rec["prompt"] == EXPECTED["p2"]
+
+
+def test_lagging_transcript_takes_the_answer_from_the_payload(home: Path, tmp_path: Path) -> None:
+    """The file lacks the newest answer: never pair it with the previous turn's uuid."""
+    lagging = tmp_path / "lag.jsonl"
+    lagging.write_bytes((CLAUDE / "transcript_lagging.jsonl").read_bytes())
+    run_hook(
+        home,
+        "claude-prompt",
+        fixture(CLAUDE / "prompt.json", prompt=EXPECTED["p2"], transcript_path=str(lagging)),
+    )
+    run_hook(
+        home,
+        "claude-stop",
+        fixture(
+            CLAUDE / "stop.json",
+            transcript_path=str(lagging),
+            last_assistant_message=EXPECTED["a2"],
+        ),
+    )
+    (rec,) = spooled(home)
+    assert (rec["prompt"], rec["response"]) == (EXPECTED["p2"], EXPECTED["a2"])
+    assert rec["turn"] not in ("a-002", "a-006") and len(rec["turn"]) == 16
+    assert [m["content"] for m in rec["context"]] == [EXPECTED["p1"], EXPECTED["a1"]]
+
+
+def test_stop_hook_active_is_still_recorded(home: Path) -> None:
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "fix the bug"})
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "first try"})
+    run_hook(
+        home,
+        "claude-stop",
+        {"session_id": "s", "last_assistant_message": "second try", "stop_hook_active": True},
+    )
+    recs = turns(home)
+    assert [(r["prompt"], r["response"]) for r in recs] == [
+        ("fix the bug", "first try"),
+        ("fix the bug", "second try"),
+    ]
+    assert recs[0]["turn"] != recs[1]["turn"]
+
+
+def test_the_same_stop_twice_is_spooled_once(home: Path) -> None:
+    payload = {"session_id": "s", "last_assistant_message": "done"}
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "go"})
+    run_hook(home, "claude-stop", payload)
+    run_hook(home, "claude-stop", payload)
+    assert len(turns(home)) == 1
+
+
+def test_long_text_is_capped(home: Path) -> None:
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "p" * 300_000})
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "r" * 250_000})
+    (rec,) = spooled(home)
+    assert len(rec["prompt"]) == 200_000 and len(rec["response"]) == 200_000
+
+
+# -- /rl commands ---------------------------------------------------------------------------
+
+
+def test_rl_good_rates_the_sessions_newest_turn_never_an_older_one(home: Path) -> None:
+    session = {"session_id": "s"}
+    run_hook(home, "claude-prompt", {**session, "prompt": "first question"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "first answer"})
+    reason = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl good"}))
+    assert reason == 'rltray: rated the last answer good ("first answer")'
+    run_hook(home, "claude-prompt", {**session, "prompt": "second question"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "second answer"})
+    reason = blocked(
+        run_hook(home, "claude-prompt", {**session, "prompt": "  /RL   Bad   too verbose "})
+    )
+    assert "rated the last answer bad with your comment" in reason and "second answer" in reason
+    first, second = turns(home)
+    commands = [r for r in spooled(home) if r["kind"] == "command"]
+    assert [(c["command"], c["target_turn"], c["comment"]) for c in commands] == [
+        ("good", first["turn"], None),
+        ("bad", second["turn"], "too verbose"),
+    ]
+    # The blocked prompts are not recorded as prompts for the next turn.
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "third"})
+    assert turns(home)[-1]["prompt"] != "/rl bad too verbose"
+
+
+def test_rl_undo_targets_the_last_rated_turn(home: Path) -> None:
+    run_hook(home, "codex-prompt", {"session_id": "c", "prompt": "q1"})
+    run_hook(
+        home, "codex-stop", {"session_id": "c", "turn_id": "t1", "last_assistant_message": "a1"}
+    )
+    blocked(run_hook(home, "codex-prompt", {"session_id": "c", "prompt": "/rl good"}))
+    run_hook(home, "codex-prompt", {"session_id": "c", "prompt": "q2"})
+    run_hook(
+        home, "codex-stop", {"session_id": "c", "turn_id": "t2", "last_assistant_message": "a2"}
+    )
+    reason = blocked(run_hook(home, "codex-prompt", {"session_id": "c", "prompt": "/rl undo"}))
+    assert "a1" in reason
+    undo = [r for r in spooled(home) if r["kind"] == "command"][-1]
+    assert (undo["command"], undo["target_turn"], undo["agent"]) == ("undo", "t1", "codex")
+    reason = blocked(run_hook(home, "codex-prompt", {"session_id": "c", "prompt": "/rl undo"}))
+    assert [r for r in spooled(home) if r["kind"] == "command"][-1]["target_turn"] == "t2"
+
+
+def test_rl_without_a_captured_turn_targets_nothing(home: Path) -> None:
+    reason = blocked(run_hook(home, "claude-prompt", {"session_id": "new", "prompt": "/rl good"}))
+    assert "nothing was rated" in reason
+    (rec,) = spooled(home)
+    assert rec["kind"] == "command" and rec["target_turn"] is None
+
+
+@pytest.mark.parametrize("prompt", ["/rl", "/rl train", "/rl  GOODish"])
+def test_unknown_rl_subcommand_shows_usage_and_records_nothing(home: Path, prompt: str) -> None:
+    reason = blocked(run_hook(home, "claude-prompt", {"session_id": "s", "prompt": prompt}))
+    assert reason.startswith("rltray: usage: /rl good")
+    assert spooled(home) == []
+
+
+def test_a_prompt_that_merely_starts_with_rl_is_an_ordinary_prompt(home: Path) -> None:
+    r = run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "/rlimit explain this"})
+    assert r.stdout == b""
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "ok"})
+    assert turns(home)[0]["prompt"] == "/rlimit explain this"
+
+
+def test_rl_status_reads_the_database_read_only(home: Path) -> None:
+    reason = blocked(run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "/rl status"}))
+    assert "no database yet" in reason and "nothing waiting" in reason
+    from rltray.app.paths import Paths
+    from rltray.app.store import Store
+
+    with Store.open(Paths(home)) as store:
+        a, _ = store.add_turn(
+            {
+                "agent": "codex",
+                "session": "x",
+                "turn": "1",
+                "prompt": "p",
+                "response": "r",
+                "captured_at": "2026-01-01T00:00:00Z",
+            }
+        )
+        store.add_turn(
+            {
+                "agent": "codex",
+                "session": "x",
+                "turn": "2",
+                "prompt": "p",
+                "response": "r",
+                "captured_at": "2026-01-01T00:00:01Z",
+            }
+        )
+        store.rate(a, 1, "cli")
+        before = os.stat(home / "rltray.db").st_mtime_ns
+        run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "waiting"})
+        reason = blocked(
+            run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "/rl status"})
+        )
+        assert os.stat(home / "rltray.db").st_mtime_ns == before
+    assert "2 turn(s) captured, 1 rated good, 0 rated bad, 1 unrated" in reason
+    assert "2 record(s) waiting" in reason  # the status record of the first call, and the turn
+
+
+# -- Codex ------------------------------------------------------------------------------------
+
+
+def test_codex_notify_records_the_turn(home: Path) -> None:
+    r = run_hook(home, "codex-notify", json.loads((CODEX / "notify.json").read_text()))
+    assert r.stdout == b""
+    (rec,) = spooled(home)
+    assert (rec["agent"], rec["session"], rec["turn"]) == (
+        "codex",
+        "019a4e2c-7b1d-7f00-9c3e-5d2a1b0c9e8f",
+        "12",
+    )
+    assert rec["prompt"] == "rename fetch_user to get_user everywhere"
+    assert rec["context"] == [{"role": "user", "content": "the tests in api/ fail"}]
+    assert rec["event"] == "codex-notify" and rec["cwd"] == "/home/dev/api"
+
+
+def test_codex_notify_and_stop_name_the_same_turn(home: Path) -> None:
+    run_hook(home, "codex-prompt", json.loads((CODEX / "prompt.json").read_text()))
+    run_hook(home, "codex-notify", json.loads((CODEX / "notify.json").read_text()))
+    run_hook(home, "codex-stop", json.loads((CODEX / "stop.json").read_text()))
+    notify, stop = turns(home)
+    key = lambda r: (r["agent"], r["session"], r["turn"])  # noqa: E731
+    assert key(notify) == key(stop)
+    assert stop["model"] == "gpt-5-codex" and stop["prompt"] == notify["prompt"]
+    # A repeat that adds nothing new is not spooled again.
+    run_hook(home, "codex-notify", json.loads((CODEX / "notify.json").read_text()))
+    run_hook(home, "codex-stop", json.loads((CODEX / "stop.json").read_text()))
+    assert len(turns(home)) == 2
+
+
+def test_codex_notify_ignores_other_types(home: Path) -> None:
+    run_hook(home, "codex-notify", {"type": "approval-requested", "thread-id": "t"})
+    assert spooled(home) == [] and hook_log(home) == ""
+
+
+def test_codex_stop_without_answer_records_nothing(home: Path) -> None:
+    run_hook(home, "codex-stop", fixture(CODEX / "stop.json", last_assistant_message=None))
+    assert spooled(home) == []
+
+
+@posix_only
+def test_notify_chains_the_previous_program_detached(home: Path, tmp_path: Path) -> None:
+    seen = tmp_path / "seen.json"
+    prog = tmp_path / "old-notify.sh"
+    prog.write_text(f'#!/bin/sh\nsleep 2\nprintf "%s|%s" "$1" "$2" > "{seen}"\n')
+    prog.chmod(0o755)
+    payload = json.loads((CODEX / "notify.json").read_text())
+    start = time.monotonic()
+    run_hook(home, "codex-notify", payload, chain=[str(prog), "--from-codex"])
+    assert time.monotonic() - start < 1.8  # the hook did not wait for the 2 s program
+    assert len(spooled(home)) == 1
+    for _ in range(100):
+        if seen.exists() and seen.read_text():
+            break
+        time.sleep(0.1)
+    flag, sent = seen.read_text().split("|", 1)
+    assert flag == "--from-codex" and json.loads(sent) == payload
+
+
+def test_a_missing_chained_program_is_logged_and_capture_still_happens(home: Path) -> None:
+    payload = json.loads((CODEX / "notify.json").read_text())
+    run_hook(home, "codex-notify", payload, chain=["/nonexistent/notify-program"])
+    assert len(spooled(home)) == 1
+    assert "chained notify program not started" in hook_log(home)
+
+
+# -- hardening ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["claude-stop", "claude-prompt", "codex-stop", "codex-prompt"])
+@pytest.mark.parametrize("raw", [b"", b"{not json", b"[1, 2]", b"null", b'{"session_id": 5}'])
+def test_malformed_payloads_exit_quietly(home: Path, event: str, raw: bytes) -> None:
+    r = run_hook(home, event, raw=raw)
+    assert r.stdout == b"" and spooled(home) == []
+
+
+def test_malformed_notify_argument_is_logged(home: Path) -> None:
+    run_hook(home, "codex-notify", raw=b"{oops")
+    assert "ValueError" in hook_log(home) and spooled(home) == []
+
+
+def test_invalid_utf8_is_replaced_not_fatal(home: Path) -> None:
+    raw = b'{"session_id": "s", "last_assistant_message": "caf\xe9 \xff\xfe ok"}'
+    run_hook(home, "claude-stop", raw=raw)
+    (rec,) = spooled(home)
+    assert rec["response"] == "caf\ufffd \ufffd\ufffd ok"
+
+
+def test_missing_and_unknown_fields(home: Path) -> None:
+    run_hook(home, "claude-stop", {})
+    run_hook(home, "claude-prompt", {"prompt": "/rl good"})  # no session: still blocked, told why
+    run_hook(home, "codex-notify", {"type": "agent-turn-complete"})
+    assert spooled(home) == []
+    run_hook(
+        home,
+        "claude-stop",
+        {
+            "session_id": "s",
+            "last_assistant_message": "a",
+            "brand_new_field": {"x": [1]},
+            "transcript_path": 42,
+        },
+    )
+    assert len(spooled(home)) == 1
+
+
+def test_lone_surrogates_survive_as_valid_json(home: Path) -> None:
+    run_hook(
+        home, "claude-stop", raw=b'{"session_id": "s\\ud800", "last_assistant_message": "x\\udfff"}'
+    )
+    (rec,) = spooled(home)
+    assert rec["response"] == "x\udfff"
+
+
+def test_huge_transcript_costs_only_its_tail(home: Path, tmp_path: Path) -> None:
+    """50 MB of tool output before the exchange: read the last 4 MB only, quickly."""
+    big = tmp_path / "big.jsonl"
+    filler = (
+        json.dumps(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "t", "content": "x" * 100_000}
+                    ],
+                },
+            }
+        ).encode()
+        + b"\n"
+    )
+    with big.open("wb") as fh:
+        for _ in range(500):
+            fh.write(filler)
+        fh.write((CLAUDE / "transcript.jsonl").read_bytes())
+    assert big.stat().st_size > 50_000_000
+    start = time.monotonic()
+    run_hook(
+        home, "claude-stop", fixture(CLAUDE / "stop_no_message.json", transcript_path=str(big))
+    )
+    elapsed = time.monotonic() - start
+    (rec,) = spooled(home)
+    assert (rec["prompt"], rec["response"]) == (EXPECTED["p2"], EXPECTED["a2"])
+    assert elapsed < 5, elapsed
+
+
+def test_transcript_tail_starting_mid_line_skips_the_fragment(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    head = json.dumps({"type": "user", "message": {"role": "user", "content": "old " * 2_000_000}})
+    tail = (CLAUDE / "transcript.jsonl").read_text()
+    path.write_text(head + "\n" + tail)  # the 8 MB first line is cut by the 4 MB tail
+    run_hook(
+        home, "claude-stop", fixture(CLAUDE / "stop_no_message.json", transcript_path=str(path))
+    )
+    assert turns(home)[0]["response"] == EXPECTED["a2"]
+
+
+@posix_only
+def test_symlinked_transcript_is_not_followed(home: Path, transcript: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(transcript)
+    run_hook(
+        home, "claude-stop", fixture(CLAUDE / "stop_no_message.json", transcript_path=str(link))
+    )
+    assert spooled(home) == []  # nothing to record without the file, and it was not read
+    assert "transcript not read" in hook_log(home)
+    run_hook(home, "claude-stop", fixture(CLAUDE / "stop.json", transcript_path=str(link)))
+    (rec,) = spooled(home)
+    assert rec["response"] == EXPECTED["a3"] and rec["context"] == []
+
+
+@posix_only
+def test_fifo_transcript_does_not_hang_the_hook(home: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    run_hook(
+        home, "claude-stop", fixture(CLAUDE / "stop.json", transcript_path=str(fifo)), timeout=10
+    )
+    assert len(spooled(home)) == 1
+
+
+@posix_only
+def test_symlinked_spool_folder_is_refused(home: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (home / "spool").mkdir(parents=True)
+    (home / "spool" / "incoming").symlink_to(elsewhere)
+    r = run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "a"})
+    assert r.stdout == b"" and list(elsewhere.iterdir()) == []
+    assert "refusing" in hook_log(home)
+
+
+@posix_only
+def test_symlinked_state_file_is_refused(home: Path, tmp_path: Path) -> None:
+    target = tmp_path / "victim.txt"
+    target.write_text("do not touch")
+    sessions = home / "spool" / "sessions"
+    sessions.mkdir(parents=True)
+    hook = capture_core.Hook(str(home), "claude-prompt")
+    (sessions / hook.state_name("s")).symlink_to(target)
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "p"})
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "a"})
+    assert target.read_text() == "do not touch"
+    assert (sessions / hook.state_name("s")).is_symlink()
+    assert "refusing session state file" in hook_log(home)
+    assert len(turns(home)) == 1  # the answer is still captured
+
+
+@posix_only
+def test_symlinked_log_is_not_written_through(home: Path, tmp_path: Path) -> None:
+    target = tmp_path / "victim.log"
+    target.write_text("")
+    (home / "logs").mkdir(parents=True)
+    (home / "logs" / "hook.log").symlink_to(target)
+    run_hook(home, "claude-stop", raw=b"{broken")
+    assert target.read_text() == ""
+
+
+def test_parallel_hooks_lose_nothing(home: Path) -> None:
+    procs = []
+    for i in range(8):
+        event = "codex-notify" if i % 2 else "claude-stop"
+        argv = capture.build_command(event, home, python=sys.executable)
+        if event == "codex-notify":
+            payload = {
+                "type": "agent-turn-complete",
+                "thread-id": "t",
+                "turn-id": str(i),
+                "input-messages": [f"p{i}"],
+                "last-assistant-message": f"a{i}",
+            }
+            argv.append(json.dumps(payload))
+            stdin = b""
+        else:
+            stdin = json.dumps({"session_id": "s", "last_assistant_message": f"a{i}"}).encode()
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        procs.append((proc, stdin))
+    for proc, stdin in procs:
+        out, err = proc.communicate(stdin, timeout=60)
+        assert (proc.returncode, out, err) == (0, b"", b"")
+    assert sorted(r["response"] for r in turns(home)) == [f"a{i}" for i in range(8)]
+    assert not [n for n in os.listdir(home / "spool" / "incoming") if n.startswith(".")]
+
+
+def test_no_home_anywhere_still_exits_zero(tmp_path: Path) -> None:
+    argv = [sys.executable, "-I", "-S", capture.__file__, "claude-stop"]
+    env = {k: v for k, v in os.environ.items() if k != "RLTRAY_HOME"}
+    r = subprocess.run(argv, input=b"{}", capture_output=True, env=env, timeout=30)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
