@@ -42,8 +42,11 @@ _EXCLUDED_FRAGMENTS = (
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    """The first sentence of an exception's message: errors we print are one sentence."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    cut = text.find(". ")
+    return text[: cut + 1] if cut > 0 else text
 
 
 def choose_threads() -> int:

@@ -1,0 +1,207 @@
+"""``python -m rltray.trainer JOB.json`` — one training round as a polite child process.
+
+The only contract with the tray is the job file in and JSON lines out (stdout,
+one object per line: ``progress``, ``metric``, ``skipped``, ``log``, then exactly
+one of ``done`` / ``paused`` / ``error`` last). Exit codes are one table:
+
+====  =======================================================================
+0     done (the adapter folder exists; ``accepted`` says what the gate decided)
+3     paused: SIGTERM/SIGINT or parent death, checkpoint saved; run the same
+      job again to resume
+2     bad job or input (``kind: "job"``): the user must fix something
+1     any other failure (``kind: "internal"``, ``"memory"``, ``"diverged"``)
+====  =======================================================================
+
+Why stdout is guarded: the protocol stream is a private duplicate of fd 1 and
+fd 1 itself is pointed at stderr, so a library that prints (or a C extension
+writing to fd 1) can never corrupt a progress line. The process lowers its own
+priority and stops (checkpointing) when its parent dies, so a crashed tray never
+leaves an orphan burning the battery. A failure never leaves an adapter folder
+that looks finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+EXIT_DONE = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_PAUSED = 3
+
+#: Seconds a trainer whose parent died may spend checkpointing before it hard-exits.
+ORPHAN_GRACE_S = 60.0
+
+
+def _protocol_stream() -> TextIO:
+    """A private copy of stdout for JSON lines; fd 1 then points at stderr."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
+def _emitter(stream: TextIO) -> Callable[[dict[str, Any]], None]:
+    lock = threading.Lock()
+
+    def emit(line: dict[str, Any]) -> None:
+        text = json.dumps(line, ensure_ascii=False, allow_nan=False, default=str)
+        with lock:
+            try:
+                stream.write(text + "\n")
+                stream.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # the reader is gone (parent died); keep going to checkpoint
+
+    return emit
+
+
+def make_backend(job: Any, hyper: Any) -> Any:
+    """The backend the job names; MLX is imported only when asked for."""
+    if job.backend == "mlx":
+        from rltray.trainer.backends.mlx import MlxBackend
+
+        return MlxBackend(job, hyper)
+    from rltray.trainer.backends.torch_peft import TorchPeftBackend
+
+    return TorchPeftBackend(job, hyper)
+
+
+def _load_heldout(path: Path | None) -> list[Any]:
+    from rltray.trainer.job import load_examples
+
+    if path is None:
+        return []
+    try:
+        if not Path(path).read_text(encoding="utf-8").strip():
+            return []  # an empty held-out set is allowed: the gate notes the missing AUROC
+    except OSError:
+        pass  # load_examples reports it in one sentence
+    return load_examples(path)
+
+
+def _remove_partial_output(out: Path | None, existed: bool, job_id: str | None) -> None:
+    """Delete an adapter folder this run wrote if the run then failed."""
+    if out is None or existed or not out.is_dir():
+        return
+    meta = out / "rltray.json"
+    try:
+        ours = json.loads(meta.read_text(encoding="utf-8")).get("job_id") == job_id
+    except (OSError, ValueError):
+        ours = False
+    if ours:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _one_sentence(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if text else type(exc).__name__
+
+
+def run(job_path: str, emit: Callable[[dict[str, Any]], None], stop: threading.Event) -> int:
+    """Load the job, train, print the last line; return the exit code."""
+    from rltray.trainer.job import JobError, error_line, load_examples, load_job, paused_line
+
+    out: Path | None = None
+    existed = True
+    job_id: str | None = None
+    try:
+        job = load_job(job_path)
+        out, job_id = job.out, job.id
+        existed = out.exists()
+        if existed and any(out.iterdir()):
+            raise JobError(f"the adapter folder {out} already exists; give the job a new 'out'")
+        examples = load_examples(job.examples)
+        heldout = _load_heldout(job.heldout)
+
+        from rltray.trainer import presets
+        from rltray.trainer.backends.base import read_base_config, resolve_model_folder
+
+        config = read_base_config(resolve_model_folder(job.base_model, job.revision))
+        hyper = presets.resolve(job.preset, presets.model_info(config), dict(job.hyper))
+        backend = make_backend(job, hyper)
+        emit({"type": "log", "message": f"loading {job.base_model} on the {job.backend} backend"})
+        backend.load()
+        emit({"type": "log", "message": f"model loaded on {backend.device_name}"})
+
+        from rltray.trainer.train import train
+
+        outcome = train(backend, examples, heldout, job, hyper, emit, stop.is_set)
+        if outcome.status == "paused":
+            line = paused_line(outcome.checkpoint) if outcome.checkpoint else None
+            emit(line or {"type": "paused", "checkpoint": None})
+            return EXIT_PAUSED
+        assert outcome.result is not None
+        emit(outcome.result.line())
+        return EXIT_DONE
+    except JobError as exc:
+        _remove_partial_output(out, existed, job_id)
+        emit(error_line(_one_sentence(exc), "job"))
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        _remove_partial_output(out, existed, job_id)
+        emit(
+            error_line(
+                "the trainer ran out of memory; use a smaller batch_size or max_seq_len", "memory"
+            )
+        )
+        return EXIT_FAILED
+    except FloatingPointError as exc:
+        _remove_partial_output(out, existed, job_id)
+        emit(error_line(_one_sentence(exc), "diverged"))
+        return EXIT_FAILED
+    except Exception as exc:
+        _remove_partial_output(out, existed, job_id)
+        traceback.print_exc(file=sys.stderr)
+        kind = "memory" if "out of memory" in str(exc).lower() else "internal"
+        emit(error_line(f"training failed: {type(exc).__name__}: {_one_sentence(exc)}", kind))
+        return EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: guard stdout, lower priority, watch the parent and signals, run."""
+    parser = argparse.ArgumentParser(prog="python -m rltray.trainer", description=__doc__)
+    parser.add_argument("job", help="the job file (TrainJob JSON v1)")
+    args = parser.parse_args(argv)
+
+    emit = _emitter(_protocol_stream())
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():  # a second signal: the user really wants us gone
+            os._exit(EXIT_PAUSED)
+        stop.set()
+
+    for name in ("SIGTERM", "SIGINT", "SIGBREAK"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), on_signal)
+
+    from rltray.trainer.priority import ParentWatch, lower_priority
+
+    def on_parent_death() -> None:
+        stop.set()
+        timer = threading.Timer(ORPHAN_GRACE_S, os._exit, args=(EXIT_FAILED,))
+        timer.daemon = True
+        timer.start()
+
+    emit({"type": "log", "message": f"priority: {lower_priority()}"})
+    watch = ParentWatch(on_parent_death).start()
+    try:
+        return run(args.job, emit, stop)
+    finally:
+        watch.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
