@@ -1,0 +1,309 @@
+"""Hook records → database: validate, scrub, store, then delete; refuse loudly, never drop.
+
+The hook program (``hooks/capture.py``, stdlib only) writes one JSON file per
+event into ``spool/incoming/``; this module is the tray's side of that contract.
+Files are taken in name order (names start with the capture time in ns), so a
+``/rl good`` typed after a turn is always applied after that turn is stored.
+A record that fails validation moves to ``spool/rejected/`` with a
+``<name>.reason.txt`` beside it, so nothing is ever silently dropped; a
+database error leaves the file where it is for the next pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rltray.app.scrub import scrub
+
+if TYPE_CHECKING:
+    from rltray.app.paths import Paths
+    from rltray.app.store import Store
+
+__all__ = ["IngestReport", "SpoolError", "ingest", "scrub", "validate"]
+
+MAX_TEXT = 200_000
+MAX_CONTEXT = 20
+MAX_CONTEXT_CHARS = 20_000
+MAX_COMMENT = 2_000
+MAX_FILE = 16 * 1024 * 1024
+STALE_TEMP_S = 3600  # a hook's temp file this old belongs to a hook that died mid-write
+AGENT = re.compile(r"[a-z0-9][a-z0-9\-]{0,39}")
+COMMANDS = ("good", "bad", "undo", "status")
+ROLES = ("user", "assistant", "system")
+
+
+class SpoolError(ValueError):
+    """A spool record that does not follow the contract; ``reason`` is one sentence."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class IngestReport:
+    turns: int = 0
+    duplicates: int = 0
+    commands: int = 0
+    rejected: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+# -- validation -------------------------------------------------------------------
+
+
+def _clean(text: str, limit: int) -> str:
+    """Cap and make storable: lone surrogates (from JSON escapes) cannot be written as UTF-8."""
+    text = text[:limit]
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _text(obj: dict[str, Any], key: str, *, limit: int, required: bool = True) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise SpoolError(f"`{key}` must be a string, not {type(value).__name__}.")
+    value = _clean(value, limit)
+    if required and not value.strip():
+        raise SpoolError(f"`{key}` is empty.")
+    return value
+
+
+def _optional(obj: dict[str, Any], key: str, limit: int) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SpoolError(f"`{key}` must be a string or null, not {type(value).__name__}.")
+    return _clean(value, limit) or None
+
+
+def _timestamp(obj: dict[str, Any]) -> str:
+    value = obj.get("captured_at")
+    if not isinstance(value, str):
+        raise SpoolError("`captured_at` must be an ISO-8601 time string.")
+    text = value.strip()
+    try:
+        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        raise SpoolError(f"`captured_at` is not an ISO-8601 time: {text[:40]!r}.") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _context(value: object) -> list[dict[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SpoolError("`context` must be a list of messages.")
+    messages = []
+    for i, item in enumerate(value[-MAX_CONTEXT:]):
+        if not isinstance(item, dict):
+            raise SpoolError(f"context[{i}] must be an object with role and content.")
+        role, content = item.get("role"), item.get("content")
+        if role not in ROLES:
+            raise SpoolError(f"context[{i}].role must be one of {', '.join(ROLES)}.")
+        if not isinstance(content, str):
+            raise SpoolError(f"context[{i}].content must be a string.")
+        messages.append({"role": role, "content": _clean(content, MAX_CONTEXT_CHARS)})
+    return messages
+
+
+def validate(obj: object) -> dict[str, Any]:
+    """The record normalised (known fields only, capped, UTC time) or SpoolError(reason)."""
+    if not isinstance(obj, dict):
+        raise SpoolError(f"A spool record is a JSON object, not {type(obj).__name__}.")
+    if obj.get("v") != 1 or isinstance(obj.get("v"), bool):
+        raise SpoolError(f"Unsupported record version {obj.get('v')!r} (this rltray reads v1).")
+    agent = obj.get("agent")
+    if not isinstance(agent, str) or not AGENT.fullmatch(agent):
+        raise SpoolError(f"`agent` must be an agent name like 'claude-code', not {agent!r:.60}.")
+    base = {
+        "v": 1,
+        "kind": obj.get("kind"),
+        "agent": agent,
+        "session": _text(obj, "session", limit=500),
+        "captured_at": _timestamp(obj),
+    }
+    if obj.get("kind") == "turn":
+        return {
+            **base,
+            "turn": _text(obj, "turn", limit=200),
+            "prompt": _text(obj, "prompt", limit=MAX_TEXT, required=False),
+            "response": _text(obj, "response", limit=MAX_TEXT),
+            "context": _context(obj.get("context")),
+            "cwd": _optional(obj, "cwd", 4096),
+            "model": _optional(obj, "model", 200),
+            "event": _optional(obj, "event", 40),
+            "transcript": _optional(obj, "transcript", 4096),
+        }
+    if obj.get("kind") == "command":
+        command = obj.get("command")
+        if command not in COMMANDS:
+            raise SpoolError(
+                f"`command` must be one of {', '.join(COMMANDS)}, not {command!r:.40}."
+            )
+        return {
+            **base,
+            "command": command,
+            "target_turn": _optional(obj, "target_turn", 200),
+            "comment": _optional(obj, "comment", MAX_COMMENT),
+        }
+    raise SpoolError(f"`kind` must be 'turn' or 'command', not {obj.get('kind')!r:.40}.")
+
+
+def scrub_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record with credentials redacted from every free-text field."""
+    out = dict(rec)
+    for key in ("prompt", "response", "comment"):
+        if isinstance(out.get(key), str):
+            out[key] = scrub(out[key])
+    if "context" in out:
+        out["context"] = [{**m, "content": scrub(m["content"])} for m in out["context"]]
+    return out
+
+
+# -- ingest -------------------------------------------------------------------------
+
+
+def _read(path: Path) -> bytes:
+    """A spool file's bytes; refuses links and anything not a regular file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    if os.name != "posix" and path.is_symlink():
+        raise SpoolError("The spool entry is a symbolic link; rltray never follows links.")
+    try:
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        if path.is_symlink():
+            raise SpoolError(
+                "The spool entry is a symbolic link; rltray never follows links."
+            ) from exc
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise SpoolError("The spool entry is not a regular file.")
+        if info.st_size > MAX_FILE:
+            raise SpoolError(f"The record is larger than {MAX_FILE // (1024 * 1024)} MB.")
+        return fh.read(MAX_FILE + 1)
+
+
+def _reject(paths: Paths, name: str, reason: str, report: IngestReport, store: Store) -> None:
+    from rltray.app.fileio import write_private_atomic
+
+    rejected = paths.spool_rejected
+    rejected.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.replace(paths.spool_incoming / name, rejected / name)  # moves a link itself, not its target
+    write_private_atomic(rejected / f"{name}.reason.txt", (reason + "\n").encode("utf-8"))
+    report.rejected += 1
+    report.messages.append(f"Hook record {name} was rejected: {reason} (kept in {rejected}).")
+    store.log_event("spool", f"rejected {name}: {reason}", {"file": name})
+
+
+def _apply_command(rec: dict[str, Any], store: Store, report: IngestReport) -> None:
+    """Rate, undo or note exactly the turn the command names; SpoolError when it cannot."""
+    report.commands += 1
+    command, target = rec["command"], rec["target_turn"]
+    if command == "status":
+        return
+    where = f"{rec['agent']} session {rec['session']}"
+    if target is None:
+        store.log_event("command", f"/rl {command} with no captured turn in {where}; nothing done")
+        return
+    turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{target}")
+    if turn is None:
+        raise SpoolError(f"/rl {command} names turn {target!r} of {where}, which was never stored.")
+    if command == "undo":
+        if store.undo("agent", turn_id=turn.id) is None:
+            store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
+        return
+    when = datetime.fromisoformat(rec["captured_at"])
+    store.rate(turn.id, 1 if command == "good" else -1, "agent", rec["comment"], at=when)
+
+
+def _ingest_one(paths: Paths, store: Store, name: str, report: IngestReport) -> None:
+    try:
+        try:
+            obj = json.loads(_read(paths.spool_incoming / name).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SpoolError(f"The file is not valid UTF-8 JSON ({exc}).") from None
+        rec = scrub_record(validate(obj))
+        if rec["kind"] == "turn":
+            _, inserted = store.add_turn(rec)
+            if inserted:
+                report.turns += 1
+            else:
+                report.duplicates += 1
+        else:
+            _apply_command(rec, store, report)
+    except SpoolError as exc:
+        _reject(paths, name, exc.reason, report, store)
+        return
+    os.unlink(paths.spool_incoming / name)
+
+
+def ingest(paths: Paths, store: Store) -> IngestReport:
+    """Move every waiting hook record into the database, oldest first.
+
+    Stops at the first unexpected error (a locked database, a full disk) and
+    leaves that file and the ones after it in place, so order is kept and the
+    next pass retries them.
+    """
+    report = IngestReport()
+    incoming = paths.spool_incoming
+    if incoming.is_symlink() or (incoming.exists() and not incoming.is_dir()):
+        report.messages.append(f"{incoming} is not a plain folder; hook records were not read.")
+        return report
+    try:
+        names = sorted(os.listdir(incoming))
+    except FileNotFoundError:
+        return report
+    now = time.time()
+    for name in names:
+        if name.startswith("."):
+            if name.endswith(".tmp") and _older_than(incoming / name, now - STALE_TEMP_S):
+                _safely(
+                    paths, store, name, "An unfinished write left by a hook that stopped.", report
+                )
+            continue
+        if not name.endswith(".json"):
+            _safely(
+                paths, store, name, "Not a hook record (the name does not end in .json).", report
+            )
+            continue
+        try:
+            _ingest_one(paths, store, name, report)
+        except FileNotFoundError:
+            continue  # another ingester (CLI beside the tray) took it first
+        except Exception as exc:
+            report.messages.append(
+                f"Hook record {name} could not be stored yet ({type(exc).__name__}: {exc}); "
+                "it stays in the spool and is retried next time."
+            )
+            break
+    return report
+
+
+def _older_than(path: Path, cutoff: float) -> bool:
+    try:
+        return path.lstat().st_mtime < cutoff
+    except OSError:
+        return False
+
+
+def _safely(paths: Paths, store: Store, name: str, reason: str, report: IngestReport) -> None:
+    with contextlib.suppress(FileNotFoundError):  # another ingester took it first
+        _reject(paths, name, reason, report, store)

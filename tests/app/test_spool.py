@@ -1,0 +1,302 @@
+"""Spool ingest: validation, scrubbing, dedupe, exact command targets, rejects with reasons.
+
+Records come from the real hook program (a subprocess, as agents run it) where
+the pipeline matters, and are written by hand where a malformed file is the point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app import spool
+from rltray.app.hooks import capture
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GHP = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def hook(home: Path, event: str, payload: dict[str, Any]) -> str:
+    argv = capture.build_command(event, home, python=sys.executable)
+    stdin = json.dumps(payload).encode()
+    if event == "codex-notify":
+        argv.append(stdin.decode())
+        stdin = b""
+    result = subprocess.run(argv, input=stdin, capture_output=True, timeout=30)
+    assert result.returncode == 0 and result.stderr == b""
+    return result.stdout.decode()
+
+
+def put(paths: Paths, name: str, data: bytes | dict[str, Any]) -> Path:
+    paths.spool_incoming.mkdir(parents=True, exist_ok=True)
+    path = paths.spool_incoming / name
+    path.write_bytes(data if isinstance(data, bytes) else json.dumps(data).encode())
+    return path
+
+
+def turn_record(**fields: Any) -> dict[str, Any]:
+    rec = {
+        "v": 1,
+        "kind": "turn",
+        "agent": "codex",
+        "session": "s",
+        "turn": "1",
+        "prompt": "p",
+        "response": "r",
+        "context": [],
+        "cwd": None,
+        "model": None,
+        "captured_at": "2026-01-02T03:04:05Z",
+        "event": "stop",
+        "transcript": None,
+    }
+    rec.update(fields)
+    return rec
+
+
+def left(folder: Path) -> list[str]:
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+# -- validate ---------------------------------------------------------------------------
+
+
+def test_validate_normalises_and_drops_unknown_fields() -> None:
+    rec = spool.validate(
+        turn_record(
+            extra={"x": 1},
+            captured_at="2026-01-02T04:04:05+01:00",
+            context=[{"role": "user", "content": "c", "name": "n"}],
+        )
+    )
+    assert "extra" not in rec
+    assert rec["captured_at"] == "2026-01-02T03:04:05.000000+00:00"
+    assert rec["context"] == [{"role": "user", "content": "c"}]
+
+
+def test_validate_caps_text() -> None:
+    rec = spool.validate(
+        turn_record(
+            response="r" * 300_000, context=[{"role": "user", "content": "c" * 30_000}] * 25
+        )
+    )
+    assert len(rec["response"]) == 200_000
+    assert len(rec["context"]) == 20 and len(rec["context"][0]["content"]) == 20_000
+
+
+def test_validate_makes_lone_surrogates_storable() -> None:
+    rec = spool.validate(turn_record(response="x\udfffy"))
+    rec["response"].encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"v": 2}, "version"),
+        ({"v": True}, "version"),
+        ({"kind": "other"}, "kind"),
+        ({"agent": "Claude Code!"}, "agent"),
+        ({"session": ""}, "session"),
+        ({"turn": 7}, "turn"),
+        ({"response": "   "}, "response"),
+        ({"prompt": None}, "prompt"),
+        ({"context": "nope"}, "context"),
+        ({"context": [{"role": "tool", "content": "x"}]}, "role"),
+        ({"captured_at": "yesterday"}, "captured_at"),
+        ({"cwd": 5}, "cwd"),
+    ],
+)
+def test_validate_rejects_with_a_reason(change: dict[str, Any], reason: str) -> None:
+    with pytest.raises(spool.SpoolError) as err:
+        spool.validate(turn_record(**change))
+    assert reason in err.value.reason
+
+
+def test_validate_commands() -> None:
+    ok = {
+        "v": 1,
+        "kind": "command",
+        "agent": "claude-code",
+        "session": "s",
+        "command": "good",
+        "target_turn": "t",
+        "comment": None,
+        "captured_at": "2026-01-01T00:00:00Z",
+    }
+    assert spool.validate(ok)["command"] == "good"
+    with pytest.raises(spool.SpoolError, match="command"):
+        spool.validate({**ok, "command": "train"})
+    with pytest.raises(spool.SpoolError):
+        spool.validate([ok])
+
+
+# -- ingest ----------------------------------------------------------------------------------
+
+
+def test_hook_records_wait_for_the_tray_then_land_in_the_db(paths: Paths, store: Store) -> None:
+    home = paths.home
+    hook(home, "claude-prompt", {"session_id": "s", "prompt": f"my token is {GHP}, fix auth"})
+    hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "Fixed auth."})
+    hook(home, "codex-notify", json.loads((FIXTURES / "codex" / "notify.json").read_text()))
+    assert len(left(paths.spool_incoming)) == 2  # the tray is absent: records wait
+    report = spool.ingest(paths, store)
+    assert (report.turns, report.duplicates, report.rejected) == (2, 0, 0), report.messages
+    assert left(paths.spool_incoming) == []
+    claude, codex = store.list_turns()[::-1]
+    assert claude.prompt == "my token is [REDACTED:github-token], fix auth"
+    assert claude.response == "Fixed auth."
+    assert codex.source_key == "codex:019a4e2c-7b1d-7f00-9c3e-5d2a1b0c9e8f:12"
+    assert codex.context == [{"role": "user", "content": "the tests in api/ fail"}]
+
+
+def test_notify_and_stop_become_one_turn_with_the_richer_fields(paths: Paths, store: Store) -> None:
+    home = paths.home
+    hook(home, "codex-prompt", json.loads((FIXTURES / "codex" / "prompt.json").read_text()))
+    hook(home, "codex-notify", json.loads((FIXTURES / "codex" / "notify.json").read_text()))
+    hook(home, "codex-stop", json.loads((FIXTURES / "codex" / "stop.json").read_text()))
+    report = spool.ingest(paths, store)
+    assert (report.turns, report.duplicates) == (1, 1)
+    (turn,) = store.list_turns()
+    assert turn.model == "gpt-5-codex"  # from Stop
+    assert turn.context == [{"role": "user", "content": "the tests in api/ fail"}]  # from notify
+
+
+def test_commands_rate_the_exact_target_turn(paths: Paths, store: Store) -> None:
+    home, s = paths.home, {"session_id": "s"}
+    hook(home, "claude-prompt", {**s, "prompt": "q1"})
+    hook(home, "claude-stop", {**s, "last_assistant_message": "a1"})
+    hook(home, "claude-prompt", {**s, "prompt": "/rl good"})
+    spool.ingest(paths, store)
+    hook(home, "claude-prompt", {**s, "prompt": "q2"})
+    hook(home, "claude-stop", {**s, "last_assistant_message": "a2"})
+    hook(home, "claude-prompt", {**s, "prompt": "/rl bad wrong file"})
+    # Another session's newer turn must not steal the rating.
+    hook(home, "claude-prompt", {"session_id": "other", "prompt": "q3"})
+    hook(home, "claude-stop", {"session_id": "other", "last_assistant_message": "a3"})
+    report = spool.ingest(paths, store)
+    assert report.commands == 1 and report.rejected == 0, report.messages
+    ratings = {t.response: t.rating for t in store.list_turns()}
+    assert ratings["a1"] is not None and ratings["a1"].value == 1
+    assert ratings["a1"].source == "agent"
+    assert ratings["a2"] is not None and (ratings["a2"].value, ratings["a2"].comment) == (
+        -1,
+        "wrong file",
+    )
+    assert ratings["a3"] is None
+    hook(home, "claude-prompt", {**s, "prompt": "/rl undo"})
+    spool.ingest(paths, store)
+    ratings = {t.response: t.rating for t in store.list_turns()}
+    assert ratings["a2"] is None and ratings["a1"] is not None  # undo hit the last rated turn
+
+
+def test_status_and_targetless_commands_are_consumed(paths: Paths, store: Store) -> None:
+    hook(paths.home, "claude-prompt", {"session_id": "s", "prompt": "/rl status"})
+    hook(paths.home, "claude-prompt", {"session_id": "s", "prompt": "/rl good"})
+    report = spool.ingest(paths, store)
+    assert (report.commands, report.rejected) == (2, 0)
+    assert left(paths.spool_incoming) == []
+
+
+def test_a_command_for_a_turn_never_stored_is_rejected(paths: Paths, store: Store) -> None:
+    put(
+        paths,
+        "00000000000000000001-1-aaaaaaaa.json",
+        {
+            "v": 1,
+            "kind": "command",
+            "agent": "codex",
+            "session": "s",
+            "command": "good",
+            "target_turn": "ghost",
+            "comment": None,
+            "captured_at": "2026-01-01T00:00:00Z",
+        },
+    )
+    report = spool.ingest(paths, store)
+    assert report.rejected == 1
+    reason = (paths.spool_rejected / "00000000000000000001-1-aaaaaaaa.json.reason.txt").read_text()
+    assert "ghost" in reason
+
+
+def test_invalid_records_move_to_rejected_with_a_reason(paths: Paths, store: Store) -> None:
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", b"{not json")
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", b"\xff\xfe")
+    put(paths, "00000000000000000003-1-cccccccc.json", turn_record(v=9))
+    put(paths, "00000000000000000004-1-dddddddd.json", turn_record(turn="ok"))
+    put(paths, "notes.txt", b"hello")
+    report = spool.ingest(paths, store)
+    assert (report.turns, report.rejected) == (1, 4)
+    assert left(paths.spool_incoming) == []
+    rejected = left(paths.spool_rejected)
+    assert "notes.txt" in rejected and "notes.txt.reason.txt" in rejected
+    assert (
+        "version"
+        in (paths.spool_rejected / "00000000000000000003-1-cccccccc.json.reason.txt").read_text()
+    )
+    assert len(report.messages) == 4
+    if os.name == "posix":
+        assert (paths.spool_rejected / "notes.txt.reason.txt").stat().st_mode & 0o777 == 0o600
+    assert any(e["kind"] == "spool" for e in store.events())
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX symlinks")
+def test_symlinked_records_are_rejected_not_followed(
+    paths: Paths, store: Store, tmp_path: Path
+) -> None:
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps(turn_record()))
+    paths.spool_incoming.mkdir(parents=True, exist_ok=True)
+    (paths.spool_incoming / "00000000000000000001-1-aaaaaaaa.json").symlink_to(target)
+    report = spool.ingest(paths, store)
+    assert (report.turns, report.rejected) == (0, 1)
+    assert target.exists() and store.list_turns() == []
+    assert (paths.spool_rejected / "00000000000000000001-1-aaaaaaaa.json").is_symlink()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX symlinks")
+def test_a_symlinked_incoming_folder_is_not_read(
+    paths: Paths, store: Store, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "00000000000000000001-1-aaaaaaaa.json").write_text(json.dumps(turn_record()))
+    os.rmdir(paths.spool_incoming)
+    paths.spool_incoming.symlink_to(elsewhere)
+    report = spool.ingest(paths, store)
+    assert report.turns == 0 and "not a plain folder" in report.messages[0]
+    assert left(elsewhere) == ["00000000000000000001-1-aaaaaaaa.json"]
+
+
+def test_temp_files_are_left_alone_until_stale(paths: Paths, store: Store) -> None:
+    fresh = put(paths, ".00000000000000000001-1-aaaaaaaa.json.1.abcd.tmp", b"{")
+    stale = put(paths, ".00000000000000000002-1-bbbbbbbb.json.1.abcd.tmp", b"{")
+    old = time.time() - 2 * spool.STALE_TEMP_S
+    os.utime(stale, (old, old))
+    report = spool.ingest(paths, store)
+    assert fresh.exists() and not stale.exists() and report.rejected == 1
+
+
+def test_a_database_error_keeps_the_record_for_the_next_pass(paths: Paths) -> None:
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(turn="1"))
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", turn_record(turn="2"))
+    closed = Store.open(paths)
+    closed.close()
+    report = spool.ingest(paths, closed)
+    assert report.turns == 0 and "stays in the spool" in report.messages[0]
+    assert len(left(paths.spool_incoming)) == 2 and left(paths.spool_rejected) == []
+    with Store.open(paths) as store:
+        assert spool.ingest(paths, store).turns == 2
+
+
+def test_ingest_without_a_spool_folder(tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "fresh")
+    with Store(tmp_path / "db.sqlite") as store:
+        assert spool.ingest(paths, store) == spool.IngestReport()
