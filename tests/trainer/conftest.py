@@ -18,3 +18,11 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from rltray.trainer.tiny import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama") / "model")
+
+
+@pytest.fixture
+def tiny_tokenizer(tiny_model_dir: Path):
+    """A fresh Hugging Face tokenizer of the tiny model (tests may change its template)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
