@@ -18,6 +18,11 @@ Records go to ``spool/incoming/`` as one file each, written atomically (temp +
 rename, 0600) through directory descriptors opened without following symlinks,
 so a planted link can redirect nothing. Credentials are scrubbed at ingest
 (``rltray.app.scrub``), not here: regexes cost ~12 ms to import.
+
+Size note: ~800 lines, over the usual 400, because it is loaded by file location
+outside any package (no relative imports) and each extra module is another
+lookup inside the agent's turn; the sections below are the natural split
+(JSON, files, state, transcripts, events, `/rl` commands, entry point) if it grows.
 """
 
 import os
@@ -27,6 +32,7 @@ import time
 EVENTS = ("claude-stop", "claude-prompt", "codex-stop", "codex-prompt", "codex-notify")
 MAX_STDIN = 8 * 1024 * 1024
 TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size
+TAIL_READ_FIRST = 256 * 1024  # most Stops find prompt + context in this much
 MAX_STATE = 4 * 1024 * 1024
 MAX_TEXT = 200_000
 MAX_CONTEXT = 20
@@ -379,7 +385,8 @@ def record_message(rec):
 
 
 def scan_transcript(data, mid_file, prompt, have_response):
-    """Conversation messages newest first, and the index of the prompt's record (or None).
+    """Conversation messages newest first, the prompt record's index (or None), and whether
+    the scan finished before running out of lines.
 
     Parses lines from the end and stops 20 messages past the prompt, so a long
     session costs about as much as a short one. The prompt is the record equal to
@@ -407,21 +414,27 @@ def scan_transcript(data, mid_file, prompt, have_response):
         msgs.append(m)
         if anchor is not None:
             if len(msgs) - anchor > MAX_CONTEXT + 1:
-                break
+                return msgs, anchor, True
         elif m[0] == "assistant":
             seen_answer = True
         elif (norm(m[1]) == wanted) if wanted is not None else seen_answer:
             anchor = len(msgs) - 1
-    return msgs, anchor
+    return msgs, anchor, False
 
 
 def read_transcript(hook, path, prompt, have_response):
-    try:
-        data, mid = read_regular(lambda flags: os.open(path, flags), TAIL_BYTES, tail=True)
-    except OSError as exc:
-        hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
-        return [], None
-    return scan_transcript(data, mid, prompt, have_response)
+    """Scan the transcript's tail, reading more of it (up to TAIL_BYTES) only when needed."""
+    size = TAIL_READ_FIRST
+    while True:
+        try:
+            data, mid = read_regular(lambda flags: os.open(path, flags), size, tail=True)
+        except OSError as exc:
+            hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
+            return [], None
+        msgs, anchor, complete = scan_transcript(data, mid, prompt, have_response)
+        if complete or not mid or size >= TAIL_BYTES:
+            return msgs, anchor
+        size = min(size * 4, TAIL_BYTES)
 
 
 # -- events ------------------------------------------------------------------------------

@@ -637,3 +637,28 @@ def test_no_home_anywhere_still_exits_zero(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "RLTRAY_HOME"}
     r = subprocess.run(argv, input=b"{}", capture_output=True, env=env, timeout=30)
     assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
+
+
+def test_prompt_far_back_in_the_transcript_is_still_found(home: Path, tmp_path: Path) -> None:
+    """The first 256 KB tail read misses the prompt; the hook reads further back, up to 4 MB."""
+    path = tmp_path / "long-turn.jsonl"
+    records = [json.loads(line) for line in (CLAUDE / "transcript.jsonl").read_text().splitlines()]
+    answer_at = next(i for i, r in enumerate(records) if r.get("uuid") == EXPECTED["a2_uuid"])
+    result = {
+        "type": "user",
+        "toolUseResult": {},
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t", "content": "y" * 50_000}],
+        },
+    }
+    lines = [json.dumps(r) for r in records[:answer_at]] + [json.dumps(result)] * 20
+    lines += [json.dumps(r) for r in records[answer_at:]]
+    path.write_text("\n".join(lines) + "\n")
+    assert path.stat().st_size > 900_000
+    run_hook(
+        home, "claude-stop", fixture(CLAUDE / "stop_no_message.json", transcript_path=str(path))
+    )
+    (rec,) = spooled(home)
+    assert (rec["prompt"], rec["response"]) == (EXPECTED["p2"], EXPECTED["a2"])
+    assert [m["content"] for m in rec["context"]] == [EXPECTED["p1"], EXPECTED["a1"]]
