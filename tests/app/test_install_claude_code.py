@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from rltray.app import hooks as hooks_pkg
 from rltray.app.hooks.base import HookInstallError, is_rltray_command
 from rltray.app.hooks.claude_code import ClaudeCode
 from rltray.app.hooks.managed import MANIFEST_NAME
@@ -29,25 +28,6 @@ USER_SETTINGS = (
     '    "permissions": {"allow": ["Bash(ls)"]}\n'
     "}\n"
 )
-
-
-@pytest.fixture(autouse=True)
-def capture_standin(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TEMPORARY: capture.py (another engineer's) has not landed; stand in for build_command."""
-    import importlib.util
-    import types
-
-    if importlib.util.find_spec("rltray.app.hooks.capture") is not None:
-        return
-    fake = types.ModuleType("rltray.app.hooks.capture")
-
-    def build_command(event, home, python=sys.executable, chain=None):
-        where = str(Path(__file__).parent / "capture.py")
-        extra = ["--chain", json.dumps(chain)] if chain else []
-        return [python, "-I", "-S", where, "--home", str(home), *extra, event]
-
-    fake.build_command = build_command  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "rltray.app.hooks.capture", fake)
 
 
 @pytest.fixture
@@ -251,8 +231,6 @@ def test_not_installed_agent_is_left_alone(paths: Paths, monkeypatch):
 
 @pytest.mark.skipif(os.name != "posix", reason="runs the command through a POSIX shell")
 def test_installed_command_runs_through_the_shell(paths: Paths, settings: Path, tmp_path: Path):
-    if not (Path(hooks_pkg.__file__).parent / "capture.py").exists():
-        pytest.skip("capture.py (the hook program) has not landed yet")
     ClaudeCode(python=sys.executable).install(paths)
     doc = json.loads(settings.read_text())
     session = "s-shell-1"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import tomlkit
-from rltray.app import hooks as hooks_pkg
 from rltray.app.hooks.base import HookInstallError, is_rltray_command
 from rltray.app.hooks.codex import TRUST_NOTE, Codex, chained_program
 from rltray.app.hooks.managed import MANIFEST_NAME
@@ -29,25 +28,6 @@ model = "gpt-5-mini"
 """
 
 THEIR_NOTIFY = ["/usr/local/bin/my-notify", "--loud"]
-
-
-@pytest.fixture(autouse=True)
-def capture_standin(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TEMPORARY: capture.py (another engineer's) has not landed; stand in for build_command."""
-    import importlib.util
-    import types
-
-    if importlib.util.find_spec("rltray.app.hooks.capture") is not None:
-        return
-    fake = types.ModuleType("rltray.app.hooks.capture")
-
-    def build_command(event, home, python=sys.executable, chain=None):
-        where = str(Path(__file__).parent / "capture.py")
-        extra = ["--chain", json.dumps(chain)] if chain else []
-        return [python, "-I", "-S", where, "--home", str(home), *extra, event]
-
-    fake.build_command = build_command  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "rltray.app.hooks.capture", fake)
 
 
 @pytest.fixture
@@ -249,8 +229,6 @@ def test_codex_home_is_honoured(paths: Paths, tmp_path: Path, monkeypatch: pytes
 
 @pytest.mark.skipif(os.name != "posix", reason="runs the commands through a POSIX shell")
 def test_installed_notify_and_stop_hook_capture_one_turn(paths: Paths, codex_home: Path, tmp_path):
-    if not (Path(hooks_pkg.__file__).parent / "capture.py").exists():
-        pytest.skip("capture.py (the hook program) has not landed yet")
     Codex(python=sys.executable).install(paths)
     payload = {
         "type": "agent-turn-complete",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,25 +25,6 @@ OURS = [
     "/d",
     "claude-stop",
 ]
-
-
-@pytest.fixture(autouse=True)
-def capture_standin(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TEMPORARY: capture.py (another engineer's) has not landed; stand in for build_command."""
-    import importlib.util
-    import types
-
-    if importlib.util.find_spec("rltray.app.hooks.capture") is not None:
-        return
-    fake = types.ModuleType("rltray.app.hooks.capture")
-
-    def build_command(event, home, python=sys.executable, chain=None):
-        where = str(Path(__file__).parent / "capture.py")
-        extra = ["--chain", json.dumps(chain)] if chain else []
-        return [python, "-I", "-S", where, "--home", str(home), *extra, event]
-
-    fake.build_command = build_command  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "rltray.app.hooks.capture", fake)
 
 
 @pytest.fixture
