@@ -456,3 +456,64 @@ def test_trainer_cli_runs_a_round_on_mlx(tiny_model: Path, tmp_path: Path) -> No
     assert adapters.validate_adapter(out) == []
     assert adapters.read_metadata(out).get("backend") == "mlx"
     assert set(adapters.read_adapter_config(out)["target_modules"]) == set(TARGETS)
+
+
+@pytest.mark.slow
+def test_paused_round_resumes_bit_identical_on_mlx(tiny_model: Path, tmp_path: Path) -> None:
+    """A round paused after one optimizer step and resumed ends with the same adapter.
+
+    Exercises the MLX checkpoint (LoRA, AdamW moments and step, the micro-step counter
+    that seeds dropout) inside the real round loop, in process.
+    """
+    import json
+
+    from rltray.trainer import presets
+    from rltray.trainer.job import load_examples, load_job
+
+    train_mod = pytest.importorskip("rltray.trainer.train")
+    if not hasattr(pytest.importorskip("rltray.trainer.data"), "encode"):
+        pytest.skip("trainer/data.py (encode, collate) has not landed")
+
+    def make(folder: Path) -> Path:
+        folder.mkdir()
+        examples = [_example(i, i % 3 != 0) for i in range(8)]
+        (folder / "examples.jsonl").write_text("".join(json.dumps(e) + "\n" for e in examples))
+        job = {
+            "v": 1, "id": "mlx-resume", "base_model": str(tiny_model), "backend": "mlx",
+            "preset": "balanced", "examples": "examples.jsonl", "out": "adapter", "seed": 11,
+            "hyper": {"epochs": 2, "batch_size": 2, "step_examples": 4, "max_seq_len": 96,
+                      "dropout": 0.1, "warmup_steps": 2},
+        }  # fmt: skip
+        (folder / "job.json").write_text(json.dumps(job))
+        return folder / "job.json"
+
+    def run(job_path: Path, stop_after: int | None) -> Any:
+        job = load_job(job_path)
+        config = json.loads((tiny_model / "config.json").read_text())
+        hyper = presets.resolve(job.preset, presets.model_info(config), dict(job.hyper))
+        backend = MlxBackend(job, hyper)
+        backend.load()
+        steps: list[dict[str, Any]] = []
+
+        def emit(line: dict[str, Any]) -> None:
+            if line.get("type") == "progress":
+                steps.append(line)
+
+        def should_stop() -> bool:
+            return stop_after is not None and len(steps) >= stop_after
+
+        return train_mod.train(
+            backend, load_examples(job.examples), None, job, hyper, emit, should_stop
+        )
+
+    straight = run(make(tmp_path / "a"), None)
+    assert straight.status == "done"
+    job_b = make(tmp_path / "b")
+    assert run(job_b, 1).status == "paused"
+    resumed = run(job_b, None)
+    assert resumed.status == "done"
+    a = adapters.load_adapter_tensors(tmp_path / "a" / "adapter")
+    b = adapters.load_adapter_tensors(tmp_path / "b" / "adapter")
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(b[name], a[name], err_msg=name)
