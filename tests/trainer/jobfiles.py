@@ -136,6 +136,7 @@ def run_trainer(job: Path, timeout: float = 120) -> tuple[int, list[dict[str, An
 def setup_round(job_path: Path) -> tuple[Any, ...]:
     """(job, hyper, loaded torch backend, examples, heldout) for an in-process round."""
     from rltray.trainer import presets
+    from rltray.trainer.__main__ import _load_heldout
     from rltray.trainer.backends.base import read_base_config
     from rltray.trainer.backends.torch_peft import TorchPeftBackend
     from rltray.trainer.job import load_examples, load_job
@@ -145,15 +146,20 @@ def setup_round(job_path: Path) -> tuple[Any, ...]:
     hyper = presets.resolve(job.preset, info, dict(job.hyper))
     backend = TorchPeftBackend(job, hyper)
     backend.load()
-    heldout = load_examples(job.heldout) if job.heldout else []
+    heldout = _load_heldout(job.heldout)
     return job, hyper, backend, load_examples(job.examples), heldout
 
 
-def run_round(job_path: Path, should_stop: Any = lambda: False) -> tuple[Any, list[dict]]:
-    """Run :func:`rltray.trainer.train.train` in process: (Outcome, emitted lines)."""
+def run_round(
+    job_path: Path, should_stop: Any = lambda: False, lines: list[dict] | None = None
+) -> tuple[Any, list[dict]]:
+    """Run :func:`rltray.trainer.train.train` in process: (Outcome, emitted lines).
+
+    ``lines`` (appended to as the round emits) lets ``should_stop`` look at progress.
+    """
     from rltray.trainer.train import train
 
     job, hyper, backend, examples, heldout = setup_round(job_path)
-    lines: list[dict] = []
+    lines = [] if lines is None else lines
     outcome = train(backend, examples, heldout, job, hyper, lines.append, should_stop)
     return outcome, lines

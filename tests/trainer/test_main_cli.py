@@ -1,0 +1,88 @@
+"""The real CLI in a subprocess: ``python -m rltray.trainer job.json`` prints JSON lines,
+writes an adapter PEFT loads, pauses on SIGTERM with exit 3 and resumes bit-identically.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from jobfiles import make_job, run_round, run_trainer, trainer_env  # noqa: E402
+from rltray.trainer import adapters  # noqa: E402
+
+pytestmark = [pytest.mark.ml, pytest.mark.slow]
+
+
+def test_cli_round_writes_an_adapter_peft_loads(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    job = make_job(tmp_path / "job", tiny_model_dir)
+    code, lines, stderr = run_trainer(job)
+    assert code == 0, stderr[-2000:]
+    assert lines[-1]["type"] == "done" and sum(x["type"] == "done" for x in lines) == 1
+    assert [x["step"] for x in lines if x["type"] == "progress"] == [1, 2, 3, 4]
+    assert {x["name"] for x in lines if x["type"] == "metric"} >= {"auroc_new", "kl_to_base"}
+    done = lines[-1]
+    assert set(done) == {"type", "adapter", "accepted", "reasons", "metrics", "baseline"}
+    assert isinstance(done["accepted"], bool) and isinstance(done["reasons"], list)
+    out = Path(done["adapter"])
+    assert out == tmp_path / "job" / "adapter"
+
+    ids = torch.tensor([[1, 5, 9, 13, 17, 21]])
+    base = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32).eval()
+    with torch.no_grad():
+        before = base(input_ids=ids).logits.clone()
+        tuned = PeftModel.from_pretrained(base, str(out)).eval()
+        after = tuned(input_ids=ids).logits
+    assert (after - before).abs().max() > 1e-4  # the adapter changes the model's outputs
+
+
+def test_sigterm_pauses_and_resume_matches_an_uninterrupted_run(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RLTRAY_TRAINER_THREADS", "1")  # same float reductions as the CLI runs
+    hyper = {"epochs": 40}  # 80 optimizer steps: still running after the first line
+    job = make_job(tmp_path / "cli", tiny_model_dir, hyper=hyper)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltray.trainer", str(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=trainer_env(),
+    )
+    lines = []
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        lines.append(json.loads(raw))
+        if lines[-1]["type"] == "progress":
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, stderr = proc.communicate(timeout=120)
+    lines += [json.loads(x) for x in rest.splitlines() if x.strip()]
+    assert proc.returncode == 3, stderr[-2000:]
+    assert lines[-1] == {"type": "paused", "checkpoint": str(tmp_path / "cli" / "checkpoint")}
+    paused_at = max(x["step"] for x in lines if x["type"] == "progress")
+    assert paused_at < 80
+    assert not (tmp_path / "cli" / "adapter").exists()
+
+    code, resumed, stderr = run_trainer(job)
+    assert code == 0, stderr[-2000:]
+    steps = [x["step"] for x in resumed if x["type"] == "progress"]
+    assert steps == list(range(paused_at + 1, 81))
+
+    straight, _ = run_round(make_job(tmp_path / "straight", tiny_model_dir, hyper=hyper))
+    a = adapters.load_adapter_tensors(straight.result.adapter)
+    b = adapters.load_adapter_tensors(resumed[-1]["adapter"])
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])

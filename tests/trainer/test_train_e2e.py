@@ -1,0 +1,109 @@
+"""The round loop in process: a whole round, pause + resume bit-identical, skips, o from
+behaviour log-probs — with the torch backend on the tiny llama.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from jobfiles import example, make_job, run_round
+from rltray.trainer import adapters, checkpoint, objective, train
+from rltray.trainer.backends.base import read_base_config
+
+pytestmark = pytest.mark.ml
+
+PROGRESS_KEYS = {
+    "type", "step", "total", "epoch", "loss", "grad_norm", "masked_tokens", "gated_examples",
+    "drift", "kl", "adv_mean", "tokens_per_s", "elapsed_s",
+}  # fmt: skip
+
+
+def test_a_round_trains_all_examples_and_writes_a_valid_adapter(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    job_path = make_job(tmp_path / "job", tiny_model_dir, baseline=0.1)
+    outcome, lines = run_round(job_path)
+    assert outcome.status == "done"
+    progress = [x for x in lines if x["type"] == "progress"]
+    # 8 examples, 4 per optimizer step, 2 epochs -> 4 steps
+    assert [p["step"] for p in progress] == [1, 2, 3, 4]
+    assert {p["epoch"] for p in progress} == {1, 2}
+    for p in progress:
+        assert set(p) == PROGRESS_KEYS and p["total"] == 4
+        assert all(math.isfinite(p[k]) for k in PROGRESS_KEYS - {"type"})
+        assert p["tokens_per_s"] > 0
+    assert progress[0]["masked_tokens"] == 0.0  # first step: rho = 1 everywhere
+    # one epoch holds all 8 (4 good, 4 bad) examples: mean advantage = 0 - baseline
+    epoch1 = [p["adv_mean"] for p in progress if p["epoch"] == 1]
+    assert sum(epoch1) / len(epoch1) == pytest.approx(-0.1, abs=1e-6)
+    res = outcome.result
+    assert res is not None and Path(res.adapter) == tmp_path / "job" / "adapter"
+    assert adapters.validate_adapter(res.adapter, read_base_config(tiny_model_dir)) == []
+    m = res.metrics
+    assert m["auroc_parent"] == 0.5  # fresh LoRA: implicit reward 0 for all
+    assert m["heldout_good"] == 2 and m["heldout_bad"] == 2
+    assert 0 < m["kl_to_base"] < 10 and m["steps"] == 4 and m["examples_trained"] == 8
+    assert m["sanity_errors"] == []
+    ratings = [1, -1] * 4  # rated_at order == file order here
+    assert res.baseline == pytest.approx(objective.ema_update(0.1, ratings, 0.99))
+    meta = json.loads((Path(res.adapter) / "rltray.json").read_text())
+    assert meta["base_model"] == str(tiny_model_dir) and len(meta["data_sha256"]) == 64
+    assert meta["accepted"] == res.accepted and meta["job_id"] == "job-1"
+    assert not (tmp_path / "job" / "checkpoint").exists()
+
+
+def test_pause_and_resume_is_bit_identical(tiny_model_dir: Path, tmp_path: Path) -> None:
+    straight, _ = run_round(make_job(tmp_path / "a", tiny_model_dir))
+
+    job_b = make_job(tmp_path / "b", tiny_model_dir)
+    lines: list[dict] = []
+
+    def stop_after_two_steps() -> bool:
+        return sum(x["type"] == "progress" for x in lines) >= 2
+
+    paused, _ = run_round(job_b, stop_after_two_steps, lines)
+    assert paused.status == "paused" and paused.checkpoint == tmp_path / "b" / "checkpoint"
+    assert [x["step"] for x in lines if x["type"] == "progress"] == [1, 2]
+    state = checkpoint.load(paused.checkpoint)
+    assert state is not None and (state.epoch, state.step, state.global_step) == (1, 0, 2)
+    assert not (tmp_path / "b" / "adapter").exists()
+
+    resumed, lines = run_round(job_b)
+    assert resumed.status == "done"
+    assert [x["step"] for x in lines if x["type"] == "progress"] == [3, 4]
+    a = adapters.load_adapter_tensors(straight.result.adapter)
+    b = adapters.load_adapter_tensors(resumed.result.adapter)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert resumed.result.metrics["kl_to_base"] == straight.result.metrics["kl_to_base"]
+    assert resumed.result.metrics["auroc_new"] == straight.result.metrics["auroc_new"]
+
+
+def test_too_long_example_is_skipped_and_reported(tiny_model_dir: Path, tmp_path: Path) -> None:
+    rows = [
+        example(0, 1, "Short good answer."),
+        example(1, -1, "Short bad answer."),
+        example(2, 1, "Answer.", prompt="word " * 400),
+    ]
+    job_path = make_job(tmp_path / "job", tiny_model_dir, examples=rows, heldout=[],
+                        hyper={"epochs": 1})  # fmt: skip
+    outcome, lines = run_round(job_path)
+    skipped = [x for x in lines if x["type"] == "skipped"]
+    assert [s["id"] for s in skipped] == ["ex2"] and skipped[0]["reason"]
+    assert outcome.status == "done" and outcome.result.metrics["examples_trained"] == 2
+    assert outcome.result.metrics["examples_skipped"] == 1
+
+
+def test_epoch_order_depends_only_on_seed_and_epoch() -> None:
+    assert train.epoch_order(10, 3, 0) == train.epoch_order(10, 3, 0)
+    assert train.epoch_order(10, 3, 0) != train.epoch_order(10, 3, 1)
+    assert sorted(train.epoch_order(10, 3, 1)) == list(range(10))

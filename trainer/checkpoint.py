@@ -1,0 +1,131 @@
+"""Pause/resume checkpoints of a training round: one folder holds everything.
+
+Why a folder of its own (``<job folder>/checkpoint/``): a paused round must be able
+to end **bit-identical** to one that never paused. That needs more than the LoRA
+weights: the optimizer moments and step (the backend saves those plus its RNG
+state into ``backend/``), where the round was (epoch, step within it, the epoch's
+example order), the round-start log-probs ``o`` and ``f`` (recomputing ``o`` after
+training started would use the *trained* policy, not the round-start one), and
+the parent's held-out metrics measured before training.
+
+A checkpoint is written into a temp folder next to it and swapped in with
+renames, ``state.json`` last, so a crash while pausing leaves the previous
+checkpoint (or none) — never a half-written one that resumes into garbage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STATE_FILE = "state.json"
+LOGPROBS_FILE = "logprobs.npz"
+BACKEND_DIR = "backend"
+
+
+@dataclass
+class RoundState:
+    """Where a round is and what it computed at its start.
+
+    ``old`` / ``base`` hold one float32 vector per *kept* training example (its
+    (L_i - 1) token log-probs, see ``backends.base``); ``held_base`` the same for
+    kept held-out examples. ``epoch`` / ``step`` name the next optimizer step to
+    run (step within the epoch); ``order`` is that epoch's example order.
+    """
+
+    job_id: str
+    data_hash: str
+    kept: list[int]
+    held_kept: list[int]
+    old: list[np.ndarray]
+    base: list[np.ndarray]
+    held_base: list[np.ndarray]
+    epoch: int = 0
+    step: int = 0
+    global_step: int = 0
+    elapsed_s: float = 0.0
+    order: list[int] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def position(self) -> dict[str, Any]:
+        """The JSON part (everything except the arrays)."""
+        d = asdict(self)
+        for k in ("old", "base", "held_base"):
+            d.pop(k)
+        return d
+
+
+def _pack(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    flat = (
+        np.concatenate([np.asarray(r, dtype=np.float32) for r in rows])
+        if rows
+        else np.zeros(0, np.float32)
+    )
+    return flat, lengths
+
+
+def _unpack(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    out, start = [], 0
+    for n in lengths.tolist():
+        out.append(flat[start : start + n].copy())
+        start += n
+    return out
+
+
+def save(folder: Path, state: RoundState, backend: Any) -> Path:
+    """Write ``state`` and ``backend``'s checkpoint to ``folder``, atomically; return it."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = folder.parent / f".{folder.name}.tmp-{tag}"
+    old = folder.parent / f".{folder.name}.old-{tag}"
+    tmp.mkdir(mode=0o700)
+    try:
+        backend.save_checkpoint(tmp / BACKEND_DIR)
+        arrays = {}
+        for key in ("old", "base", "held_base"):
+            arrays[f"{key}_flat"], arrays[f"{key}_len"] = _pack(getattr(state, key))
+        np.savez(tmp / LOGPROBS_FILE, **arrays)
+        (tmp / STATE_FILE).write_text(json.dumps(state.position(), indent=1), encoding="utf-8")
+        if folder.exists():
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not folder.exists():
+            os.rename(old, folder)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def load(folder: Path) -> RoundState | None:
+    """The saved round state, or ``None`` when there is no complete checkpoint."""
+    folder = Path(folder)
+    state_path = folder / STATE_FILE
+    if not state_path.is_file():
+        return None
+    pos = json.loads(state_path.read_text(encoding="utf-8"))
+    with np.load(folder / LOGPROBS_FILE) as z:
+        arrays = {
+            key: _unpack(z[f"{key}_flat"], z[f"{key}_len"]) for key in ("old", "base", "held_base")
+        }
+    return RoundState(**pos, **arrays)
+
+
+def backend_dir(folder: Path) -> Path:
+    """Where the backend's own checkpoint files live inside a checkpoint folder."""
+    return Path(folder) / BACKEND_DIR
+
+
+def remove(folder: Path) -> None:
+    """Delete a checkpoint (after the round finished, or when it belongs to another job)."""
+    shutil.rmtree(folder, ignore_errors=True)

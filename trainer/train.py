@@ -1,0 +1,496 @@
+"""One training round, written once for every backend.
+
+``train(backend, examples, heldout, job, hyper, emit, should_stop)`` is a plain
+function (habit 12): the model sits behind the :class:`~.backends.base.Backend`
+door, the maths in :mod:`.objective`, the verdict in :mod:`.evaluate`, the folder
+format in :mod:`.adapters`; ``emit`` receives every progress line as a dict. The
+round:
+
+1. encode every example (skips reported, never silently lost);
+2. round-start log-probs once: ``o`` (the parent policy, or the example's own
+   behaviour log-probs when it was written by the local model) and ``f`` (base);
+   the parent's held-out AUROC;
+3. advantages from the job's EMA baseline (no batch z-normalisation), class
+   weights, then ``epochs`` passes over **all** kept examples in a seeded order,
+   one optimizer step per ``step_examples`` examples (micro-batches of
+   ``batch_size``, weights normalised over the step);
+4. the new held-out AUROC, exact KL to the base on neutral texts, sanity, the
+   gate's verdict; the adapter folder; the updated EMA baseline.
+
+``should_stop()`` is polled between optimizer steps; a stop saves a checkpoint
+(:mod:`.checkpoint`) and returns ``paused``. Running the same job again resumes
+from it and ends bit-identical to a run that never paused.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rltray.trainer import adapters, checkpoint, data, evaluate, objective
+from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How :func:`train` ended: ``done`` with a result, or ``paused`` at a checkpoint."""
+
+    status: str
+    result: TrainResult | None = None
+    checkpoint: Path | None = None
+
+
+def train(
+    backend: Any,
+    examples: Sequence[Example],
+    heldout: Sequence[Example] | None,
+    job: TrainJob,
+    hyper: Any,
+    emit: Emit,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Outcome:
+    """Run one round on a loaded ``backend``; see the module docstring for the steps."""
+    started = time.monotonic()
+    heldout = list(heldout or [])
+    if not examples:
+        raise JobError("the round has no training examples")
+    pad_id = _pad_id(backend.tokenizer)
+    enc, kept = _encode_all(backend.tokenizer, examples, hyper, emit, "training")
+    if not kept:
+        raise JobError(
+            f"none of the {len(examples)} training examples has any response token left "
+            f"after fitting to max_seq_len={hyper.max_seq_len}"
+        )
+    held_enc, held_kept = _encode_all(backend.tokenizer, heldout, hyper, emit, "held-out")
+    data_hash = adapters.examples_hash(
+        [e.to_dict() for e in examples] + [{"heldout": e.to_dict()} for e in heldout]
+    )
+
+    ck_dir = job.checkpoint_dir
+    state = checkpoint.load(ck_dir) if ck_dir.exists() else None
+    if state is not None and (state.job_id != job.id or state.data_hash != data_hash):
+        emit({"type": "log", "message": "discarding a checkpoint from a different job or data"})
+        checkpoint.remove(ck_dir)
+        state = None
+    if state is not None:
+        backend.load_checkpoint(checkpoint.backend_dir(ck_dir))
+        emit({"type": "log", "message": f"resumed at optimizer step {state.global_step}"})
+    else:
+        checkpoint.remove(ck_dir)
+        state = _round_start(
+            backend,
+            examples,
+            enc,
+            kept,
+            held_enc,
+            held_kept,
+            heldout,
+            job,
+            hyper,
+            pad_id,
+            data_hash,
+            should_stop,
+        )
+        if state is None:
+            return Outcome("paused", checkpoint=None)
+        for name in ("auroc_parent", "heldout_good", "heldout_bad"):
+            emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
+
+    paused = _optimise(
+        backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started
+    )
+    if paused:
+        return Outcome("paused", checkpoint=checkpoint.save(ck_dir, state, backend))
+    result = _finish(
+        backend, examples, held_enc, heldout, state, job, hyper, pad_id, data_hash, emit, started
+    )
+    checkpoint.remove(ck_dir)
+    return Outcome("done", result=result)
+
+
+# ---- encoding and round-start log-probs -------------------------------------------
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for attr in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _encode_all(
+    tokenizer: Any, examples: Sequence[Example], hyper: Any, emit: Emit, which: str
+) -> tuple[dict[int, Any], list[int]]:
+    enc: dict[int, Any] = {}
+    for i, ex in enumerate(examples):
+        got = data.encode(tokenizer, ex, int(hyper.max_seq_len), index=i)
+        if isinstance(got, data.Skip):
+            emit({"type": "skipped", "id": ex.id, "set": which, "reason": got.reason})
+        else:
+            enc[i] = got
+            for note in got.notes:
+                emit({"type": "log", "message": f"{which} example {ex.id}: {note}"})
+    return enc, sorted(enc)
+
+
+def _length(encoded: Any) -> int:
+    return len(encoded.input_ids)
+
+
+def _micro_batches(indices: Sequence[int], enc: dict[int, Any], size: int) -> list[list[int]]:
+    """Chunks of ``size`` after a stable sort by length: less padding, same maths."""
+    ordered = sorted(indices, key=lambda i: _length(enc[i]))
+    return [ordered[s : s + size] for s in range(0, len(ordered), size)]
+
+
+def _logprob_rows(
+    backend: Any,
+    enc: dict[int, Any],
+    indices: Sequence[int],
+    size: int,
+    pad_id: int,
+    *,
+    adapter: bool,
+    should_stop: Callable[[], bool],
+) -> dict[int, np.ndarray] | None:
+    rows: dict[int, np.ndarray] = {}
+    for mb in _micro_batches(indices, enc, size):
+        if should_stop():
+            return None
+        lp = backend.logprobs(data.collate([enc[i] for i in mb], pad_id), adapter=adapter)
+        for r, i in enumerate(mb):
+            rows[i] = lp[r, : _length(enc[i]) - 1].astype(np.float32)
+    return rows
+
+
+def _behaviour_row(encoded: Any, policy_row: np.ndarray) -> np.ndarray:
+    """``o`` from the example's own behaviour log-probs when it has them, else the policy's.
+
+    ``data.encode`` aligns them to the response tokens (cut when the response was
+    truncated, dropped with a note when their count does not match); they go at the
+    response positions of the (L-1) log-prob row.
+    """
+    lps = getattr(encoded, "behaviour_logprobs", None)
+    mask = np.asarray(data.collate([encoded], 0).response_mask[0, 1:], dtype=np.float32)
+    where = np.flatnonzero(mask > 0)
+    if lps is None or len(lps) != len(where):
+        return policy_row
+    row = policy_row.copy()
+    row[where] = np.asarray(lps, dtype=np.float32)
+    return row
+
+
+def _round_start(
+    backend: Any,
+    examples: Sequence[Example],
+    enc: dict[int, Any],
+    kept: list[int],
+    held_enc: dict[int, Any],
+    held_kept: list[int],
+    heldout: Sequence[Example],
+    job: TrainJob,
+    hyper: Any,
+    pad_id: int,
+    data_hash: str,
+    should_stop: Callable[[], bool],
+) -> checkpoint.RoundState | None:
+    size = max(1, int(hyper.batch_size))
+    pol = _logprob_rows(backend, enc, kept, size, pad_id, adapter=True, should_stop=should_stop)
+    base = _logprob_rows(backend, enc, kept, size, pad_id, adapter=False, should_stop=should_stop)
+    h_base = _logprob_rows(
+        backend, held_enc, held_kept, size, pad_id, adapter=False, should_stop=should_stop
+    )
+    h_pol = _logprob_rows(
+        backend, held_enc, held_kept, size, pad_id, adapter=True, should_stop=should_stop
+    )
+    if pol is None or base is None or h_base is None or h_pol is None:
+        return None
+    old = [_behaviour_row(enc[i], pol[i]) for i in kept]
+    metrics = _heldout_metrics(held_enc, held_kept, heldout, h_pol, h_base, "auroc_parent")
+    return checkpoint.RoundState(
+        job_id=job.id,
+        data_hash=data_hash,
+        kept=kept,
+        held_kept=held_kept,
+        old=old,
+        base=[base[i] for i in kept],
+        held_base=[h_base[i] for i in held_kept],
+        metrics=metrics,
+    )
+
+
+def _heldout_metrics(
+    held_enc: dict[int, Any],
+    held_kept: list[int],
+    heldout: Sequence[Example],
+    pol: dict[int, np.ndarray],
+    base: dict[int, np.ndarray],
+    name: str,
+) -> dict[str, Any]:
+    scores, labels = [], []
+    for i in held_kept:
+        mask = np.asarray(data.collate([held_enc[i]], 0).response_mask[0, 1:], dtype=np.float32)
+        reward = evaluate.implicit_reward(pol[i][None], base[i][None], mask[None])[0]
+        scores.append(float(reward))
+        labels.append(heldout[i].rating)
+    good = sum(1 for y in labels if y > 0)
+    out: dict[str, Any] = {"heldout_good": good, "heldout_bad": len(labels) - good}
+    try:
+        out[name] = evaluate.auroc(scores, labels)
+    except ValueError:
+        out[name] = None  # a class is missing: AUROC undefined, the gate notes it
+    return out
+
+
+# ---- the optimisation loop ----------------------------------------------------------
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """Positions 0..n-1 in a seeded order that depends only on (seed, epoch)."""
+    rng = np.random.default_rng([int(seed), int(epoch)])
+    return [int(i) for i in rng.permutation(n)]
+
+
+def _pad_rows(rows: Sequence[np.ndarray], width: int) -> np.ndarray:
+    out = np.zeros((len(rows), width), dtype=np.float32)
+    for r, row in enumerate(rows):
+        out[r, : len(row)] = row
+    return out
+
+
+def _optimise(
+    backend: Any,
+    examples: Sequence[Example],
+    enc: dict[int, Any],
+    state: checkpoint.RoundState,
+    job: TrainJob,
+    hyper: Any,
+    pad_id: int,
+    emit: Emit,
+    should_stop: Callable[[], bool],
+    started: float,
+) -> bool:
+    """Run the remaining optimizer steps; True when stopped (state = the position)."""
+    kept = state.kept
+    ratings = [examples[i].rating for i in kept]
+    adv = objective.advantages(ratings, job.baseline, float(hyper.adv_clip))
+    cls_w = objective.class_weights(ratings)
+    per_step = max(1, int(hyper.step_examples))
+    size = max(1, int(hyper.batch_size))
+    steps_per_epoch = math.ceil(len(kept) / per_step)
+    total = int(hyper.epochs) * steps_per_epoch
+    elapsed_before = state.elapsed_s
+    resumed_at = time.monotonic()
+    lengths = {p: _length(enc[i]) for p, i in enumerate(kept)}
+    while state.epoch < int(hyper.epochs):
+        if not state.order:
+            state.order = epoch_order(len(kept), job.seed, state.epoch)
+        while state.step < steps_per_epoch:
+            if should_stop():
+                state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
+                return True
+            t0 = time.monotonic()
+            chunk = state.order[state.step * per_step : (state.step + 1) * per_step]
+            weights = objective.step_weights([cls_w[p] for p in chunk])
+            w_of = dict(zip(chunk, weights, strict=True))
+            agg = _Agg()
+            for mb in _micro_batches(chunk, {p: enc[kept[p]] for p in chunk}, size):
+                batch = data.collate([enc[kept[p]] for p in mb], pad_id)
+                width = batch.input_ids.shape[1] - 1
+                stats = backend.accumulate(
+                    batch,
+                    _pad_rows([state.old[p] for p in mb], width),
+                    _pad_rows([state.base[p] for p in mb], width),
+                    np.array([adv[p] for p in mb], dtype=np.float32),
+                    np.array([w_of[p] for p in mb], dtype=np.float32),
+                )
+                agg.add(stats, sum(lengths[p] for p in mb))
+            step = backend.step()
+            state.step += 1
+            state.global_step += 1
+            dt = max(time.monotonic() - t0, 1e-9)
+            emit(
+                {
+                    "type": "progress",
+                    "step": state.global_step,
+                    "total": total,
+                    "epoch": state.epoch + 1,
+                    **agg.line(),
+                    "grad_norm": step["grad_norm"],
+                    "tokens_per_s": round(agg.seq_tokens / dt, 1),
+                    "elapsed_s": round(elapsed_before + time.monotonic() - resumed_at, 3),
+                }
+            )
+        state.epoch += 1
+        state.step = 0
+        state.order = []
+    state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
+    return False
+
+
+class _Agg:
+    """Folds one optimizer step's micro-batch stats into the progress line's numbers."""
+
+    def __init__(self) -> None:
+        self.loss = 0.0
+        self.tokens = 0.0
+        self.examples = 0.0
+        self.masked = 0.0
+        self.kl = 0.0
+        self.gated = 0.0
+        self.drift = 0.0
+        self.adv = 0.0
+        self.rows = 0
+        self.seq_tokens = 0
+
+    def add(self, s: dict[str, float], seq_tokens: int) -> None:
+        self.loss += s["loss"]  # step weights sum to 1: micro-batch losses add up
+        self.tokens += s["tokens"]
+        self.examples += s["examples"]
+        self.masked += s["masked_tokens"] * s["tokens"]
+        self.kl += s["kl"] * s["tokens"]
+        self.gated += s["gated_examples"] * s["examples"]
+        self.drift += s["drift"] * s["examples"]
+        self.adv += s["adv_mean"] * s["examples"]
+        self.seq_tokens += seq_tokens
+
+    def line(self) -> dict[str, float]:
+        t, e = max(self.tokens, 1.0), max(self.examples, 1.0)
+        return {
+            "loss": self.loss,
+            "masked_tokens": self.masked / t,
+            "gated_examples": self.gated / e,
+            "drift": self.drift / e,
+            "kl": self.kl / t,
+            "adv_mean": self.adv / e,
+        }
+
+
+# ---- the end of a round -------------------------------------------------------------
+
+
+def _rated_key(example: Example) -> datetime:
+    text = example.rated_at
+    try:
+        at = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+
+
+def _finish(
+    backend: Any,
+    examples: Sequence[Example],
+    held_enc: dict[int, Any],
+    heldout: Sequence[Example],
+    state: checkpoint.RoundState,
+    job: TrainJob,
+    hyper: Any,
+    pad_id: int,
+    data_hash: str,
+    emit: Emit,
+    started: float,
+) -> TrainResult:
+    size = max(1, int(hyper.batch_size))
+    h_pol = (
+        _logprob_rows(
+            backend,
+            held_enc,
+            state.held_kept,
+            size,
+            pad_id,
+            adapter=True,
+            should_stop=lambda: False,
+        )
+        or {}
+    )
+    h_base = dict(zip(state.held_kept, state.held_base, strict=True))
+    metrics: dict[str, Any] = dict(state.metrics)
+    metrics.update(_heldout_metrics(held_enc, state.held_kept, heldout, h_pol, h_base, "auroc_new"))
+    metrics["kl_to_base"] = float(backend.kl_to_base(evaluate.load_neutral_texts()))
+    rank = int(getattr(backend, "rank", hyper.rank))
+    alpha = float(getattr(backend, "alpha", hyper.alpha))
+    lora = backend.lora_state()
+    metrics["sanity_errors"] = evaluate.tensor_sanity_errors(
+        lora, scale=adapters.scale_from_alpha(alpha, rank)
+    )
+    metrics.update(
+        steps=state.global_step,
+        examples_trained=len(state.kept),
+        examples_skipped=len(examples) - len(state.kept),
+        train_seconds=round(state.elapsed_s, 3),
+    )
+    for name in ("auroc_new", "kl_to_base"):
+        emit({"type": "metric", "name": name, "value": metrics[name]})
+    verdict = evaluate.gate(metrics, hyper)
+    in_order = sorted(examples, key=_rated_key)
+    baseline = objective.ema_update(
+        job.baseline, [e.rating for e in in_order], float(hyper.ema_decay)
+    )
+    out = adapters.write_adapter(
+        job.out,
+        lora,
+        rank=rank,
+        alpha=alpha,
+        base_model=str(job.base_model),
+        revision=job.revision,
+        dropout=float(hyper.dropout),
+        parent=str(job.parent_adapter) if job.parent_adapter else None,
+        metrics=metrics,
+        data_hash=data_hash,
+        extra={
+            "accepted": verdict.accept,
+            "reasons": verdict.reasons,
+            "notes": verdict.notes,
+            "baseline": baseline,
+            "job_id": job.id,
+            "backend": backend.name,
+        },
+    )
+    reasons = list(verdict.reasons)
+    problems = adapters.validate_adapter(out, base_shapes=getattr(backend, "base_shapes", None))
+    if problems:  # our own writer produced a bad folder: never publish it
+        reasons.extend(f"adapter sanity check failed: {p}" for p in problems)
+        _mark_rejected(out, reasons)
+    metrics["gate_notes"] = verdict.notes
+    return TrainResult(
+        adapter=str(out),
+        accepted=not reasons,
+        reasons=reasons,
+        metrics=_jsonable(metrics),
+        baseline=baseline,
+    )
+
+
+def _mark_rejected(folder: Path, reasons: list[str]) -> None:
+    """Record a late rejection in ``rltray.json`` (temp file + replace: never half-written)."""
+    import json
+    import os
+
+    meta = adapters.read_metadata(folder)
+    meta.update(accepted=False, reasons=reasons)
+    tmp = folder / f".{adapters.META_FILE}.tmp"
+    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, folder / adapters.META_FILE)
+
+
+def _jsonable(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Floats stay floats; NaN/inf become None so the done line is strict JSON."""
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        elif isinstance(v, np.generic):
+            v = v.item()
+        out[k] = v
+    return out
