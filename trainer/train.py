@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rltray.trainer import adapters, checkpoint, data, evaluate, objective
+from rltray.trainer import adapters, checkpoint, data, evaluate, objective, rounddata
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
 
 Emit = Callable[[dict[str, Any]], None]
@@ -62,14 +62,14 @@ def train(
     heldout = list(heldout or [])
     if not examples:
         raise JobError("the round has no training examples")
-    pad_id = _pad_id(backend.tokenizer)
-    enc, kept = _encode_all(backend.tokenizer, examples, hyper, emit, "training")
+    pad_id = rounddata.pad_id(backend.tokenizer)
+    enc, kept = rounddata.encode_all(backend.tokenizer, examples, hyper, emit, "training")
     if not kept:
         raise JobError(
             f"none of the {len(examples)} training examples has any response token left "
             f"after fitting to max_seq_len={hyper.max_seq_len}"
         )
-    held_enc, held_kept = _encode_all(backend.tokenizer, heldout, hyper, emit, "held-out")
+    held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper, emit, "held-out")
     data_hash = adapters.examples_hash(
         [e.to_dict() for e in examples] + [{"heldout": e.to_dict()} for e in heldout]
     )
@@ -116,79 +116,6 @@ def train(
     return Outcome("done", result=result)
 
 
-# ---- encoding and round-start log-probs -------------------------------------------
-
-
-def _pad_id(tokenizer: Any) -> int:
-    for attr in ("pad_token_id", "eos_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if isinstance(value, int):
-            return value
-    return 0
-
-
-def _encode_all(
-    tokenizer: Any, examples: Sequence[Example], hyper: Any, emit: Emit, which: str
-) -> tuple[dict[int, Any], list[int]]:
-    enc: dict[int, Any] = {}
-    for i, ex in enumerate(examples):
-        got = data.encode(tokenizer, ex, int(hyper.max_seq_len), index=i)
-        if isinstance(got, data.Skip):
-            emit({"type": "skipped", "id": ex.id, "set": which, "reason": got.reason})
-        else:
-            enc[i] = got
-            for note in got.notes:
-                emit({"type": "log", "message": f"{which} example {ex.id}: {note}"})
-    return enc, sorted(enc)
-
-
-def _length(encoded: Any) -> int:
-    return len(encoded.input_ids)
-
-
-def _micro_batches(indices: Sequence[int], enc: dict[int, Any], size: int) -> list[list[int]]:
-    """Chunks of ``size`` after a stable sort by length: less padding, same maths."""
-    ordered = sorted(indices, key=lambda i: _length(enc[i]))
-    return [ordered[s : s + size] for s in range(0, len(ordered), size)]
-
-
-def _logprob_rows(
-    backend: Any,
-    enc: dict[int, Any],
-    indices: Sequence[int],
-    size: int,
-    pad_id: int,
-    *,
-    adapter: bool,
-    should_stop: Callable[[], bool],
-) -> dict[int, np.ndarray] | None:
-    rows: dict[int, np.ndarray] = {}
-    for mb in _micro_batches(indices, enc, size):
-        if should_stop():
-            return None
-        lp = backend.logprobs(data.collate([enc[i] for i in mb], pad_id), adapter=adapter)
-        for r, i in enumerate(mb):
-            rows[i] = lp[r, : _length(enc[i]) - 1].astype(np.float32)
-    return rows
-
-
-def _behaviour_row(encoded: Any, policy_row: np.ndarray) -> np.ndarray:
-    """``o`` from the example's own behaviour log-probs when it has them, else the policy's.
-
-    ``data.encode`` aligns them to the response tokens (cut when the response was
-    truncated, dropped with a note when their count does not match); they go at the
-    response positions of the (L-1) log-prob row.
-    """
-    lps = getattr(encoded, "behaviour_logprobs", None)
-    mask = np.asarray(data.collate([encoded], 0).response_mask[0, 1:], dtype=np.float32)
-    where = np.flatnonzero(mask > 0)
-    if lps is None or len(lps) != len(where):
-        return policy_row
-    row = policy_row.copy()
-    row[where] = np.asarray(lps, dtype=np.float32)
-    return row
-
-
 def _round_start(
     backend: Any,
     examples: Sequence[Example],
@@ -204,18 +131,22 @@ def _round_start(
     should_stop: Callable[[], bool],
 ) -> checkpoint.RoundState | None:
     size = max(1, int(hyper.batch_size))
-    pol = _logprob_rows(backend, enc, kept, size, pad_id, adapter=True, should_stop=should_stop)
-    base = _logprob_rows(backend, enc, kept, size, pad_id, adapter=False, should_stop=should_stop)
-    h_base = _logprob_rows(
+    pol = rounddata.logprob_rows(
+        backend, enc, kept, size, pad_id, adapter=True, should_stop=should_stop
+    )
+    base = rounddata.logprob_rows(
+        backend, enc, kept, size, pad_id, adapter=False, should_stop=should_stop
+    )
+    h_base = rounddata.logprob_rows(
         backend, held_enc, held_kept, size, pad_id, adapter=False, should_stop=should_stop
     )
-    h_pol = _logprob_rows(
+    h_pol = rounddata.logprob_rows(
         backend, held_enc, held_kept, size, pad_id, adapter=True, should_stop=should_stop
     )
     if pol is None or base is None or h_base is None or h_pol is None:
         return None
-    old = [_behaviour_row(enc[i], pol[i]) for i in kept]
-    metrics = _heldout_metrics(held_enc, held_kept, heldout, h_pol, h_base, "auroc_parent")
+    old = [rounddata.behaviour_row(enc[i], pol[i]) for i in kept]
+    metrics = rounddata.heldout_metrics(held_enc, held_kept, heldout, h_pol, h_base, "auroc_parent")
     return checkpoint.RoundState(
         job_id=job.id,
         data_hash=data_hash,
@@ -226,29 +157,6 @@ def _round_start(
         held_base=[h_base[i] for i in held_kept],
         metrics=metrics,
     )
-
-
-def _heldout_metrics(
-    held_enc: dict[int, Any],
-    held_kept: list[int],
-    heldout: Sequence[Example],
-    pol: dict[int, np.ndarray],
-    base: dict[int, np.ndarray],
-    name: str,
-) -> dict[str, Any]:
-    scores, labels = [], []
-    for i in held_kept:
-        mask = np.asarray(data.collate([held_enc[i]], 0).response_mask[0, 1:], dtype=np.float32)
-        reward = evaluate.implicit_reward(pol[i][None], base[i][None], mask[None])[0]
-        scores.append(float(reward))
-        labels.append(heldout[i].rating)
-    good = sum(1 for y in labels if y > 0)
-    out: dict[str, Any] = {"heldout_good": good, "heldout_bad": len(labels) - good}
-    try:
-        out[name] = evaluate.auroc(scores, labels)
-    except ValueError:
-        out[name] = None  # a class is missing: AUROC undefined, the gate notes it
-    return out
 
 
 # ---- the optimisation loop ----------------------------------------------------------
@@ -290,7 +198,7 @@ def _optimise(
     total = int(hyper.epochs) * steps_per_epoch
     elapsed_before = state.elapsed_s
     resumed_at = time.monotonic()
-    lengths = {p: _length(enc[i]) for p, i in enumerate(kept)}
+    lengths = {p: rounddata.length(enc[i]) for p, i in enumerate(kept)}
     while state.epoch < int(hyper.epochs):
         if not state.order:
             state.order = epoch_order(len(kept), job.seed, state.epoch)
@@ -303,7 +211,7 @@ def _optimise(
             weights = objective.step_weights([cls_w[p] for p in chunk])
             w_of = dict(zip(chunk, weights, strict=True))
             agg = _Agg()
-            for mb in _micro_batches(chunk, {p: enc[kept[p]] for p in chunk}, size):
+            for mb in rounddata.micro_batches(chunk, {p: enc[kept[p]] for p in chunk}, size):
                 batch = data.collate([enc[kept[p]] for p in mb], pad_id)
                 width = batch.input_ids.shape[1] - 1
                 stats = backend.accumulate(
@@ -402,7 +310,7 @@ def _finish(
 ) -> TrainResult:
     size = max(1, int(hyper.batch_size))
     h_pol = (
-        _logprob_rows(
+        rounddata.logprob_rows(
             backend,
             held_enc,
             state.held_kept,
@@ -415,7 +323,9 @@ def _finish(
     )
     h_base = dict(zip(state.held_kept, state.held_base, strict=True))
     metrics: dict[str, Any] = dict(state.metrics)
-    metrics.update(_heldout_metrics(held_enc, state.held_kept, heldout, h_pol, h_base, "auroc_new"))
+    metrics.update(
+        rounddata.heldout_metrics(held_enc, state.held_kept, heldout, h_pol, h_base, "auroc_new")
+    )
     metrics["kl_to_base"] = float(backend.kl_to_base(evaluate.load_neutral_texts()))
     rank = int(getattr(backend, "rank", hyper.rank))
     alpha = float(getattr(backend, "alpha", hyper.alpha))
