@@ -173,9 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: guard stdout, lower priority, watch the parent and signals, run."""
     parser = argparse.ArgumentParser(prog="python -m rltray.trainer", description=__doc__)
     parser.add_argument("job", help="the job file (TrainJob JSON v1)")
-    args = parser.parse_args(argv)
-
     emit = _emitter(_protocol_stream())
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors still end with one JSON error line
+        if exc.code in (0, None):
+            return EXIT_DONE
+        emit(
+            {"type": "error", "message": "usage: python -m rltray.trainer JOB.json", "kind": "job"}
+        )
+        return EXIT_BAD_INPUT
+
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

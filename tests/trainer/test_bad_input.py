@@ -117,3 +117,15 @@ def test_existing_output_folder_is_never_overwritten(tiny_model_dir: Path, tmp_p
     code, lines = run_in_process(job)
     assert code == EXIT_BAD_INPUT and "already exists" in lines[-1]["message"]
     assert (tmp_path / "job" / "adapter" / "keep.txt").read_text() == "mine"
+
+
+def test_usage_error_still_ends_with_a_json_error_line() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "rltray.trainer"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == EXIT_BAD_INPUT
+    last = json.loads(proc.stdout.splitlines()[-1])
+    assert last["type"] == "error" and last["kind"] == "job" and "usage" in last["message"]

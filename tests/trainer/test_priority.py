@@ -1,0 +1,91 @@
+"""The trainer is a polite child: low priority, and it stops when its parent dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from jobfiles import make_job, trainer_env
+from rltray.trainer.priority import NICENESS, ParentWatch, lower_priority
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX niceness")
+def test_lower_priority_sets_niceness_in_a_child() -> None:
+    code = (
+        "import os; from rltray.trainer.priority import lower_priority; "
+        "print(lower_priority()); print(os.nice(0))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    said, nice = out.stdout.strip().splitlines()
+    assert int(nice) >= NICENESS and f"nice {nice}" in said
+    assert callable(lower_priority)
+
+
+def test_parent_watch_calls_back_once_when_the_parent_is_gone() -> None:
+    fired = threading.Event()
+    watch = ParentWatch(fired.set, interval_s=0.05)
+    assert watch.parent_alive()
+    watch.parent_pid = -12345  # as if we had been re-parented
+    watch.start()
+    assert fired.wait(5)
+    watch.stop()
+
+
+def test_parent_watch_stays_quiet_while_the_parent_lives() -> None:
+    fired = threading.Event()
+    watch = ParentWatch(fired.set, interval_s=0.02).start()
+    time.sleep(0.2)
+    watch.stop()
+    assert not fired.is_set()
+
+
+@pytest.mark.ml
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX re-parenting")
+def test_trainer_checkpoints_and_exits_when_its_parent_is_killed(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    job = make_job(tmp_path / "job", tiny_model_dir, hyper={"epochs": 200})
+    log = tmp_path / "trainer.out"
+    parent_code = (
+        "import subprocess, sys, time\n"
+        f"out = open({str(log)!r}, 'w')\n"
+        f"p = subprocess.Popen([sys.executable, '-m', 'rltray.trainer', {str(job)!r}], "
+        "stdout=out, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True, env=trainer_env()
+    )
+    assert parent.stdout is not None
+    trainer = psutil.Process(int(parent.stdout.readline()))
+    try:
+        deadline = time.monotonic() + 90
+        while '"progress"' not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert '"progress"' in log.read_text(), "the trainer never started training"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the trainer outlived its parent by a minute")
+    finally:
+        if trainer.is_running() and trainer.status() != psutil.STATUS_ZOMBIE:
+            os.kill(trainer.pid, signal.SIGKILL)
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last == {"type": "paused", "checkpoint": str(tmp_path / "job" / "checkpoint")}
+    assert (tmp_path / "job" / "checkpoint" / "state.json").is_file()
