@@ -1,0 +1,263 @@
+"""One benchmark run: train with one method on one rated set, then score the adapter.
+
+Why the trainer is driven through a job file: that is exactly how the product
+calls it (``python -m rltray.trainer JOB.json`` in a child process), so the
+benchmark measures the shipped code path, including data encoding, class
+weights, masks and the publish gate, not a re-implementation of it.
+
+Every method's adapter is scored by the same :func:`evaluate` on the same
+held-out prompts with the same sampling seed, so differences between rows are
+differences between adapters, not between evaluations.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import baselines
+import synthetic
+import tinylm
+
+#: Plain REINFORCE with the same baseline: no token mask, no trajectory gate, no KL.
+REINFORCE = {"rho_lo": 0.0, "rho_hi": 1e9, "delta_lo": -1e9, "delta_hi": 1e9, "beta": 0.0}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one run trains: method, rated source, number of ratings, rate, extra overrides."""
+
+    method: str  # mispo | reinforce | kto | sft
+    source: str  # on | off
+    n: int
+    lr: float
+    epochs: int
+    variant: str = "default"
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.method}/{self.source}/n{self.n}/lr{self.lr:g}/e{self.epochs}/{self.variant}"
+
+
+@dataclass
+class World:
+    """Everything fixed across runs: base model, rated pools, held-out sets."""
+
+    base_dir: Path
+    base: Any
+    tokenizer: Any
+    rated: dict[str, list[tuple[str, str, int]]]  # source -> pool (prefixes are used)
+    heldout_rated: dict[str, list[tuple[str, str, int]]]
+    eval_prompts: list[str]
+    neutral: list[tuple[list[int], list[int]]]
+    max_new_tokens: int
+    seed: int
+    base_nll: float = float("nan")
+
+
+def _example(i: int, prompt: str, response: str, rating: int) -> dict[str, Any]:
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=i)
+    return {
+        "id": f"ex{i:05d}",
+        "messages": [],
+        "prompt": prompt,
+        "response": response,
+        "rating": rating,
+        "rated_at": at.isoformat().replace("+00:00", "Z"),
+        "behaviour_logprobs": None,
+    }
+
+
+def _write_jsonl(path: Path, rows: list[tuple[str, str, int]], start: int = 0) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for i, (p, r, y) in enumerate(rows):
+            f.write(json.dumps(_example(start + i, p, r, y)) + "\n")
+
+
+def trainer_hyper(spec: Spec, budget: baselines.Budget) -> dict[str, Any]:
+    """Hyper overrides that give the trainer exactly the baselines' budget."""
+    hyper: dict[str, Any] = {
+        "lr": spec.lr,
+        "epochs": spec.epochs,
+        "batch_size": budget.step_examples,
+        "step_examples": budget.step_examples,
+        "warmup_steps": budget.warmup_steps,
+        "rank": budget.rank,
+        "alpha": budget.alpha,
+        "dropout": 0.0,
+        "target_modules": "all-linear",
+        "grad_clip": budget.grad_clip,
+        "weight_decay": 0.0,
+        "replay_share": 0.0,
+    }
+    if spec.method == "reinforce":
+        hyper.update(REINFORCE)
+    hyper.update(spec.overrides)
+    return hyper
+
+
+def run_trainer(
+    world: World, spec: Spec, budget: baselines.Budget, folder: Path, timeout: float
+) -> dict[str, Any]:
+    """Write a job folder and run ``python -m rltray.trainer``; returns the ``done`` line.
+
+    The bench's own held-out ratings are passed as the job's ``heldout`` file so the
+    trainer trains on all N ratings (as the baselines do) and its gate reports AUROC
+    on the same held-out set the benchmark scores.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_jsonl(folder / "examples.jsonl", world.rated[spec.source][: spec.n])
+    _write_jsonl(folder / "heldout.jsonl", world.heldout_rated[spec.source], start=50_000)
+    job = {
+        "v": 1,
+        "id": spec.key.replace("/", "-"),
+        "base_model": str(world.base_dir.resolve()),
+        "revision": None,
+        "backend": "torch",
+        "device": "cpu",
+        "preset": "balanced",
+        "hyper": trainer_hyper(spec, budget),
+        "examples": "examples.jsonl",
+        "heldout": "heldout.jsonl",
+        "parent_adapter": None,
+        "out": "adapter",
+        "seed": budget.seed,
+        "baseline": 0.0,
+        "trust_remote_code": False,
+    }
+    (folder / "job.json").write_text(json.dumps(job, indent=1), encoding="utf-8")
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run(
+        [sys.executable, "-m", "rltray.trainer", str(folder / "job.json")],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    (folder / "stdout.jsonl").write_text(proc.stdout, encoding="utf-8")
+    (folder / "stderr.txt").write_text(proc.stderr, encoding="utf-8")
+    lines = []
+    for raw in proc.stdout.splitlines():
+        try:
+            lines.append(json.loads(raw))
+        except json.JSONDecodeError:
+            continue
+    done = next((x for x in reversed(lines) if x.get("type") == "done"), None)
+    if proc.returncode != 0 or done is None:
+        err = next((x for x in reversed(lines) if x.get("type") == "error"), None)
+        msg = err["message"] if err else proc.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"trainer exited {proc.returncode}: {msg}")
+    progress = [x for x in lines if x.get("type") == "progress"]
+    done["steps"] = len(progress)
+    done["masked_tokens"] = _mean(x.get("masked_tokens") for x in progress)
+    done["gated_examples"] = _mean(x.get("gated_examples") for x in progress)
+    return done
+
+
+def _mean(xs) -> float:
+    vals = [float(x) for x in xs if isinstance(x, (int, float))]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def train(world: World, spec: Spec, folder: Path, timeout: float) -> tuple[Path, dict[str, Any]]:
+    """Train one spec; returns (adapter folder, extra facts for the row)."""
+    budget = baselines.Budget(lr=spec.lr, epochs=spec.epochs, seed=world.seed)
+    rated = world.rated[spec.source][: spec.n]
+    if spec.method in ("mispo", "reinforce"):
+        done = run_trainer(world, spec, budget, folder, timeout)
+        facts = {
+            "accepted": done.get("accepted"),
+            "reasons": done.get("reasons"),
+            "steps": done.get("steps"),
+            "masked_tokens": done.get("masked_tokens"),
+            "gated_examples": done.get("gated_examples"),
+            "trainer_auroc": (done.get("metrics") or {}).get("auroc_new"),
+        }
+        return Path(done["adapter"]), facts
+    out = folder / "adapter"
+    if spec.method == "sft":
+        baselines.train_sft(world.base, world.tokenizer, rated, budget, out)
+    elif spec.method == "kto":
+        baselines.train_kto(world.base, world.tokenizer, rated, budget, out, **spec.overrides)
+    else:
+        raise ValueError(f"unknown method {spec.method!r}")
+    return out, {}
+
+
+def evaluate(world: World, policy) -> dict[str, Any]:
+    """Preferred-style rate, style mix, KL to base, held-out AUROC and NLL for one policy.
+
+    ``policy`` is the base itself (the "before" row) or a PEFT model over a copy of it.
+    KL is the exact per-token KL(policy || base) over the vocabulary at the positions
+    of the policy's own samples on held-out prompts (its expectation is the
+    sequence KL divided by length).
+    """
+    pad = world.tokenizer.pad_token_id
+    samples = tinylm.sample(
+        policy,
+        world.tokenizer,
+        world.eval_prompts,
+        max_new_tokens=world.max_new_tokens,
+        seed=world.seed + 7,
+    )
+    styles = [synthetic.classify(t) for *_, t in samples]
+    mix = {s: styles.count(s) / len(styles) for s in (*synthetic.STYLES, "other")}
+    kl = tinylm.kl_per_token(policy, world.base, [(p, r) for p, r, _ in samples], pad)
+    out: dict[str, Any] = {"mix": mix, "kl": kl}
+    for source, rows in world.heldout_rated.items():
+        pairs = [tinylm.encode_pair(world.tokenizer, p, r) for p, r, _ in rows]
+        lp_n = tinylm.token_logprobs(policy, pairs, pad)
+        lp_f = tinylm.token_logprobs(world.base, pairs, pad)
+        scores = [float((a - b).mean()) for a, b in zip(lp_n, lp_f, strict=True)]
+        out[f"auroc_{source}"] = tinylm.auroc(scores, [y for *_, y in rows])
+    nll = tinylm.token_logprobs(policy, world.neutral, pad)
+    out["nll"] = -float(sum(x.sum() for x in nll)) / sum(len(x) for x in nll)
+    return out
+
+
+def run(world: World, spec: Spec, out_root: Path, timeout: float, prefer: str) -> dict[str, Any]:
+    """Train + evaluate one spec; returns one table row (errors become a row too)."""
+    from peft import PeftModel
+
+    t0 = time.time()
+    folder = out_root / "runs" / spec.key.replace("/", "_")
+    row: dict[str, Any] = {
+        "method": spec.method,
+        "source": spec.source,
+        "n": spec.n,
+        "lr": spec.lr,
+        "epochs": spec.epochs,
+        "variant": spec.variant,
+    }
+    try:
+        adapter, facts = train(world, spec, folder, timeout)
+        train_s = time.time() - t0
+        policy = PeftModel.from_pretrained(copy.deepcopy(world.base), str(adapter))
+        policy.eval()
+        m = evaluate(world, policy)
+    except Exception as exc:  # a failed run is a result to report, not a crash
+        row.update(error=f"{type(exc).__name__}: {exc}"[:300], seconds=round(time.time() - t0, 1))
+        return row
+    row.update(
+        pref=m["mix"][prefer],
+        mix=m["mix"],
+        kl=m["kl"],
+        auroc=m[f"auroc_{spec.source}"],
+        auroc_other_source=m[f"auroc_{'off' if spec.source == 'on' else 'on'}"],
+        ppl_change=math.exp(m["nll"] - world.base_nll) - 1.0,
+        train_s=round(train_s, 1),
+        seconds=round(time.time() - t0, 1),
+        **facts,
+    )
+    return row

@@ -1,0 +1,259 @@
+"""Training speed per backend: tokens/s, peak memory, and achieved vs peak FLOP/s.
+
+Run:  .venv/bin/python bench/train_speed.py [--quick] [--backends torch,mlx]
+
+Why: a user's machine trains while they work, so "how long will a round take
+and how much memory will it hold" must be known per backend, and the achieved
+FLOP/s next to the machine's own matrix-multiply peak says whether a backend is
+slow because the machine is slow or because the backend wastes it.
+
+How:
+* A Llama of ~60M parameters (hidden 512, 8 layers, vocab 32k; built from a
+  config with random weights, no download) is written once under the output folder.
+* Each backend runs in its own child process (so peak RSS is that backend's
+  alone): load through the trainer's Backend class with the ``balanced`` preset
+  (LoRA on every block linear), one round-start ``logprobs`` pass, one warm-up
+  step, then timed MIS-PO steps (``accumulate`` = forward + backward, ``step`` =
+  AdamW) on fixed-length batches of random tokens.
+* Model FLOPs per trained token = 4 x N, N = parameters in matrix multiplies
+  (block linears + lm_head; embedding lookups are free): the forward costs 2N and
+  the backward 2N for activation gradients; LoRA leaves the base weights frozen,
+  so their weight-gradient 2N of full fine-tuning (the usual "6N") is not spent.
+  Attention score FLOPs (~4·layers·hidden·L/2 per token) are left out (~4% here).
+  6N-equivalent figures are printed too, for comparison with full fine-tuning.
+* The machine's peak: the best of several large fp32 matmuls (2·n³ FLOPs each)
+  in torch and in MLX, with the same thread count as the trainer.
+
+The last stdout line is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class FakeBatch:
+    """The fields of ``rltray.trainer.data.Batch`` the backends read (duck-typed)."""
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    response_mask: np.ndarray
+    position_ids: np.ndarray
+    example_idx: list[int] = field(default_factory=list)
+
+
+def model_dims(a: argparse.Namespace) -> dict[str, int]:
+    if a.quick:
+        return {"hidden": 128, "layers": 2, "inter": 384, "heads": 4, "kv": 4, "vocab": 4000}
+    return {"hidden": 512, "layers": 8, "inter": 1536, "heads": 8, "kv": 8, "vocab": 32000}
+
+
+def matmul_params(d: dict[str, int]) -> int:
+    """Weights that take part in matrix multiplies per token: block linears + lm_head."""
+    h, head = d["hidden"], d["hidden"] // d["heads"]
+    attn = 2 * h * h + 2 * h * d["kv"] * head
+    return d["layers"] * (attn + 3 * h * d["inter"]) + d["vocab"] * h
+
+
+def build_model(folder: Path, d: dict[str, int]) -> Path:
+    """Random-init Llama + a small tokenizer (token ids are random anyway)."""
+    if (folder / "config.json").exists():
+        return folder
+    import torch
+    from rltray.trainer.tiny import build_tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(folder)
+    cfg = LlamaConfig(
+        vocab_size=d["vocab"], hidden_size=d["hidden"], intermediate_size=d["inter"],
+        num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
+        num_key_value_heads=d["kv"], max_position_embeddings=2048, tie_word_embeddings=False,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    return folder
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (MiB)."""
+    try:
+        import resource
+
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return kb / 1024 / (1024 if sys.platform == "darwin" else 1)
+    except ImportError:  # Windows: psutil's peak working set
+        import psutil
+
+        return psutil.Process().memory_info().peak_wset / 2**20
+
+
+def child_backend(a: argparse.Namespace) -> dict[str, Any]:
+    """Load one backend and time MIS-PO steps; runs inside its own process."""
+    from rltray.trainer import presets
+
+    folder = Path(a.model)
+    config = json.loads((folder / "config.json").read_text())
+    hyper = presets.resolve(
+        "balanced", presets.model_info(config),
+        {"batch_size": a.batch, "step_examples": a.batch, "max_seq_len": a.seq},
+    )
+    job = SimpleNamespace(base_model=str(folder), revision=None, backend=a.child, device="cpu",
+                          trust_remote_code=False, parent_adapter=None, seed=0)
+    if a.child == "torch":
+        from rltray.trainer.backends.torch_peft import TorchPeftBackend as Cls
+    else:
+        from rltray.trainer.backends.mlx import MlxBackend as Cls
+    t0 = time.perf_counter()
+    be = Cls(job, hyper)
+    be.load()
+    load_s = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    b, L = a.batch, a.seq
+    resp = np.ones((b, L), np.float32)
+    resp[:, : L // 4 + 1] = 0.0  # the first quarter is the prompt
+    batch = FakeBatch(
+        input_ids=rng.integers(10, config["vocab_size"], (b, L)).astype(np.int64),
+        attention_mask=np.ones((b, L), np.int64), response_mask=resp,
+        position_ids=np.tile(np.arange(L, dtype=np.int64), (b, 1)), example_idx=list(range(b)),
+    )
+    t0 = time.perf_counter()
+    base = be.logprobs(batch, adapter=False)
+    fwd_s = time.perf_counter() - t0
+    adv = np.array([1.0 if i % 2 == 0 else -1.0 for i in range(b)], np.float32)
+    weight = np.full(b, 1.0 / b, np.float32)
+    be.accumulate(batch, base, base, adv, weight)  # warm-up step (allocations, kernels)
+    be.step()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        be.accumulate(batch, base, base, adv, weight)
+        be.step()
+    train_s = (time.perf_counter() - t0) / a.steps
+    threads = None
+    if a.child == "torch":
+        import torch
+
+        threads = torch.get_num_threads()
+    return {
+        "backend": a.child, "device": getattr(be, "device_name", a.child), "threads": threads,
+        "load_s": load_s, "forward_tokens_per_s": b * L / fwd_s,
+        "train_tokens_per_s": b * L / train_s, "step_s": train_s, "peak_rss_mb": peak_rss_mb(),
+        "lora_params": int(sum(v.size for v in be.lora_state().values())),
+    }
+
+
+def child_matmul(a: argparse.Namespace) -> dict[str, Any]:
+    """Best fp32 matmul FLOP/s of torch (trainer's thread count) or MLX (CPU)."""
+    n, reps = a.matmul_n, 5
+    best = 0.0
+    if a.child == "matmul-torch":
+        import torch
+        from rltray.trainer.backends.torch_peft import choose_threads
+
+        torch.set_num_threads(choose_threads())
+        x, y = torch.randn(n, n), torch.randn(n, n)
+        torch.matmul(x, y)
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            torch.matmul(x, y)
+            best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+    else:
+        import mlx.core as mx
+
+        mx.set_default_device(mx.cpu)
+        x, y = mx.random.normal((n, n)), mx.random.normal((n, n))
+        mx.eval(x, y, x @ y)
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            mx.eval(x @ y)
+            best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+    return {"kind": a.child, "n": n, "gflops": best / 1e9}
+
+
+def spawn(args: list[str], timeout: float) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {proc.returncode}: {tail[:200]}"}
+    return json.loads(lines[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="training speed per backend")
+    ap.add_argument("--quick", action="store_true", help="small model, a few seconds per backend")
+    ap.add_argument("--backends", default="torch,mlx")
+    ap.add_argument("--out", type=Path, default=Path(".bench-out/train_speed"))
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--matmul-n", type=int, default=2048)
+    ap.add_argument("--timeout", type=float, default=1200.0)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        res = child_backend(a) if a.child in ("torch", "mlx") else child_matmul(a)
+        print(json.dumps(res))
+        return 0
+    if a.quick:
+        a.batch, a.seq, a.steps, a.matmul_n = 2, 64, 2, 512
+    d = model_dims(a)
+    folder = build_model(a.out / ("model-quick" if a.quick else "model-60m"), d)
+    n_mm = matmul_params(d)
+    common = ["--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
+              "--matmul-n", str(a.matmul_n), "--model", str(folder)]
+    peaks = {k: spawn(["--child", f"matmul-{k}", *common], a.timeout) for k in ("torch", "mlx")}
+    rows = []
+    for name in a.backends.split(","):
+        r = spawn(["--child", name, *common], a.timeout)
+        r.setdefault("backend", name)
+        if "error" not in r:
+            r["model_gflops_4n"] = 4 * n_mm * r["train_tokens_per_s"] / 1e9
+            r["model_gflops_6n_equiv"] = 6 * n_mm * r["train_tokens_per_s"] / 1e9
+            peak = peaks.get(name if name == "torch" else "mlx", {}).get("gflops")
+            r["mfu_vs_matmul_peak"] = r["model_gflops_4n"] / peak if peak else None
+        rows.append(r)
+    print(f"model: Llama hidden {d['hidden']}, {d['layers']} layers, vocab {d['vocab']}; "
+          f"{n_mm / 1e6:.1f}M matmul params; batch {a.batch} x {a.seq} tokens; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for k, p in peaks.items():
+        print(f"fp32 matmul peak ({k}, n={a.matmul_n}): "
+              + (f"{p['gflops']:.1f} GFLOP/s" if "gflops" in p else p["error"]))
+    print(f"{'backend':<8} {'tok/s train':>11} {'tok/s fwd':>10} {'step s':>7} {'peak MiB':>9} "
+          f"{'GFLOP/s 4N':>10} {'6N-eq':>7} {'of peak':>7}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['backend']:<8} ERROR {r['error']}")
+            continue
+        frac = r["mfu_vs_matmul_peak"]
+        print(f"{r['backend']:<8} {r['train_tokens_per_s']:>11.0f} "
+              f"{r['forward_tokens_per_s']:>10.0f} {r['step_s']:>7.2f} "
+              f"{r['peak_rss_mb']:>9.0f} {r['model_gflops_4n']:>10.1f} "
+              f"{r['model_gflops_6n_equiv']:>7.1f} "
+              + (f"{100 * frac:>6.0f}%" if frac is not None else "      -"))
+    print(json.dumps({"model": d, "matmul_params": n_mm, "batch": a.batch, "seq": a.seq,
+                      "steps": a.steps, "loadavg": os.getloadavg()[0], "matmul_peak": peaks,
+                      "backends": rows}, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
