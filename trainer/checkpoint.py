@@ -53,6 +53,9 @@ class RoundState:
     elapsed_s: float = 0.0
     order: list[int] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: Hash of everything else that shapes the round (hyperparameters, seed, base,
+    #: parent, baseline): a checkpoint only resumes the very same round.
+    fingerprint: str = ""
 
     def position(self) -> dict[str, Any]:
         """The JSON part (everything except the arrays)."""

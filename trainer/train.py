@@ -76,8 +76,11 @@ def train(
 
     ck_dir = job.checkpoint_dir
     state = checkpoint.load(ck_dir) if ck_dir.exists() else None
-    if state is not None and (state.job_id != job.id or state.data_hash != data_hash):
-        emit({"type": "log", "message": "discarding a checkpoint from a different job or data"})
+    fingerprint = round_fingerprint(job, hyper, backend)
+    if state is not None and (
+        state.job_id != job.id or state.data_hash != data_hash or state.fingerprint != fingerprint
+    ):
+        emit({"type": "log", "message": "discarding a checkpoint of a different round"})
         checkpoint.remove(ck_dir)
         state = None
     if state is not None:
@@ -101,6 +104,7 @@ def train(
         )
         if state is None:
             return Outcome("paused", checkpoint=None)
+        state.fingerprint = fingerprint
         for name in ("auroc_parent", "heldout_good", "heldout_bad"):
             emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
 
@@ -114,6 +118,20 @@ def train(
     )
     checkpoint.remove(ck_dir)
     return Outcome("done", result=result)
+
+
+def round_fingerprint(job: TrainJob, hyper: Any, backend: Any) -> str:
+    """sha256 of what, besides the data, decides a round's numbers (for resume checks)."""
+    import dataclasses
+    import hashlib
+    import json
+
+    hyper_d = dataclasses.asdict(hyper) if dataclasses.is_dataclass(hyper) else vars(hyper)
+    spec = {
+        "hyper": hyper_d, "seed": job.seed, "base": str(job.base_model), "rev": job.revision,
+        "parent": str(job.parent_adapter), "baseline": job.baseline, "backend": backend.name,
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _round_start(

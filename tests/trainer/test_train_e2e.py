@@ -107,3 +107,18 @@ def test_epoch_order_depends_only_on_seed_and_epoch() -> None:
     assert train.epoch_order(10, 3, 0) == train.epoch_order(10, 3, 0)
     assert train.epoch_order(10, 3, 0) != train.epoch_order(10, 3, 1)
     assert sorted(train.epoch_order(10, 3, 1)) == list(range(10))
+
+
+def test_a_checkpoint_of_a_different_round_is_discarded(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Changing a hyperparameter between pause and resume must not resume stale state."""
+    job_path = make_job(tmp_path / "job", tiny_model_dir)
+    lines: list[dict] = []
+    paused, _ = run_round(job_path, lambda: any(x["type"] == "progress" for x in lines), lines)
+    assert paused.status == "paused"
+    make_job(tmp_path / "job", tiny_model_dir, hyper={"lr": 0.005})
+    outcome, lines = run_round(job_path)
+    assert outcome.status == "done"
+    assert any(x["type"] == "log" and "discarding" in x["message"] for x in lines)
+    assert [x["step"] for x in lines if x["type"] == "progress"] == [1, 2, 3, 4]
