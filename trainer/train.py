@@ -360,6 +360,9 @@ def _finish(
     for name in ("auroc_new", "kl_to_base"):
         emit({"type": "metric", "name": name, "value": metrics[name]})
     verdict = evaluate.gate(metrics, hyper)
+    # The EMA folds in every training rating of the round in rated_at order — skipped
+    # (too long) ones too: a rating is a reward whether or not it fits the window.
+    # Held-out ratings are not trained on now and are counted in the round that does.
     in_order = sorted(examples, key=_rated_key)
     baseline = objective.ema_update(
         job.baseline, [e.rating for e in in_order], float(hyper.ema_decay)
@@ -373,7 +376,7 @@ def _finish(
         revision=job.revision,
         dropout=float(hyper.dropout),
         parent=str(job.parent_adapter) if job.parent_adapter else None,
-        metrics=metrics,
+        metrics=_jsonable(metrics),
         data_hash=data_hash,
         extra={
             "accepted": verdict.accept,
