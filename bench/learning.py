@@ -69,10 +69,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=900.0, help="per trainer run, seconds")
     ap.add_argument("--fresh", action="store_true", help="ignore cached run results")
     a = ap.parse_args(argv)
-    if a.quick:
-        a.sizes, a.lrs, a.ablations = "16", "3e-3", "beta=0"
-        a.eval_prompts, a.heldout_ratings, a.hidden, a.layers = 32, 16, 64, 2
-        a.pretrain_steps, a.max_new_tokens = 40, 24
+    if a.quick:  # small sizes, except where a flag was given explicitly
+        quick = {
+            "sizes": "16", "lrs": "3e-3", "ablations": "beta=0", "eval_prompts": 32,
+            "heldout_ratings": 16, "hidden": 64, "layers": 2, "pretrain_steps": 40,
+            "max_new_tokens": 24,
+        }
+        for k, v in quick.items():
+            if getattr(a, k) == ap.get_default(k):
+                setattr(a, k, v)
     return a
 
 

@@ -213,22 +213,25 @@ def main(argv: list[str] | None = None) -> int:
         res = child_backend(a) if a.child in ("torch", "mlx") else child_matmul(a)
         print(json.dumps(res))
         return 0
-    if a.quick:
-        a.batch, a.seq, a.steps, a.matmul_n = 2, 64, 2, 512
+    if a.quick:  # small sizes, except where a flag was given explicitly
+        for k, v in {"batch": 2, "seq": 64, "steps": 2, "matmul_n": 512}.items():
+            if getattr(a, k) == ap.get_default(k):
+                setattr(a, k, v)
     d = model_dims(a)
     folder = build_model(a.out / ("model-quick" if a.quick else "model-60m"), d)
     n_mm = matmul_params(d)
     common = ["--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
               "--matmul-n", str(a.matmul_n), "--model", str(folder)]
-    peaks = {k: spawn(["--child", f"matmul-{k}", *common], a.timeout) for k in ("torch", "mlx")}
+    names = a.backends.split(",")
+    peaks = {k: spawn(["--child", f"matmul-{k}", *common], a.timeout) for k in names}
     rows = []
-    for name in a.backends.split(","):
+    for name in names:
         r = spawn(["--child", name, *common], a.timeout)
         r.setdefault("backend", name)
         if "error" not in r:
             r["model_gflops_4n"] = 4 * n_mm * r["train_tokens_per_s"] / 1e9
             r["model_gflops_6n_equiv"] = 6 * n_mm * r["train_tokens_per_s"] / 1e9
-            peak = peaks.get(name if name == "torch" else "mlx", {}).get("gflops")
+            peak = peaks.get(name, {}).get("gflops")
             r["mfu_vs_matmul_peak"] = r["model_gflops_4n"] / peak if peak else None
         rows.append(r)
     print(f"model: Llama hidden {d['hidden']}, {d['layers']} layers, vocab {d['vocab']}; "
