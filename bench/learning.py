@@ -57,6 +57,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--sources", default="on,off")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--ablations", default=",".join(ABLATIONS) + ",epochs=1,epochs=4")
+    ap.add_argument("--ablation-sources", default="on,off", help="sources for the ablations")
     ap.add_argument("--prefer", default="terse", choices=synthetic.STYLES)
     ap.add_argument("--noise", type=float, default=0.1, help="rating flip probability")
     ap.add_argument("--eval-prompts", type=int, default=256)
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in a.sizes.split(",")]
     lrs = [float(x) for x in a.lrs.split(",")]
     methods, sources = a.methods.split(","), a.sources.split(",")
-    mid = sizes[len(sizes) // 2]
+    mid = sizes[(len(sizes) - 1) // 2]  # the sweep's N: the middle (lower middle) size
 
     base_dir = build_base(a)
     world = build_world(a, base_dir, max(sizes))
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 do(runs.Spec(method, source, mid, lr, a.epochs))
     best = {(m, s): best_lr(rows, m, s) for m in methods for s in sources}
     # Phase B: MIS-PO ablations at its best rate.
-    for source in sources:
+    for source in [s for s in a.ablation_sources.split(",") if s in sources]:
         lr = best.get(("mispo", source))
         if lr is None or "mispo" not in methods:
             continue

@@ -16,6 +16,7 @@ import copy
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -115,7 +116,9 @@ def run_trainer(
     trainer trains on all N ratings (as the baselines do) and its gate reports AUROC
     on the same held-out set the benchmark scores.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists():  # left by an interrupted run: the trainer never overwrites an adapter
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
     _write_jsonl(folder / "examples.jsonl", world.rated[spec.source][: spec.n])
     _write_jsonl(folder / "heldout.jsonl", world.heldout_rated[spec.source], start=50_000)
     job = {
