@@ -1,0 +1,49 @@
+"""`rltray hooks install|uninstall|status`: the terminal face of the agent installers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rltray.app.errors import ExitCode
+
+if TYPE_CHECKING:
+    from rltray.app.cli import Context
+
+
+def run(ctx: Context, action: str, agent_name: str) -> int:
+    from rltray.app.hooks import registry
+
+    agents = registry.all_agents() if agent_name == "all" else [registry.get(agent_name)]
+    service = ctx.service()
+    if action == "status":
+        return _status(ctx, agents)
+    for agent in agents:
+        report = (
+            agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
+        )
+        ctx.out.print(f"[bold]{agent.display_name}[/]")
+        for line in report.lines:
+            ctx.out.print(f"  {line}")
+    service.store.log_event("hooks", f"hooks {action} for {agent_name}")
+    return ExitCode.OK
+
+
+def _status(ctx: Context, agents: list) -> int:
+    from rich.table import Table
+
+    service = ctx.service()
+    arrived = service.status()["agents"]
+    table = Table("agent", "hooks", "events arrived", "notes")
+    for agent in agents:
+        st = agent.status(service.paths)
+        pieces = ", ".join(f"{k} {'✓' if v else '✗'}" for k, v in st.pieces.items())
+        info = arrived.get(agent.name)
+        events = "never" if not info else f"{info['turns']} turns, last {info['last_event_at']}"
+        table.add_row(
+            agent.display_name,
+            pieces or ("installed" if st.installed else "not installed"),
+            events,
+            "\n".join(st.notes),
+        )
+    ctx.out.print(table)
+    return ExitCode.OK
