@@ -1,0 +1,196 @@
+"""`rltray doctor`: what is installed, what works, and what to fix.
+
+Each check is a small function returning a Check; one failing check never
+stops the others, because the point is to see every problem at once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rltray.app.errors import ExitCode
+
+if TYPE_CHECKING:
+    from rltray.app.cli import Context
+    from rltray.app.service import Service
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+MARKS = {OK: "[green]✓[/]", WARN: "[yellow]![/]", FAIL: "[red]✗[/]"}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    state: str
+    detail: str
+    fix: str = ""
+
+
+def run(ctx: Context) -> int:
+    from rich.table import Table
+
+    checks = list(collect(ctx))
+    table = Table("", "check", "detail")
+    for c in checks:
+        table.add_row(MARKS[c.state], c.name, c.detail)
+    ctx.out.print(table)
+    # Fixes are commands to copy: printed unwrapped, outside the table.
+    fixes = [c for c in checks if c.fix and c.state != OK]
+    if fixes:
+        ctx.out.print("\nTo fix:")
+        for c in fixes:
+            ctx.out.print(f"  {MARKS[c.state]} {c.name}: {c.fix}", soft_wrap=True)
+    failed = [c for c in checks if c.state == FAIL]
+    if failed:
+        ctx.out.print(f"[red]{len(failed)} problem(s) need fixing.[/]")
+        return ExitCode.NOT_AVAILABLE
+    ctx.out.print("[green]Everything rltray needs for capture and rating works.[/]")
+    return ExitCode.OK
+
+
+def collect(ctx: Context) -> Iterator[Check]:
+    yield _python()
+    try:
+        service = ctx.service()
+    except Exception as exc:  # the data folder itself is broken: say so, check the rest
+        yield Check(
+            "data folder", FAIL, f"cannot open: {exc}", "check permissions of the data folder"
+        )
+        return
+    for check in (_data_folder, _database, _spool, _hook_log, _config):
+        yield _safely(check, service)
+    yield from _agents(service)
+    yield _safely(_keyring, service)
+    yield from _training_backends()
+
+
+def _safely(check: Callable[[Service], Check], service: Service) -> Check:
+    try:
+        return check(service)
+    except Exception as exc:
+        name = check.__name__.strip("_").replace("_", " ")
+        return Check(
+            name, FAIL, f"check crashed: {type(exc).__name__}: {exc}", "report this as a bug"
+        )
+
+
+def _python() -> Check:
+    # No version check: pip refuses to install rltray on Python < 3.10.
+    version = ".".join(map(str, sys.version_info[:3]))
+    return Check("python", OK, f"{version} ({sys.executable})")
+
+
+def _data_folder(service: Service) -> Check:
+    home = service.paths.home
+    if os.name == "posix":
+        mode = stat.S_IMODE(home.stat().st_mode)
+        if mode & 0o077:
+            return Check("data folder", WARN, f"{home} is mode {mode:o}", f"chmod 700 {home}")
+    return Check("data folder", OK, str(home))
+
+
+def _database(service: Service) -> Check:
+    row = service.store.integrity_check() if hasattr(service.store, "integrity_check") else "ok"
+    version = service.store.schema_version()
+    if row != "ok":
+        return Check("database", FAIL, f"integrity check: {row}", "restore rltray.db from a backup")
+    return Check("database", OK, f"schema v{version}, {service.status()['turns']} turns")
+
+
+def _spool(service: Service) -> Check:
+    pending, rejected = service.pending_spool(), service.rejected_spool()
+    detail = f"{pending} waiting, {rejected} rejected"
+    if rejected:
+        return Check(
+            "hook records",
+            WARN,
+            detail,
+            f"read the .reason.txt files in {service.paths.spool_rejected}",
+        )
+    return Check("hook records", OK, detail)
+
+
+def _hook_log(service: Service) -> Check:
+    log = service.paths.hook_log
+    if not log.exists():
+        return Check("hook errors", OK, "none logged")
+    lines = log.read_text("utf-8", errors="replace").splitlines()
+    if not lines:
+        return Check("hook errors", OK, "none logged")
+    return Check("hook errors", WARN, f"{len(lines)} logged; last: {lines[-1][:120]}", f"see {log}")
+
+
+def _config(service: Service) -> Check:
+    from rltray.app import config
+
+    try:
+        config.load_config(service.paths)
+    except config.ConfigError as exc:
+        return Check("settings", FAIL, str(exc), f"fix or delete {service.paths.config}")
+    where = service.paths.config if service.paths.config.exists() else "defaults (no file yet)"
+    return Check("settings", OK, str(where))
+
+
+def _agents(service: Service) -> Iterator[Check]:
+    from rltray.app.hooks import registry
+
+    arrived = service.status()["agents"]
+    for agent in registry.all_agents():
+        try:
+            status = agent.status(service.paths)
+        except Exception as exc:
+            yield Check(agent.display_name, FAIL, f"cannot read its config: {exc}", "")
+            continue
+        last = arrived.get(agent.name, {}).get("last_event_at")
+        notes = "; ".join(status.notes)
+        if not status.installed:
+            state = WARN if agent.detect() else OK
+            detail = "hooks not installed" + ("" if agent.detect() else " (agent not found)")
+            yield Check(
+                agent.display_name, state, detail, f"rltray hooks install --agent {agent.name}"
+            )
+        elif last is None:
+            yield Check(
+                agent.display_name,
+                WARN,
+                f"hooks installed, no turn captured yet. {notes}".strip(),
+                "finish one turn in the agent, then run `rltray status`",
+            )
+        else:
+            yield Check(
+                agent.display_name, OK, f"hooks installed; last turn at {last}. {notes}".strip()
+            )
+
+
+def _keyring(service: Service) -> Check:
+    from rltray.app import secrets
+
+    try:
+        backend = secrets.backend_name()
+        secrets.get_secret("api-token")
+    except secrets.SecretsUnavailable as exc:
+        return Check("keyring", WARN, str(exc), "install/unlock GNOME Keyring or KWallet")
+    return Check("keyring", OK, backend)
+
+
+def _training_backends() -> Iterator[Check]:
+    # find_spec only: importing torch here would cost seconds and gigabytes.
+    have = {
+        name: importlib.util.find_spec(name) is not None
+        for name in ("torch", "transformers", "peft", "mlx", "mlx_lm")
+    }
+    if have["torch"] and have["transformers"] and have["peft"]:
+        yield Check("training: torch", OK, "torch, transformers and peft are installed")
+    else:
+        missing = ", ".join(n for n in ("torch", "transformers", "peft") if not have[n])
+        yield Check("training: torch", WARN, f"missing {missing}", "pip install 'rltray[torch]'")
+    if have["mlx"] and have["mlx_lm"]:
+        yield Check("training: mlx", OK, "mlx and mlx-lm are installed")
+    elif sys.platform == "darwin":
+        yield Check("training: mlx", WARN, "mlx not installed", "pip install 'rltray[mlx]'")
