@@ -100,6 +100,8 @@ def cmd_undo(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
+    from rltray.app.service import local_time
+
     status = ctx.service().status()
     if args.json:
         ctx.print_json(status)
@@ -110,14 +112,15 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     for key in ("turns", "good", "bad", "unrated", "untrained", "pending_spool", "rejected_spool"):
         table.add_row(key.replace("_", " "), str(status[key]))
     for agent, info in status["agents"].items():
-        table.add_row(f"{agent}", f"{info['turns']} turns, last at {info['last_event_at'] or '—'}")
+        last = local_time(info["last_event_at"])
+        table.add_row(f"{agent}", f"{info['turns']} turns, last at {last}")
     table.add_row("data folder", status["data_folder"])
     ctx.out.print(table)
     return ExitCode.OK
 
 
 def cmd_turns(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app.service import preview
+    from rltray.app.service import local_time, preview
 
     turns = ctx.service().turns(limit=args.limit)
     if args.json:
@@ -125,13 +128,17 @@ def cmd_turns(ctx: Context, args: argparse.Namespace) -> int:
         return ExitCode.OK
     from rich.table import Table
 
-    table = Table("id", "agent", "captured", "rating", "prompt", "response")
+    table = Table()
+    for name in ("id", "agent", "captured", "rating"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("prompt", ratio=1)
+    table.add_column("response", ratio=1)
     for t in turns:
         rating = "" if t.rating is None else ("good" if t.rating.value > 0 else "bad")
         table.add_row(
             str(t.id),
             t.agent,
-            t.captured_at[:19],
+            local_time(t.captured_at),
             rating,
             preview(t.prompt, 40),
             preview(t.response, 40),

@@ -30,20 +30,28 @@ def run(ctx: Context, action: str, agent_name: str) -> int:
 
 def _status(ctx: Context, agents: list) -> int:
     from rich.table import Table
+    from rltray.app.service import local_time
 
     service = ctx.service()
     arrived = service.status()["agents"]
-    table = Table("agent", "hooks", "events arrived", "notes")
+    table = Table("agent", "hooks", "events arrived")
+    notes: list[str] = []
     for agent in agents:
         st = agent.status(service.paths)
         pieces = ", ".join(f"{k} {'✓' if v else '✗'}" for k, v in st.pieces.items())
         info = arrived.get(agent.name)
-        events = "never" if not info else f"{info['turns']} turns, last {info['last_event_at']}"
+        if info:
+            events = f"{info['turns']} turns, last {local_time(info['last_event_at'])}"
+        else:
+            events = "never"
         table.add_row(
             agent.display_name,
             pieces or ("installed" if st.installed else "not installed"),
             events,
-            "\n".join(st.notes),
         )
+        notes += st.notes
     ctx.out.print(table)
+    # Notes are instructions (trust the hooks in /hooks): full lines, not a wrapped cell.
+    for note in notes:
+        ctx.out.print(note, soft_wrap=True)
     return ExitCode.OK

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from rltray.app import spool
@@ -26,6 +27,22 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """One line of a turn's text for terminal output and notifications."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def local_time(iso: str | None) -> str:
+    """A stored UTC timestamp as the user's local minute, for terminal output.
+
+    JSON output keeps the full ISO-8601 value; people read the minute.
+    """
+    if not iso:
+        return "—"
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 @dataclass(frozen=True)

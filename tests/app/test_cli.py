@@ -139,3 +139,17 @@ def test_doctor_fails_on_a_broken_settings_file(rltray_home: Path) -> None:
     code, out, _ = cli("doctor")
     assert code == ExitCode.NOT_AVAILABLE
     assert "config.toml" in out
+
+
+def test_terminal_times_are_the_local_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rltray.app.service import local_time
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        assert local_time("2026-11-23T04:45:54.262831+00:00") == "2026-11-23 05:45"
+        assert local_time(None) == "—"
+        assert local_time("not a time") == "not a time"  # shown as stored, never a crash
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
