@@ -46,8 +46,19 @@ def write_private_atomic(
 
 
 def read_regular_file(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
-    """Read a regular file without following a symlink at its final component."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    """Read a regular file without following a symlink at its final component.
+
+    Opened non-blocking so a FIFO planted where a file belongs is refused at
+    once instead of hanging the caller until something writes to it.
+    """
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_BINARY", 0)
+    )
+    if os.name != "posix" and Path(path).is_symlink():  # no O_NOFOLLOW there
+        raise UnsafePathError(f"{path} is a symbolic link; rltray does not follow links.")
     try:
         fd = os.open(path, flags)
     except OSError as exc:

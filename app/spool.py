@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -181,24 +180,19 @@ def scrub_record(rec: dict[str, Any]) -> dict[str, Any]:
 
 def _read(path: Path) -> bytes:
     """A spool file's bytes; refuses links and anything not a regular file."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    if os.name != "posix" and path.is_symlink():
-        raise SpoolError("The spool entry is a symbolic link; rltray never follows links.")
+    from rltray.app.fileio import UnsafePathError, read_regular_file
+
     try:
-        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
+        data = read_regular_file(path, limit=MAX_FILE + 1)
+    except UnsafePathError:
         if path.is_symlink():
             raise SpoolError(
                 "The spool entry is a symbolic link; rltray never follows links."
-            ) from exc
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise SpoolError("The spool entry is not a regular file.")
-        if info.st_size > MAX_FILE:
-            raise SpoolError(f"The record is larger than {MAX_FILE // (1024 * 1024)} MB.")
-        return fh.read(MAX_FILE + 1)
+            ) from None
+        raise SpoolError("The spool entry is not a regular file.") from None
+    if len(data) > MAX_FILE:
+        raise SpoolError(f"The record is larger than {MAX_FILE // (1024 * 1024)} MB.")
+    return data
 
 
 def _reject(paths: Paths, name: str, reason: str, report: IngestReport, store: Store) -> None:
