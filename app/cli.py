@@ -155,9 +155,9 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
         return ExitCode.OK
     from rltray.app.fileio import write_private_atomic
 
-    lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
-    write_private_atomic(args.output, lines.encode("utf-8"))
-    ctx.err.print(f"Wrote {lines.count(chr(10))} turns to {args.output}")
+    lines = [json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows]
+    write_private_atomic(args.output, "".join(lines).encode("utf-8"))
+    ctx.err.print(f"Wrote {len(lines)} turns to {args.output}")
     return ExitCode.OK
 
 

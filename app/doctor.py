@@ -96,11 +96,11 @@ def _data_folder(service: Service) -> Check:
 
 
 def _database(service: Service) -> Check:
-    row = service.store.integrity_check() if hasattr(service.store, "integrity_check") else "ok"
+    row = service.store.integrity_check()
     version = service.store.schema_version()
     if row != "ok":
         return Check("database", FAIL, f"integrity check: {row}", "restore rltray.db from a backup")
-    return Check("database", OK, f"schema v{version}, {service.status()['turns']} turns")
+    return Check("database", OK, f"schema v{version}, {service.store.counts()['turns']} turns")
 
 
 def _spool(service: Service) -> Check:
@@ -150,8 +150,9 @@ def _agents(service: Service) -> Iterator[Check]:
         last = arrived.get(agent.name, {}).get("last_event_at")
         notes = "; ".join(status.notes)
         if not status.installed:
-            state = WARN if agent.detect() else OK
-            detail = "hooks not installed" + ("" if agent.detect() else " (agent not found)")
+            found = agent.detect()
+            state = WARN if found else OK
+            detail = "hooks not installed" + ("" if found else " (agent not found)")
             yield Check(
                 agent.display_name, state, detail, f"rltray hooks install --agent {agent.name}"
             )

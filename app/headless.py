@@ -15,6 +15,7 @@ from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
     from rltray.app.cli import Context
+    from rltray.app.spool import IngestReport
 
 POLL_SECONDS = 5.0
 
@@ -62,13 +63,13 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
         lock.release()
 
 
-def _report(ctx: Context, report: object) -> None:
-    turns = getattr(report, "turns", 0)
-    commands = getattr(report, "commands", 0)
-    rejected = getattr(report, "rejected", 0)
-    if turns or commands or rejected:
-        ctx.err.print(f"ingested {turns} turn(s), {commands} command(s), rejected {rejected}")
-    for message in getattr(report, "messages", []):
+def _report(ctx: Context, report: IngestReport) -> None:
+    if report.turns or report.commands or report.rejected:
+        ctx.err.print(
+            f"ingested {report.turns} turn(s), {report.commands} command(s), "
+            f"rejected {report.rejected}"
+        )
+    for message in report.messages:
         ctx.err.print(f"[yellow]{message}[/]")
 
 
