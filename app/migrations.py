@@ -120,10 +120,30 @@ def m003_events(conn: sqlite3.Connection) -> None:
     )
 
 
+def m004_applied_commands(conn: sqlite3.Connection) -> None:
+    """Which `/rl` command records were applied, so a replayed or raced record is a no-op.
+
+    The key is the spool file's name (unique per hook call); it is written in the
+    same transaction as the command's effect.
+    """
+    _run(
+        conn,
+        """
+        CREATE TABLE applied_commands (
+            record     TEXT PRIMARY KEY,
+            command    TEXT NOT NULL,
+            turn_id    INTEGER REFERENCES turns (id) ON DELETE SET NULL,
+            applied_at TEXT NOT NULL
+        )
+        """,
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
     m003_events,
+    m004_applied_commands,
 )
 
 
