@@ -4,9 +4,10 @@ The hook program (``hooks/capture.py``, stdlib only) writes one JSON file per
 event into ``spool/incoming/``; this module is the tray's side of that contract.
 Files are taken in name order (names start with the capture time in ns), so a
 ``/rl good`` typed after a turn is always applied after that turn is stored.
-A record that fails validation moves to ``spool/rejected/`` with a
-``<name>.reason.txt`` beside it, so nothing is ever silently dropped; a
-database error leaves the file where it is for the next pass.
+A record that fails validation, or that cannot be stored for any reason of its
+own, moves to ``spool/rejected/`` (scrubbed) with a ``<name>.reason.txt``
+beside it, so nothing is ever silently dropped and one bad record never stops
+capture; an error of the database itself leaves the file for the next pass.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import contextlib
 import json
 import os
 import re
+import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +37,7 @@ MAX_CONTEXT = 20
 MAX_CONTEXT_CHARS = 20_000
 MAX_COMMENT = 2_000
 MAX_FILE = 16 * 1024 * 1024
+BATCH = 256  # records per transaction: one fsync each instead of one per record
 STALE_TEMP_S = 3600  # a hook's temp file this old belongs to a hook that died mid-write
 AGENT = re.compile(r"[a-z0-9][a-z0-9\-]{0,39}")
 COMMANDS = ("good", "bad", "undo", "status")
@@ -51,10 +55,17 @@ class SpoolError(ValueError):
 @dataclass
 class IngestReport:
     turns: int = 0
-    duplicates: int = 0
+    duplicates: int = 0  # turns seen before and commands already applied (replays)
     commands: int = 0
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
+
+    def merge(self, other: IngestReport) -> None:
+        self.turns += other.turns
+        self.duplicates += other.duplicates
+        self.commands += other.commands
+        self.rejected += other.rejected
+        self.messages.extend(other.messages)
 
 
 # -- validation -------------------------------------------------------------------
@@ -100,7 +111,12 @@ def _timestamp(obj: dict[str, Any]) -> str:
         raise SpoolError(f"`captured_at` is not an ISO-8601 time: {text[:40]!r}.") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    try:
+        return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    except OverflowError:
+        raise SpoolError(
+            f"`captured_at` is outside the years a clock can show: {text[:40]!r}."
+        ) from None
 
 
 def _context(value: object) -> list[dict[str, str]]:
@@ -195,66 +211,129 @@ def _read(path: Path) -> bytes:
     return data
 
 
+def _scrubbed_copy(path: Path) -> bytes | None:
+    """The entry's text with credentials redacted, or None when it is no readable small file.
+
+    Rejected records are kept for the user to read, so they must not keep the
+    secrets the database would never have held.
+    """
+    try:
+        data = _read(path)
+    except (SpoolError, OSError):
+        return None
+    return scrub(data.decode("utf-8", "replace")).encode("utf-8")
+
+
 def _reject(paths: Paths, name: str, reason: str, report: IngestReport, store: Store) -> None:
     from rltray.app.fileio import write_private_atomic
 
     rejected = paths.spool_rejected
     rejected.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.replace(paths.spool_incoming / name, rejected / name)  # moves a link itself, not its target
+    source = paths.spool_incoming / name
+    copy = _scrubbed_copy(source)
+    if copy is None:
+        os.replace(source, rejected / name)  # moves a link itself, not its target
+    else:
+        write_private_atomic(rejected / name, copy)
+        os.unlink(source)
     write_private_atomic(rejected / f"{name}.reason.txt", (reason + "\n").encode("utf-8"))
     report.rejected += 1
     report.messages.append(f"Hook record {name} was rejected: {reason} (kept in {rejected}).")
     store.log_event("spool", f"rejected {name}: {reason}", {"file": name})
 
 
-def _apply_command(rec: dict[str, Any], store: Store, report: IngestReport) -> None:
-    """Rate, undo or note exactly the turn the command names; SpoolError when it cannot."""
+def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestReport) -> None:
+    """Rate, undo or note exactly the turn the command names; SpoolError when it cannot.
+
+    The record's name is written in the same transaction as its effect, so a
+    record replayed after a crash, or taken by two ingesters at once, does nothing.
+    """
+    if store.command_applied(name):
+        report.duplicates += 1
+        return
     report.commands += 1
     command, target = rec["command"], rec["target_turn"]
-    if command == "status":
-        return
     where = f"{rec['agent']} session {rec['session']}"
-    if target is None:
+    turn = None
+    if command != "status" and target is None:
         store.log_event("command", f"/rl {command} with no captured turn in {where}; nothing done")
-        return
-    turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{target}")
-    if turn is None:
-        raise SpoolError(f"/rl {command} names turn {target!r} of {where}, which was never stored.")
-    if command == "undo":
-        if store.undo("agent", turn_id=turn.id) is None:
-            store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
-        return
-    when = datetime.fromisoformat(rec["captured_at"])
-    store.rate(turn.id, 1 if command == "good" else -1, "agent", rec["comment"], at=when)
-
-
-def _ingest_one(paths: Paths, store: Store, name: str, report: IngestReport) -> None:
-    try:
-        try:
-            obj = json.loads(_read(paths.spool_incoming / name).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SpoolError(f"The file is not valid UTF-8 JSON ({exc}).") from None
-        rec = scrub_record(validate(obj))
-        if rec["kind"] == "turn":
-            _, inserted = store.add_turn(rec)
-            if inserted:
-                report.turns += 1
-            else:
-                report.duplicates += 1
+    elif command != "status":
+        turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{target}")
+        if turn is None:
+            raise SpoolError(
+                f"/rl {command} names turn {target!r} of {where}, which was never stored."
+            )
+        if command == "undo":
+            if store.undo("agent", turn_id=turn.id) is None:
+                store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
         else:
-            _apply_command(rec, store, report)
-    except SpoolError as exc:
-        _reject(paths, name, exc.reason, report, store)
-        return
-    os.unlink(paths.spool_incoming / name)
+            when = datetime.fromisoformat(rec["captured_at"])
+            store.rate(turn.id, 1 if command == "good" else -1, "agent", rec["comment"], at=when)
+    store.mark_command_applied(name, command, None if turn is None else turn.id)
 
 
-def ingest(paths: Paths, store: Store) -> IngestReport:
-    """Move every waiting hook record into the database, oldest first.
+def _store_record(paths: Paths, store: Store, name: str, report: IngestReport) -> None:
+    """Validate, scrub and store one record inside the caller's transaction."""
+    try:
+        obj = json.loads(_read(paths.spool_incoming / name).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpoolError(f"The file is not valid UTF-8 JSON ({exc}).") from None
+    rec = scrub_record(validate(obj))
+    if rec["kind"] == "turn":
+        _, inserted = store.add_turn(rec)
+        if inserted:
+            report.turns += 1
+        else:
+            report.duplicates += 1
+    else:
+        _apply_command(rec, name, store, report)
 
-    Stops at the first unexpected error (a locked database, a full disk) and
-    leaves that file and the ones after it in place, so order is kept and the
-    next pass retries them.
+
+def _is_environmental(exc: BaseException) -> bool:
+    """Errors of the database or machine (locked, disk full, damaged file), not of the record.
+
+    These stop ingest and leave the record in place for the next pass; any other
+    failure belongs to the one record, which is rejected with the reason.
+    """
+    return isinstance(exc, (sqlite3.OperationalError, sqlite3.DatabaseError, MemoryError)) and (
+        not isinstance(exc, sqlite3.IntegrityError)
+    )
+
+
+def _ingest_batch(
+    paths: Paths, store: Store, names: list[str], report: IngestReport
+) -> list[str]:
+    """Store a batch in one transaction; the names whose files may now be deleted."""
+    done: list[str] = []
+    with store.batch():
+        for name in names:
+            try:
+                with store.savepoint():
+                    _store_record(paths, store, name, report)
+            except FileNotFoundError:
+                continue  # another ingester (the CLI beside the service) took it first
+            except SpoolError as exc:
+                _safely(paths, store, name, exc.reason, report)
+                continue
+            except Exception as exc:
+                if _is_environmental(exc):
+                    raise
+                reason = f"It could not be stored ({type(exc).__name__}: {exc})."
+                _safely(paths, store, name, reason, report)
+                continue
+            done.append(name)
+    return done
+
+
+def ingest(
+    paths: Paths, store: Store, progress: Callable[[int, int], None] | None = None
+) -> IngestReport:
+    """Move every waiting hook record into the database, oldest first, a batch per transaction.
+
+    A record that cannot be stored is rejected with its reason and the rest go
+    on. An error of the database itself (locked, disk full) stops ingest and
+    leaves that batch and the ones after it in place, so order is kept and the
+    next pass retries them. ``progress(done, total)`` is called after each batch.
     """
     report = IngestReport()
     incoming = paths.spool_incoming
@@ -266,28 +345,36 @@ def ingest(paths: Paths, store: Store) -> IngestReport:
     except FileNotFoundError:
         return report
     now = time.time()
+    records: list[str] = []
     for name in names:
         if name.startswith("."):
             if name.endswith(".tmp") and _older_than(incoming / name, now - STALE_TEMP_S):
                 _safely(
                     paths, store, name, "An unfinished write left by a hook that stopped.", report
                 )
-            continue
-        if not name.endswith(".json"):
+        elif not name.endswith(".json"):
             _safely(
                 paths, store, name, "Not a hook record (the name does not end in .json).", report
             )
-            continue
+        else:
+            records.append(name)
+    for start in range(0, len(records), BATCH):
+        chunk = records[start : start + BATCH]
+        tally = IngestReport()
         try:
-            _ingest_one(paths, store, name, report)
-        except FileNotFoundError:
-            continue  # another ingester (CLI beside the tray) took it first
+            stored = _ingest_batch(paths, store, chunk, tally)
         except Exception as exc:
             report.messages.append(
-                f"Hook record {name} could not be stored yet ({type(exc).__name__}: {exc}); "
-                "it stays in the spool and is retried next time."
+                f"Hook records from {chunk[0]} on could not be stored yet "
+                f"({type(exc).__name__}: {exc}); each stays in the spool and is retried next time."
             )
             break
+        report.merge(tally)
+        for name in stored:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(incoming / name)
+        if progress is not None:
+            progress(start + len(chunk), len(records))
     return report
 
 

@@ -189,6 +189,8 @@ class Store:
     ) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._depth = 0  # open write transactions on this connection (0 or 1)
+        self._savepoints = 0  # a counter that names savepoints uniquely
         _create_private(self.path)
         conn = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -230,16 +232,58 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One short write transaction holding the file's write lock from its first statement."""
+        """One short write transaction holding the file's write lock from its first statement.
+
+        Inside ``batch()`` it becomes a savepoint of the batch's transaction, so
+        every store method can take part in a batch without knowing it.
+        """
         with self._lock:
             conn = self.conn
+            if self._depth:
+                with self.savepoint():
+                    yield conn
+                return
             conn.execute("BEGIN IMMEDIATE")
+            self._depth += 1
             try:
                 yield conn
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth -= 1
             conn.execute("COMMIT")
+
+    @contextmanager
+    def batch(self) -> Iterator[Store]:
+        """Many writes in one transaction (one fsync): ingest stores hundreds of records this way.
+
+        Holds the write lock for the whole block; keep blocks short.
+        """
+        with self._write():
+            yield self
+
+    @contextmanager
+    def savepoint(self) -> Iterator[sqlite3.Connection]:
+        """A nested part of the current transaction that rolls back alone on error.
+
+        Ingest wraps each record in one, so a record that fails halfway leaves
+        nothing behind while the rest of its batch is kept.
+        """
+        with self._lock:
+            conn = self.conn
+            if not self._depth:
+                raise StoreError("A savepoint needs an open batch.")
+            self._savepoints += 1
+            name = f"sp{self._savepoints}"
+            conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+                raise
+            conn.execute(f"RELEASE {name}")
 
     def _read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -310,8 +354,9 @@ class Store:
         rows = self._read(f"{_TURN_SELECT} WHERE t.source_key = ?", (key,))
         return _turn(rows[0]) if rows else None
 
-    def newest_unrated_turn(self, agent: str | None = None) -> Turn | None:
-        turns = self.list_turns(limit=1, rated=False, agent=agent)
+    def newest_turn(self, agent: str | None = None) -> Turn | None:
+        """The turn captured last (rated or not): the answer the user just read."""
+        turns = self.list_turns(limit=1, agent=agent)
         return turns[0] if turns else None
 
     def list_turns(
@@ -377,6 +422,26 @@ class Store:
             )
             fresh = conn.execute(f"SELECT {_RATING_COLS} FROM ratings WHERE id = ?", (row[0],))
             return _rating(fresh.fetchone())
+
+    def latest_rating(self) -> Rating | None:
+        """The rating given last, withdrawn or not: what `undo` means by "my last rating"."""
+        rows = self._read(
+            f"SELECT {_RATING_COLS} FROM ratings ORDER BY rated_at DESC, id DESC LIMIT 1"
+        )
+        return _rating(rows[0]) if rows else None
+
+    def command_applied(self, record: str) -> bool:
+        """Whether the `/rl` command record of this name was already applied."""
+        return bool(self._read("SELECT 1 FROM applied_commands WHERE record = ?", (record,)))
+
+    def mark_command_applied(self, record: str, command: str, turn_id: int | None) -> None:
+        """Call inside the command's own transaction, so its effect and this key commit together."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO applied_commands (record, command, turn_id, applied_at)"
+                " VALUES (?,?,?,?)",
+                (record, command, turn_id, utc_iso()),
+            )
 
     def active_rating(self, turn_id: int) -> Rating | None:
         rows = self._read(

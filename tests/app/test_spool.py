@@ -300,3 +300,132 @@ def test_ingest_without_a_spool_folder(tmp_path: Path) -> None:
     paths = Paths(tmp_path / "fresh")
     with Store(tmp_path / "db.sqlite") as store:
         assert spool.ingest(paths, store) == spool.IngestReport()
+
+
+# -- replays, races and bad records (defects issue) ------------------------------------
+
+
+def command_record(command: str, target: str, at: str, session: str = "s") -> dict[str, Any]:
+    return {
+        "v": 1,
+        "kind": "command",
+        "agent": "codex",
+        "session": session,
+        "command": command,
+        "target_turn": target,
+        "comment": None,
+        "captured_at": at,
+    }
+
+
+def active_values(store: Store) -> dict[str, int | None]:
+    return {t.turn: (t.rating.value if t.rating else None) for t in store.list_turns(limit=10**6)}
+
+
+def test_a_replayed_command_record_changes_nothing(paths: Paths, store: Store) -> None:
+    """Bug pinned: a kill between commit and unlink replayed `/rl good` (and `/rl undo`)."""
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(turn="t1"))
+    good = command_record("good", "t1", "2026-01-02T03:05:00Z")
+    undo = command_record("undo", "t1", "2026-01-02T03:06:00Z")
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", good)
+    put(paths, "00000000000000000003-1-cccccccc.json", undo)
+    put(paths, "00000000000000000004-1-dddddddd.json", good | {"captured_at": "2026-01-02T03:07Z"})
+    spool.ingest(paths, store)
+    (turn,) = store.list_turns()
+    history = store.rating_history(turn.id)
+    assert [r.active for r in history] == [False, True]
+    # The files come back, as after a SIGKILL between COMMIT and unlink.
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", good)
+    put(paths, "00000000000000000003-1-cccccccc.json", undo)
+    report = spool.ingest(paths, store)
+    assert (report.commands, report.duplicates) == (0, 2)
+    assert store.rating_history(turn.id) == history
+    assert left(paths.spool_incoming) == []
+
+
+def test_two_ingesters_at_once_apply_each_command_once_in_order(paths: Paths) -> None:
+    """Bug pinned: the service and a CLI command ingesting together double-applied commands
+    and left turns rated good although the user's last word was bad."""
+    import threading
+
+    sessions = 150
+    for i in range(sessions):
+        base = 10_000_000 + i * 10
+        put(paths, f"{base:020d}-1-aaaaaaaa.json", turn_record(session=f"s{i}", turn="t"))
+        good = command_record("good", "t", "2026-01-02T03:05:00Z", session=f"s{i}")
+        put(paths, f"{base + 1:020d}-1-bbbbbbbb.json", good)
+        bad = command_record("bad", "t", "2026-01-02T03:06:00Z", session=f"s{i}")
+        put(paths, f"{base + 2:020d}-1-cccccccc.json", bad)
+    Store.open(paths).close()  # schema first, so both ingesters only write records
+    start = threading.Barrier(2)
+
+    def ingester() -> None:
+        with Store.open(paths) as own:
+            start.wait()
+            for _ in range(20):
+                spool.ingest(paths, own)
+
+    threads = [threading.Thread(target=ingester) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with Store.open(paths) as store:
+        assert set(active_values(store).values()) == {-1}
+        (rows,) = store.conn.execute("SELECT COUNT(*) FROM ratings").fetchone()
+        assert rows == 2 * sessions
+    assert left(paths.spool_incoming) == [] and left(paths.spool_rejected) == []
+
+
+def test_one_record_that_crashes_ingest_is_rejected_and_the_rest_go_on(
+    paths: Paths, store: Store
+) -> None:
+    """Bug pinned: captured_at 0001-01-01T00:00:00+01:00 raised OverflowError on every pass
+    and every later record waited forever."""
+    put(paths, "00000000000000000001-1-aaaaaaaa.json",
+        turn_record(turn="old", captured_at="0001-01-01T00:00:00+01:00"))
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", turn_record(turn="next"))
+    report = spool.ingest(paths, store)
+    assert (report.turns, report.rejected) == (1, 1)
+    reason = (paths.spool_rejected / "00000000000000000001-1-aaaaaaaa.json.reason.txt").read_text()
+    assert "captured_at" in reason
+    assert [t.turn for t in store.list_turns()] == ["next"]
+
+
+def test_any_unexpected_error_in_one_record_rejects_only_that_record(
+    paths: Paths, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug we have not met yet in one record must not stop capture for every later one."""
+    real = spool.scrub_record
+
+    def flaky(rec: dict[str, Any]) -> dict[str, Any]:
+        if rec.get("turn") == "boom":
+            raise KeyError("something nobody foresaw")
+        return real(rec)
+
+    monkeypatch.setattr(spool, "scrub_record", flaky)
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(turn="boom"))
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", turn_record(turn="next"))
+    report = spool.ingest(paths, store)
+    assert (report.turns, report.rejected) == (1, 1)
+    reason = (paths.spool_rejected / "00000000000000000001-1-aaaaaaaa.json.reason.txt").read_text()
+    assert "KeyError" in reason and "nobody foresaw" in reason
+
+
+def test_rejected_records_are_kept_scrubbed(paths: Paths, store: Store) -> None:
+    """Bug pinned: unscrubbed text stayed in spool/rejected."""
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(response="", prompt=GHP))
+    report = spool.ingest(paths, store)
+    assert report.rejected == 1
+    kept = (paths.spool_rejected / "00000000000000000001-1-aaaaaaaa.json").read_text()
+    assert GHP not in kept and "REDACTED" in kept
+
+
+def test_many_records_are_stored_in_batches_with_progress(paths: Paths, store: Store) -> None:
+    total = spool.BATCH * 2 + 7
+    for i in range(total):
+        put(paths, f"{i + 1:020d}-1-aaaaaaaa.json", turn_record(turn=str(i)))
+    seen: list[tuple[int, int]] = []
+    report = spool.ingest(paths, store, progress=lambda done, n: seen.append((done, n)))
+    assert report.turns == total and left(paths.spool_incoming) == []
+    assert seen == [(spool.BATCH, total), (2 * spool.BATCH, total), (total, total)]

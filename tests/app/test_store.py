@@ -169,15 +169,34 @@ def test_list_turns_newest_first_with_filters(store: Store, make_turn) -> None:
     assert rated.rating is not None and rated.rating.value == 1
 
 
-def test_newest_unrated_turn_skips_rated_and_filters_agent(store: Store, make_turn) -> None:
-    assert store.newest_unrated_turn() is None
+def test_newest_turn_is_the_last_captured_rated_or_not(store: Store, make_turn) -> None:
+    """Bug pinned: `rltray good` after `/rl good` silently rated an older answer."""
+    assert store.newest_turn() is None
     a = store.add_turn(make_turn(agent="codex"))[0]
     b = store.add_turn(make_turn())[0]
-    newest = store.newest_unrated_turn()
-    assert newest is not None and newest.id == b
     store.rate(b, 1, "agent")
-    assert store.newest_unrated_turn().id == a  # type: ignore[union-attr]
-    assert store.newest_unrated_turn(agent="claude-code") is None
+    assert store.newest_turn().id == b  # type: ignore[union-attr]
+    assert store.newest_turn(agent="codex").id == a  # type: ignore[union-attr]
+
+
+def test_latest_rating_includes_withdrawn_ones(store: Store, make_turn) -> None:
+    t1, t2 = (store.add_turn(make_turn())[0] for _ in range(2))
+    assert store.latest_rating() is None
+    store.rate(t1, 1, "cli")
+    second = store.rate(t2, -1, "cli")
+    store.undo("cli")
+    latest = store.latest_rating()
+    assert latest is not None and latest.id == second.id and not latest.active
+
+
+def test_a_failed_savepoint_rolls_back_alone_inside_a_batch(store: Store, make_turn) -> None:
+    with store.batch():
+        kept = store.add_turn(make_turn())[0]
+        with pytest.raises(RuntimeError), store.savepoint():
+            store.add_turn(make_turn(turn="lost"))
+            raise RuntimeError("boom")
+    assert store.get_turn(kept) is not None
+    assert store.turn_by_source_key("claude-code:session-1:lost") is None
 
 
 # -- ratings -----------------------------------------------------------------
@@ -204,7 +223,6 @@ def test_undo_withdraws_the_newest_active_rating(store: Store, make_turn) -> Non
     undone = store.undo("tray")
     assert undone is not None and undone.turn_id == t1 and undone.withdrawn_by == "tray"
     assert store.active_rating(t1) is None and store.active_rating(t2) is not None
-    assert store.newest_unrated_turn().id == t1  # type: ignore[union-attr]
     assert store.rating_history(t1)[0].withdrawn_at is not None  # kept, not deleted
 
 
