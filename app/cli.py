@@ -9,91 +9,55 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
+from rltray.app.context import Context, plain
 from rltray.app.errors import ExitCode, UserError
 
-if TYPE_CHECKING:
-    from rich.console import Console
-    from rltray.app.service import Service
-
 AGENT_CHOICES = ("claude-code", "codex", "all")
+WIDE = 120  # columns from which `turns` shows prompt and answer side by side
 
 
-class Context:
-    """What a command needs from the outside world, injectable for tests."""
-
-    def __init__(
-        self,
-        env: dict[str, str] | None = None,
-        stdout: IO[str] | None = None,
-        stderr: IO[str] | None = None,
-    ) -> None:
-        self.env = dict(os.environ if env is None else env)
-        self.stdout = stdout or sys.stdout
-        self.stderr = stderr or sys.stderr
-        self._service: Service | None = None
-
-    @property
-    def out(self) -> Console:
-        from rich.console import Console
-
-        return Console(file=self.stdout, highlight=False, soft_wrap=True)
-
-    @property
-    def err(self) -> Console:
-        from rich.console import Console
-
-        return Console(file=self.stderr, highlight=False, soft_wrap=True)
-
-    def service(self, ingest: bool = True) -> Service:
-        """Open the data folder once; pick up waiting hook records first."""
-        if self._service is None:
-            from rltray.app.paths import Paths
-            from rltray.app.service import Service
-
-            self._service = Service(Paths.from_env(self.env))
-            if ingest:
-                report = self._service.ingest()
-                for message in report.messages:
-                    self.err.print(f"[yellow]{message}[/]")
-        return self._service
-
-    def close(self) -> None:
-        if self._service is not None:
-            self._service.close()
-            self._service = None
-
-    def print_json(self, data: Any) -> None:
-        self.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 # -- commands ------------------------------------------------------------------
 
 
-def cmd_rate(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app.service import preview
+def _said(ctx: Context, verb: str, outcome: Any) -> None:
+    from rltray.app.service import preview, word
 
-    value = 1 if args.command == "good" else -1
-    outcome = ctx.service().rate_latest(value, comment=args.comment)
-    word = "[green]good[/]" if value > 0 else "[red]bad[/]"
-    turn = outcome.turn
-    ctx.out.print(
-        f"Rated {word}: turn {turn.id} ({turn.agent}) — {preview(turn.prompt or turn.response)}"
+    turn, value = outcome.turn, outcome.rating.value
+    ctx.say(
+        f"{verb} ",
+        (word(value), "green" if value > 0 else "red"),
+        f": turn {turn.id} ({turn.agent}) — {preview(turn.prompt or turn.response)}",
     )
+
+
+def cmd_rate(ctx: Context, args: argparse.Namespace) -> int:
+    value = 1 if args.command == "good" else -1
+    outcome = ctx.service().rate_newest(value, comment=args.comment, change=args.last)
+    _said(ctx, "Rated" if outcome.changed else "Already rated", outcome)
+    return ExitCode.OK
+
+
+def cmd_rate_turn(ctx: Context, args: argparse.Namespace) -> int:
+    value = 1 if args.rating == "good" else -1
+    outcome = ctx.service().rate_turn(args.turn, value, comment=args.comment)
+    _said(ctx, "Rated", outcome)
     return ExitCode.OK
 
 
 def cmd_undo(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app.service import preview
+    from rltray.app.service import preview, word
 
     outcome = ctx.service().undo()
-    word = "good" if outcome.rating.value > 0 else "bad"
-    ctx.out.print(
-        f"Withdrew the {word} rating of turn {outcome.turn.id} — "
+    ctx.say(
+        f"Withdrew the {word(outcome.rating.value)} rating of turn {outcome.turn.id} — "
         f"{preview(outcome.turn.prompt or outcome.turn.response)}"
     )
     return ExitCode.OK
@@ -113,8 +77,8 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
         table.add_row(key.replace("_", " "), str(status[key]))
     for agent, info in status["agents"].items():
         last = local_time(info["last_event_at"])
-        table.add_row(f"{agent}", f"{info['turns']} turns, last at {last}")
-    table.add_row("data folder", status["data_folder"])
+        table.add_row(plain(agent), plain(f"{plural(info['turns'], 'turn')}, last at {last}"))
+    table.add_row("data folder", plain(status["data_folder"]))
     ctx.out.print(table)
     return ExitCode.OK
 
@@ -126,23 +90,29 @@ def cmd_turns(ctx: Context, args: argparse.Namespace) -> int:
     if args.json:
         ctx.print_json([_turn_json(t) for t in turns])
         return ExitCode.OK
+    if not turns:
+        ctx.say(
+            "No turns captured yet. Install the hooks with `rltray hooks install`, "
+            "then finish a turn in Claude Code or Codex."
+        )
+        return ExitCode.OK
+    from rich import box
     from rich.table import Table
 
-    table = Table()
+    wide = ctx.out.width >= WIDE
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for name in ("id", "agent", "captured", "rating"):
         table.add_column(name, no_wrap=True)
-    table.add_column("prompt", ratio=1)
-    table.add_column("response", ratio=1)
+    texts = ("prompt", "answer") if wide else ("prompt → answer",)
+    for name in texts:
+        table.add_column(name, ratio=1, no_wrap=True, overflow="ellipsis")
     for t in turns:
         rating = "" if t.rating is None else ("good" if t.rating.value > 0 else "bad")
-        table.add_row(
-            str(t.id),
-            t.agent,
-            local_time(t.captured_at),
-            rating,
-            preview(t.prompt, 40),
-            preview(t.response, 40),
-        )
+        if wide:
+            cells = [plain(preview(t.prompt, 200)), plain(preview(t.response, 200))]
+        else:
+            cells = [plain(preview(f"{t.prompt} → {t.response}", 200))]
+        table.add_row(str(t.id), plain(t.agent), local_time(t.captured_at), rating, *cells)
     ctx.out.print(table)
     return ExitCode.OK
 
@@ -156,8 +126,13 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.fileio import write_private_atomic
 
     lines = [json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows]
-    write_private_atomic(args.output, "".join(lines).encode("utf-8"))
-    ctx.err.print(f"Wrote {len(lines)} turns to {args.output}")
+    try:
+        write_private_atomic(args.output, "".join(lines).encode("utf-8"))
+    except OSError as exc:
+        raise UserError(
+            f"Cannot write {args.output}: {exc.strerror or exc}. Nothing was exported."
+        ) from None
+    ctx.say(f"Wrote {plural(len(lines), 'turn')} to {args.output}", err=True)
     return ExitCode.OK
 
 
@@ -205,28 +180,47 @@ def _turn_json(t: Any) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rltray",
-        description=(
-            "Rate your coding agent's answers; rltray turns the ratings into a better local model."
-        ),
+    from rltray import app
+
+    description = (
+        "Rate your coding agent's answers; rltray turns the ratings into a better local model."
     )
+    # --debug is accepted before or after the command: on each subparser too, with
+    # SUPPRESS so a subparser's default never overwrites a flag given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show tracebacks for unexpected errors",
+    )
+    parser = argparse.ArgumentParser(prog="rltray", description=description)
     parser.add_argument(
-        "--debug", action="store_true", help="show tracebacks for unexpected errors"
+        "--debug", action="store_true", default=False, help="show tracebacks for unexpected errors"
     )
+    parser.add_argument("--version", action="version", version=f"rltray {app.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(
         name: str, func: Callable[[Context, argparse.Namespace], int], help: str
     ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help, parents=[common])
         p.set_defaults(func=func)
         return p
 
-    for name, word in (("good", "good"), ("bad", "bad")):
-        p = add(name, cmd_rate, f"rate the newest unrated captured turn {word}")
+    for name in ("good", "bad"):
+        p = add(name, cmd_rate, f"rate the newest captured turn {name}")
         p.add_argument("--comment", "-c", help="why (kept with the rating)")
-    add("undo", cmd_undo, "withdraw the newest rating (history is kept)")
+        p.add_argument(
+            "--last",
+            action="store_true",
+            help="change the newest turn's rating even if it is already rated",
+        )
+    p = add("rate", cmd_rate_turn, "rate (or re-rate) one turn by its id from `rltray turns`")
+    p.add_argument("turn", type=_positive_int, help="the turn's id")
+    p.add_argument("rating", choices=("good", "bad"))
+    p.add_argument("--comment", "-c", help="why (kept with the rating)")
+    add("undo", cmd_undo, "withdraw the rating given last (history is kept)")
     p = add("status", cmd_status, "counts of turns, ratings and pending records")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = add("turns", cmd_turns, "list recent captured turns")
@@ -269,16 +263,17 @@ def main(
     try:
         return int(args.func(ctx, args))
     except UserError as exc:
-        ctx.err.print(f"[red]rltray:[/] {exc}")
+        ctx.say(("rltray: ", "red"), str(exc), err=True)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         if args.debug:
             raise
-        ctx.err.print(
-            f"[red]rltray: unexpected error:[/] {type(exc).__name__}: {exc} "
-            "(run again with --debug for details)"
+        ctx.say(
+            ("rltray: unexpected error: ", "red"),
+            f"{type(exc).__name__}: {exc} (run again with --debug for details)",
+            err=True,
         )
         return int(ExitCode.ERROR)
     finally:

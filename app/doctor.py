@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
-    from rltray.app.cli import Context
+    from rltray.app.context import Context
     from rltray.app.service import Service
 
 OK, WARN, FAIL = "ok", "warn", "fail"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
-    from rltray.app.cli import Context
+    from rltray.app.context import Context
     from rltray.app.spool import IngestReport
 
 POLL_SECONDS = 5.0

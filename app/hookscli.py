@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
-    from rltray.app.cli import Context
+    from rltray.app.context import Context
 
 
 def run(ctx: Context, action: str, agent_name: str) -> int:

@@ -8,7 +8,7 @@ data folders can live in one test.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,20 @@ def local_time(iso: str | None) -> str:
 class RateOutcome:
     turn: Turn
     rating: Rating
+    changed: bool = True  # False when the turn already had exactly this rating
+
+
+class AlreadyRated(NothingToDo):
+    """The newest turn has a different rating; changing it must be asked for."""
+
+
+def word(value: int) -> str:
+    return "good" if value > 0 else "bad"
+
+
+def _check_value(value: int) -> None:
+    if value not in (1, -1) or isinstance(value, bool):
+        raise UserError(f"A rating is +1 (good) or -1 (bad), not {value!r}.")
 
 
 class Service:
@@ -75,9 +89,9 @@ class Service:
 
     # -- capture -------------------------------------------------------------
 
-    def ingest(self) -> spool.IngestReport:
+    def ingest(self, progress: Callable[[int, int], None] | None = None) -> spool.IngestReport:
         """Move every waiting hook record into the database (safe to call any time)."""
-        return spool.ingest(self.paths, self.store)
+        return spool.ingest(self.paths, self.store, progress=progress)
 
     def pending_spool(self) -> int:
         return _count_json(self.paths.spool_incoming)
@@ -87,28 +101,67 @@ class Service:
 
     # -- rating --------------------------------------------------------------
 
-    def rate_latest(
-        self, value: int, *, comment: str | None = None, source: str = "cli"
+    def rate_newest(
+        self,
+        value: int,
+        *,
+        comment: str | None = None,
+        source: str = "cli",
+        change: bool = False,
     ) -> RateOutcome:
-        """Rate the newest captured turn that has no rating yet."""
-        if value not in (1, -1):
-            raise UserError(f"A rating is +1 (good) or -1 (bad), not {value!r}.")
-        turn = self.store.newest_unrated_turn()
+        """Rate the turn captured last: the answer the user just read.
+
+        Never an older one: when the newest turn is already rated, say so, and
+        change its rating only when asked (``change``), so a `rltray good` after
+        a `/rl good` cannot land on another project's answer.
+        """
+        _check_value(value)
+        turn = self.store.newest_turn()
         if turn is None:
             raise NothingToDo(
-                "There is no unrated turn to rate: finish a turn in Claude Code or Codex first "
+                "No turn has been captured yet: finish a turn in Claude Code or Codex first "
                 "(run `rltray hooks status` to check that capture works)."
             )
+        if turn.rating is not None and not change:
+            given = word(turn.rating.value)
+            if turn.rating.value == value and not comment:
+                return RateOutcome(turn, turn.rating, changed=False)
+            raise AlreadyRated(
+                f"The newest turn ({turn.id}) is already rated {given}. "
+                f"To change it, run `rltray {word(value)} --last`"
+                + (" with your comment" if comment else "")
+                + f", or `rltray rate {turn.id} {word(value)}`."
+            )
+        return self.rate_turn(turn.id, value, comment=comment, source=source)
+
+    def rate_turn(
+        self, turn_id: int, value: int, *, comment: str | None = None, source: str = "cli"
+    ) -> RateOutcome:
+        """Rate (or re-rate) one turn by id; the earlier rating stays in the history."""
+        _check_value(value)
+        turn = self.store.get_turn(turn_id)
+        if turn is None:
+            raise UserError(f"There is no turn {turn_id}; `rltray turns` lists them.")
         rating = self.store.rate(turn.id, value, source, comment=comment)
         return RateOutcome(turn, rating)
 
     def undo(self, source: str = "cli") -> RateOutcome:
-        """Withdraw the newest active rating; the history keeps it."""
-        rating = self.store.undo(source)
-        if rating is None:
+        """Withdraw the rating given last; the history keeps it.
+
+        Only the last one: a second undo says there is nothing to undo instead
+        of reaching back to withdraw an older, unrelated rating.
+        """
+        latest = self.store.latest_rating()
+        if latest is None:
             raise NothingToDo("There is no rating to undo.")
-        turn = self.store.get_turn(rating.turn_id)
-        assert turn is not None  # ratings reference turns by foreign key
+        if not latest.active:
+            raise NothingToDo(
+                f"Your last rating (turn {latest.turn_id}, {word(latest.value)}) was already "
+                "withdrawn; there is nothing else to undo."
+            )
+        rating = self.store.undo(source, turn_id=latest.turn_id)
+        turn = self.store.get_turn(latest.turn_id)
+        assert rating is not None and turn is not None  # ratings reference turns by foreign key
         return RateOutcome(turn, rating)
 
     # -- reporting -----------------------------------------------------------

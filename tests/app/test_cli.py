@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -56,33 +57,122 @@ def test_status_json_on_an_empty_folder(rltray_home: Path) -> None:
     assert data["data_folder"] == str(rltray_home)
 
 
-def test_good_rates_the_newest_unrated_turn_and_undo_withdraws_it(rltray_home: Path) -> None:
+def counts() -> tuple[int, int, int]:
+    status = json.loads(cli("status", "--json")[1])
+    return status["good"], status["bad"], status["unrated"]
+
+
+def test_good_rates_the_newest_turn_and_never_an_older_one(rltray_home: Path) -> None:
+    """Bug pinned: after one rating, `rltray bad` silently rated an older (unrated) answer."""
     spool_turn(rltray_home, "t1", "first prompt", "first answer")
     spool_turn(rltray_home, "t2", "second prompt", "second answer")
     code, out, err = cli("good", "--comment", "nice")
     assert code == ExitCode.OK, err
     assert "second prompt" in out
-    code, out, _ = cli("bad")
-    assert code == ExitCode.OK and "first prompt" in out
-    status = json.loads(cli("status", "--json")[1])
-    assert (status["good"], status["bad"], status["unrated"]) == (1, 1, 0)
+    code, out, err = cli("bad")
+    assert code == ExitCode.NOTHING_TO_DO
+    assert "already rated good" in err and "rltray bad --last" in err
+    assert counts() == (1, 0, 1)
+    code, out, _ = cli("good")  # the same word again: nothing to change, not an error
+    assert code == ExitCode.OK and "Already rated" in out and counts() == (1, 0, 1)
 
+
+def test_changing_ones_mind_with_last_or_by_turn_id(rltray_home: Path) -> None:
+    spool_turn(rltray_home, "t1", "first prompt", "first answer")
+    spool_turn(rltray_home, "t2", "second prompt", "second answer")
+    cli("good")
+    code, out, err = cli("bad", "--last", "-c", "broke the build")
+    assert code == ExitCode.OK and "second prompt" in out, err
+    assert counts() == (0, 1, 1)
+    code, out, err = cli("rate", "1", "good")
+    assert code == ExitCode.OK and "first prompt" in out, err
+    assert counts() == (1, 1, 0)
+    code, _, err = cli("rate", "99", "good")
+    assert code == ExitCode.USAGE and "no turn 99" in err
+
+
+def test_undo_withdraws_only_the_last_rating(rltray_home: Path) -> None:
+    """A second undo must not reach back and withdraw an older, unrelated rating."""
+    spool_turn(rltray_home, "t1", "first prompt", "first answer")
+    cli("good")
+    spool_turn(rltray_home, "t2", "second prompt", "second answer")
+    cli("bad")
     code, out, _ = cli("undo")
-    assert code == ExitCode.OK and "first prompt" in out
-    status = json.loads(cli("status", "--json")[1])
-    assert (status["good"], status["bad"], status["unrated"]) == (1, 0, 1)
+    assert code == ExitCode.OK and "second prompt" in out and "bad" in out
+    assert counts() == (1, 0, 1)
+    code, _, err = cli("undo")
+    assert code == ExitCode.NOTHING_TO_DO and "already withdrawn" in err
+    assert counts() == (1, 0, 1)
 
 
 def test_rating_with_nothing_captured_is_one_clear_sentence() -> None:
     code, out, err = cli("good")
     assert code == ExitCode.NOTHING_TO_DO
-    assert "no unrated turn" in err
+    assert "No turn has been captured yet" in err
     assert "Traceback" not in err and out == ""
 
 
 def test_undo_with_nothing_rated() -> None:
     code, _, err = cli("undo")
     assert code == ExitCode.NOTHING_TO_DO and "no rating to undo" in err
+
+
+MARKUP = ["[/api/orders]", "[red]x[/red]", "[link=https://e.com]click[/link]", "list[str]", "[/x]"]
+
+
+@pytest.mark.parametrize("text", MARKUP)
+def test_captured_markup_is_printed_as_text_and_never_crashes(rltray_home: Path, text: str) -> None:
+    """Bug pinned: an answer containing `[/api/orders]` crashed good/bad/undo/turns with
+    MarkupError after saving, and `list[str]` printed as `list`."""
+    spool_turn(rltray_home, "t1", f"prompt {text}", f"answer {text}")
+    for argv in (("turns",), ("good",), ("bad", "--last"), ("undo",)):
+        code, out, err = cli(*argv)
+        assert code == ExitCode.OK, (argv, err)
+        assert text in out, (argv, out)
+    assert counts() == (0, 0, 1)
+
+
+def test_errors_print_user_text_verbatim(rltray_home: Path) -> None:
+    target = "/nonexistent-dir/[red]x[/]"
+    code, _, err = cli("export", "-o", target)
+    assert code == ExitCode.USAGE and target in err and "Traceback" not in err
+
+
+def test_turns_fit_a_readable_preview_in_80_columns(rltray_home: Path) -> None:
+    """Bug pinned: at 80 columns previews were 13 characters wide."""
+    spool_turn(rltray_home, "t1", "How do I reverse a linked list in place", "Walk the list once")
+    code, out, _ = cli("turns")
+    assert code == ExitCode.OK
+    assert "How do I reverse a linked" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_empty_turns_is_a_sentence_not_an_empty_table() -> None:
+    code, out, _ = cli("turns")
+    assert code == ExitCode.OK and "No turns captured yet" in out and "─" not in out
+
+
+def test_debug_works_before_or_after_the_command_and_version_prints() -> None:
+    """Bug pinned: `--debug` worked only before the subcommand; there was no --version."""
+    from rltray import app
+    from rltray.app.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["status", "--debug"]).debug is True
+    assert parser.parse_args(["--debug", "status"]).debug is True
+    assert parser.parse_args(["status"]).debug is False
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--version"]) == 0
+    assert out.getvalue().strip() == f"rltray {app.__version__}"
+
+
+def test_counts_are_singular_for_one(rltray_home: Path, tmp_path: Path) -> None:
+    spool_turn(rltray_home, "t1", "p", "r")
+    _, _, err = cli("export", "-o", str(tmp_path / "one.jsonl"))
+    assert "Wrote 1 turn to" in err
+    _, out, _ = cli("status")
+    assert "1 turn," in out
 
 
 def test_turns_and_export(rltray_home: Path, tmp_path: Path) -> None:
