@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from rltray.app.service import Service
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-MARKS = {OK: "[green]✓[/]", WARN: "[yellow]![/]", FAIL: "[red]✗[/]"}
 
 
 @dataclass(frozen=True)
@@ -32,26 +31,53 @@ class Check:
     fix: str = ""
 
 
+MARK_STYLES = {OK: ("✓", "green"), WARN: ("!", "yellow"), FAIL: ("✗", "red")}
+
+
 def run(ctx: Context) -> int:
     from rich.table import Table
+    from rich.text import Text
 
     checks = list(collect(ctx))
     table = Table("", "check", "detail")
     for c in checks:
-        table.add_row(MARKS[c.state], c.name, c.detail)
+        # Details quote files, settings and captured text: plain Text, never markup.
+        table.add_row(Text(*MARK_STYLES[c.state]), Text(c.name), Text(c.detail))
     ctx.out.print(table)
     # Fixes are commands to copy: printed unwrapped, outside the table.
     fixes = [c for c in checks if c.fix and c.state != OK]
     if fixes:
-        ctx.out.print("\nTo fix:")
+        ctx.say("\nTo fix:")
         for c in fixes:
-            ctx.out.print(f"  {MARKS[c.state]} {c.name}: {c.fix}", soft_wrap=True)
+            ctx.say("  ", MARK_STYLES[c.state], f" {c.name}: {c.fix}")
     failed = [c for c in checks if c.state == FAIL]
     if failed:
-        ctx.out.print(f"[red]{len(failed)} problem(s) need fixing.[/]")
+        ctx.say((f"{len(failed)} problem(s) need fixing.", "red"))
         return ExitCode.NOT_AVAILABLE
-    ctx.out.print("[green]Everything rltray needs for capture and rating works.[/]")
+    if not _capture_installed(ctx):
+        ctx.say(
+            (
+                "Nothing is broken, but no agent's hooks are installed, so no turn is captured "
+                "yet: run `rltray hooks install`.",
+                "yellow",
+            )
+        )
+        return ExitCode.OK
+    ctx.say(("Everything rltray needs for capture and rating works.", "green"))
     return ExitCode.OK
+
+
+def _capture_installed(ctx: Context) -> bool:
+    from rltray.app.hooks import registry
+
+    paths = ctx.service(ingest=False).paths
+    for agent in registry.all_agents():
+        try:
+            if agent.status(paths).installed:
+                return True
+        except Exception:  # its own check above already reported the unreadable config
+            continue
+    return False
 
 
 def collect(ctx: Context) -> Iterator[Check]:

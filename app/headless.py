@@ -21,13 +21,15 @@ POLL_SECONDS = 5.0
 
 
 def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None) -> int:
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
+    from rltray.app import instance
     from rltray.app.paths import Paths
 
     paths = Paths.from_env(ctx.env).ensure()
-    lock = FileLock(str(paths.lock))
+    lock = instance.service_lock(paths)
     try:
-        lock.acquire(timeout=0)
+        # A CLI command may probe the lock for a moment (instance.service_running): wait that out.
+        lock.acquire(timeout=1.0)
     except Timeout:
         raise UserError(
             "rltray is already running for this data folder; use `rltray status` to talk to it.",
@@ -42,8 +44,9 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
         wake = threading.Event()
         _install_signal_handlers(stop, wake)
         observer = _watch(paths.spool_incoming, wake)
-        ctx.err.print(
-            f"rltray is running headless; data folder {paths.home}. Press Ctrl+C to stop."
+        ctx.say(
+            f"rltray is running headless; data folder {paths.home}. Press Ctrl+C to stop.",
+            err=True,
         )
         service.store.log_event("service", "headless service started")
         try:
@@ -65,12 +68,13 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
 
 def _report(ctx: Context, report: IngestReport) -> None:
     if report.turns or report.commands or report.rejected:
-        ctx.err.print(
+        ctx.say(
             f"ingested {report.turns} turn(s), {report.commands} command(s), "
-            f"rejected {report.rejected}"
+            f"rejected {report.rejected}",
+            err=True,
         )
     for message in report.messages:
-        ctx.err.print(f"[yellow]{message}[/]")
+        ctx.warn(message)
 
 
 def _watch(folder: object, wake: threading.Event) -> object | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltray.app.errors import ExitCode
+from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
     from rltray.app.context import Context
@@ -17,19 +17,36 @@ def run(ctx: Context, action: str, agent_name: str) -> int:
     service = ctx.service()
     if action == "status":
         return _status(ctx, agents)
+    if action == "install":
+        _refuse_when_nothing_to_install(agents, agent_name)
     for agent in agents:
         report = (
             agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
         )
-        ctx.out.print(f"[bold]{agent.display_name}[/]")
+        ctx.say((agent.display_name, "bold"))
         for line in report.lines:
-            ctx.out.print(f"  {line}")
+            ctx.say(f"  {line}")
     service.store.log_event("hooks", f"hooks {action} for {agent_name}")
     return ExitCode.OK
 
 
+def _refuse_when_nothing_to_install(agents: list, agent_name: str) -> None:
+    """An install that would install nothing is a failure the user must see, not exit 0."""
+    missing = [a for a in agents if not a.detect()]
+    if agent_name != "all" and missing:
+        raise UserError(missing[0].not_found_report().lines[0], ExitCode.NOT_AVAILABLE)
+    if len(missing) == len(agents):
+        names = " nor ".join(a.display_name for a in agents)
+        raise UserError(
+            f"Neither {names} was found on this machine (no config folder, no program on "
+            "PATH); nothing installed. Install an agent, then run `rltray hooks install` again.",
+            ExitCode.NOT_AVAILABLE,
+        )
+
+
 def _status(ctx: Context, agents: list) -> int:
     from rich.table import Table
+    from rich.text import Text
     from rltray.app.service import local_time
 
     service = ctx.service()
@@ -45,13 +62,13 @@ def _status(ctx: Context, agents: list) -> int:
         else:
             events = "never"
         table.add_row(
-            agent.display_name,
-            pieces or ("installed" if st.installed else "not installed"),
-            events,
+            Text(agent.display_name),
+            Text(pieces or ("installed" if st.installed else "not installed")),
+            Text(events),
         )
         notes += st.notes
     ctx.out.print(table)
     # Notes are instructions (trust the hooks in /hooks): full lines, not a wrapped cell.
     for note in notes:
-        ctx.out.print(note, soft_wrap=True)
+        ctx.say(note)
     return ExitCode.OK

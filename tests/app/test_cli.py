@@ -243,3 +243,65 @@ def test_terminal_times_are_the_local_minute(monkeypatch: pytest.MonkeyPatch) ->
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_hooks_install_that_installs_nothing_fails(user_home: Path) -> None:
+    """Bug pinned: `hooks install` with no agent found (or a named one missing) exited 0."""
+    env_path = {"PATH": "/nonexistent"}
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["hooks", "install"], env={**os.environ, **env_path}, stdout=out, stderr=err)
+    assert code == ExitCode.NOT_AVAILABLE and "nothing installed" in err.getvalue()
+    (user_home / ".codex").mkdir()
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["hooks", "install", "--agent", "claude-code"]
+    code = main(argv, env={**os.environ, **env_path}, stdout=out, stderr=err)
+    assert code == ExitCode.NOT_AVAILABLE and "Claude Code not found" in err.getvalue()
+    assert not (user_home / ".claude").exists()
+
+
+def test_doctor_does_not_claim_everything_works_without_hooks(
+    user_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug pinned: doctor said "Everything … works" with no hooks installed, and its fix
+    `pip install 'rltray[torch]'` lost `[torch]` to markup."""
+    from rltray.app import doctor
+
+    missing = doctor.Check(
+        "training: torch", doctor.WARN, "missing [red]peft", "pip install 'rltray[torch]'"
+    )
+    monkeypatch.setattr(doctor, "_training_backends", lambda: iter([missing]))
+    code, out, _ = cli("doctor")
+    assert code == ExitCode.OK
+    assert "Everything" not in out and "no agent's hooks are installed" in out
+    assert "pip install 'rltray[torch]'" in out and "missing [red]peft" in out
+
+
+def test_the_service_lock_is_private(rltray_home: Path) -> None:
+    """Bug pinned: rltray.lock was created 0644."""
+    import threading
+
+    from rltray.app import headless, instance
+    from rltray.app.context import Context
+    from rltray.app.paths import Paths
+
+    stop = threading.Event()
+    ctx = Context(dict(os.environ), io.StringIO(), io.StringIO())
+    server = threading.Thread(target=headless.serve, args=(ctx,), kwargs={"stop": stop})
+    server.start()
+    try:
+        paths = Paths.from_env()
+        deadline = time.monotonic() + 10
+        while not instance.service_running(paths) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert instance.service_running(paths)
+        assert oct(paths.lock.stat().st_mode & 0o777) == oct(0o600)
+        # While the service runs it owns the spool: the CLI waits for it, and the turn the
+        # service stored is the one `good` rates.
+        spool_turn(rltray_home, "t1", "served prompt", "served answer")
+        code, out, err = cli("good")
+        assert code == ExitCode.OK and "served prompt" in out, err
+    finally:
+        stop.set()
+        server.join(timeout=10)
+        ctx.close()
+    assert not instance.service_running(Paths.from_env())
