@@ -593,13 +593,22 @@ def prompt_hook(hook, payload, out):
 
 
 def run_command(hook, session, state, folder, sub, comment):
-    """Spool the command for the exact turn it names; the user-facing sentence about it."""
+    """Spool the command for the exact turn it names; the user-facing sentence about it.
+
+    `/rl good` and `/rl bad` name the session's newest turn (so a second rating changes
+    your mind about the same answer). `/rl undo` names the turn last rated here, else
+    the newest turn, once: ``undone_at`` remembers the newest turn when an undo ran,
+    and until a new rating or a new answer there is nothing left to undo.
+    """
     last_turn = text_or_none(state.get("last_turn"))
-    last_preview = state.get("last_turn_preview") or ""
-    if sub == "undo" and text_or_none(state.get("last_rated_turn")):
-        target, shown = state["last_rated_turn"], state.get("last_rated_preview") or ""
-    else:
-        target, shown = last_turn, last_preview
+    target, shown = last_turn, state.get("last_turn_preview") or ""
+    if sub == "undo":
+        if text_or_none(state.get("last_rated_turn")):
+            target, shown = state["last_rated_turn"], state.get("last_rated_preview") or ""
+        elif last_turn is not None and state.get("undone_at") == last_turn:
+            if folder is not None:
+                folder.close()
+            return "rltray: nothing to undo; your last rating here was withdrawn already."
     summary = status_text(hook.home) if sub == "status" else ""  # before our own record lands
     try:
         hook.spool({"kind": "command", "agent": hook.agent, "session": session, "command": sub,
@@ -623,9 +632,11 @@ def run_command(hook, session, state, folder, sub, comment):
     if sub == "undo":
         state.pop("last_rated_turn", None)
         state.pop("last_rated_preview", None)
+        state["undone_at"] = last_turn
         hook.save_state(folder, session, state)
         return f'rltray: withdrew your rating of the answer ("{preview(str(shown))}")'
     state["last_rated_turn"], state["last_rated_preview"] = target, shown
+    state.pop("undone_at", None)
     hook.save_state(folder, session, state)
     noted = " with your comment" if comment else ""
     return f'rltray: rated the last answer {sub}{noted} ("{preview(str(shown))}")'

@@ -322,8 +322,63 @@ def test_rl_undo_targets_the_last_rated_turn(home: Path) -> None:
     assert "a1" in reason
     undo = [r for r in spooled(home) if r["kind"] == "command"][-1]
     assert (undo["command"], undo["target_turn"], undo["agent"]) == ("undo", "t1", "codex")
-    reason = blocked(run_hook(home, "codex-prompt", {"session_id": "c", "prompt": "/rl undo"}))
-    assert [r for r in spooled(home) if r["kind"] == "command"][-1]["target_turn"] == "t2"
+    assert "withdrew your rating" in reason
+
+
+def test_a_second_rl_undo_has_nothing_to_undo(home: Path) -> None:
+    """Bug: a second `/rl undo` targeted the newest turn again, replying "withdrew your rating"."""
+    session = {"session_id": "c"}
+    run_hook(home, "codex-prompt", {**session, "prompt": "q1"})
+    run_hook(home, "codex-stop", {**session, "turn_id": "t1", "last_assistant_message": "a1"})
+    blocked(run_hook(home, "codex-prompt", {**session, "prompt": "/rl good"}))
+    run_hook(home, "codex-prompt", {**session, "prompt": "q2"})
+    run_hook(home, "codex-stop", {**session, "turn_id": "t2", "last_assistant_message": "a2"})
+    first = blocked(run_hook(home, "codex-prompt", {**session, "prompt": "/rl undo"}))
+    assert first == 'rltray: withdrew your rating of the answer ("a1")'
+    before = spooled(home)
+    for _ in range(2):
+        again = blocked(run_hook(home, "codex-prompt", {**session, "prompt": "/rl undo"}))
+        assert "nothing to undo" in again and "withdrew" not in again
+    assert spooled(home) == before  # no command that could withdraw another rating
+    # Rating again makes the next undo withdraw that rating.
+    blocked(run_hook(home, "codex-prompt", {**session, "prompt": "/rl bad"}))
+    again = blocked(run_hook(home, "codex-prompt", {**session, "prompt": "/rl undo"}))
+    assert again == 'rltray: withdrew your rating of the answer ("a2")'
+    commands = [(r["command"], r["target_turn"]) for r in spooled(home) if r["kind"] == "command"]
+    assert commands == [("good", "t1"), ("undo", "t1"), ("bad", "t2"), ("undo", "t2")]
+
+
+def test_first_rl_undo_without_a_rating_here_targets_the_newest_turn(home: Path) -> None:
+    """Rated from the tray or CLI, the newest turn is what the first `/rl undo` withdraws; once."""
+    session = {"session_id": "s"}
+    run_hook(home, "claude-prompt", {**session, "prompt": "q"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "answer one"})
+    reason = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl undo"}))
+    assert reason == 'rltray: withdrew your rating of the answer ("answer one")'
+    (turn,) = turns(home)
+    undo = [r for r in spooled(home) if r["kind"] == "command"][-1]
+    assert (undo["command"], undo["target_turn"]) == ("undo", turn["turn"])
+    reason = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl undo"}))
+    assert "nothing to undo" in reason
+    # A newer answer is a new newest turn: the first undo after it targets it.
+    run_hook(home, "claude-prompt", {**session, "prompt": "q2"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "answer two"})
+    reason = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl undo"}))
+    assert reason == 'rltray: withdrew your rating of the answer ("answer two")'
+
+
+def test_rl_good_then_rl_bad_rates_the_same_newest_turn(home: Path) -> None:
+    """Changing your mind: `/rl bad` right after `/rl good` names the same turn, no older one."""
+    session = {"session_id": "s"}
+    for n in (1, 2):
+        run_hook(home, "claude-prompt", {**session, "prompt": f"question {n}"})
+        run_hook(home, "claude-stop", {**session, "last_assistant_message": f"answer {n}"})
+    good = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl good"}))
+    bad = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl bad"}))
+    assert "answer 2" in good and "answer 2" in bad
+    newest = turns(home)[-1]["turn"]
+    commands = [(r["command"], r["target_turn"]) for r in spooled(home) if r["kind"] == "command"]
+    assert commands == [("good", newest), ("bad", newest)]
 
 
 def test_rl_without_a_captured_turn_targets_nothing(home: Path) -> None:
