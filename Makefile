@@ -1,35 +1,65 @@
 # Two entry points: `make run` starts rltray, `make test` runs every test.
-# Both build their own virtual environment first; nothing else must be installed by hand.
+# Both build .venv first; nothing else must be installed by hand.
+#   make run      the app (what the tray/CLI need) + the training extras this machine can use
+#   make test     everything: app, both training backends, bench and test tools
+#   make install  links .venv/bin/rltray into ~/.local/bin so `rltray` is on PATH
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
-
-.PHONY: run test lint bench venv clean
-
-venv: $(STAMP)
-
+APP    := $(VENV)/.app-installed
+TRAIN  := $(VENV)/.training-installed
+FULL   := $(VENV)/.test-installed
 # torch is pinned to the CPU build that installs quickly here; a bare `torch`
 # requirement would pull several GB of CUDA wheels.
-$(STAMP): pyproject.toml Makefile
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q -e ".[torch,mlx,bench,test]" "torch==2.13.0"
-	touch $(STAMP)
+TORCH  := torch==2.13.0
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-run: $(STAMP)
+.PHONY: run test lint bench install venv clean
+
+venv: $(APP)
+
+$(APP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) -e .
+	touch $(APP)
+
+# Training extras only where they can run: MLX on Apple Silicon, torch elsewhere
+# when the machine has the memory for a small model (packaging/training_extras.py
+# decides and says why). A failure here leaves the app working: training waits.
+$(TRAIN): $(APP)
+	@extras=$$($(BIN)/python packaging/training_extras.py); \
+	if [ -n "$$extras" ]; then \
+	  echo "installing training extras: $$extras"; \
+	  $(PIP) $$extras || echo "training extras failed to install; rltray runs without training"; \
+	fi
+	touch $(TRAIN)
+
+$(FULL): $(APP)
+	$(PIP) "$(TORCH)"
+	$(PIP) -e ".[torch,mlx,bench,test]" "$(TORCH)"
+	touch $(FULL) $(TRAIN)
+
+run: $(TRAIN)
 	$(BIN)/rltray run
 
-test: $(STAMP)
+test: $(FULL)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-lint: $(STAMP)
+lint: $(FULL)
 	$(BIN)/ruff check .
 
-bench: $(STAMP)
+bench: $(FULL)
 	$(BIN)/python bench/hook_latency.py
+	$(BIN)/python bench/ingest_speed.py
+
+install: $(APP)
+	mkdir -p $(HOME)/.local/bin
+	ln -sf "$(CURDIR)/$(BIN)/rltray" "$(HOME)/.local/bin/rltray"
+	@echo "linked $(HOME)/.local/bin/rltray -> $(CURDIR)/$(BIN)/rltray"
+	@case ":$$PATH:" in *":$(HOME)/.local/bin:"*) ;; \
+	  *) echo "add $(HOME)/.local/bin to PATH to run 'rltray' from anywhere";; esac
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 #: ratings would otherwise never get an adapter.
 MIN_HELDOUT_PER_CLASS = 2
 
-NEUTRAL_RESOURCE = "data/neutral.txt"
+NEUTRAL_RESOURCE = "neutral.txt"
 
 
 class GateHyper(Protocol):
@@ -357,6 +357,6 @@ def load_neutral_texts() -> list[str]:
     Read through importlib.resources so it works from a wheel, a zip or the
     editable checkout. Paragraphs are separated by blank lines.
     """
-    text = resources.files("rltray.trainer").joinpath(NEUTRAL_RESOURCE).read_text("utf-8")
+    text = resources.files("rltray.trainer.assets").joinpath(NEUTRAL_RESOURCE).read_text("utf-8")
     paragraphs = [p.strip("\n") for p in text.replace("\r\n", "\n").split("\n\n")]
     return [p for p in paragraphs if p.strip()]
