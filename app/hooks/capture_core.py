@@ -12,7 +12,8 @@ through ``_sha256``/``_sha2`` and spawning through ``os.posix_spawnp``; each
 falls back to the ordinary module when the fast one is missing.
 
 It never fails the agent: every problem becomes one line in
-``<home>/logs/hook.log`` and exit status 0, and the only stdout it ever writes
+``<home>/logs/hook.log`` (in ``fallback_log_path()`` when logs/ cannot be written)
+and exit status 0, and the only stdout it ever writes
 is the documented ``{"decision": "block", ...}`` answer to a `/rl` prompt.
 Records go to ``spool/incoming/`` as one file each, written atomically (temp +
 rename, 0600) through directory descriptors opened without following symlinks,
@@ -191,7 +192,11 @@ def open_dir(home, *parts):
 def write_atomic(folder, name, data):
     """Create ``name`` in ``folder`` with ``data`` (bytes): temp file + rename, 0600."""
     tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = folder.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW)
+    try:
+        fd = folder.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW)
+    except OSError as exc:  # name the folder in the log, not a temp name relative to a fd
+        exc.filename = os.path.join(folder.path, name)
+        raise
     try:
         view = memoryview(data)
         while view:
@@ -234,9 +239,15 @@ def read_regular(opener, limit, tail=False):
 
 
 def log(home, event, message):
-    """Append one line to <home>/logs/hook.log (0600, never through a link); never raises."""
+    """Append one line to <home>/logs/hook.log (0600, never through a link); never raises.
+
+    Returns the path written: hook.log, or ``fallback_log_path()`` when the data folder's
+    logs/ cannot be written (a read-only or full data folder would otherwise drop turns
+    without a trace), or None when neither could be written.
+    """
     if not home:
-        return
+        return None
+    line = f"{iso_now()} pid={os.getpid()} {event}: {message}"[:2000].replace("\n", " ")
     try:
         logs = open_dir(home, "logs")
         try:
@@ -246,14 +257,57 @@ def log(home, event, message):
                     os.close(fd)
                     logs.replace("hook.log", "hook.log.1")
                     fd = logs.open("hook.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW)
-                line = f"{iso_now()} pid={os.getpid()} {event}: {message}"[:2000]
-                os.write(fd, line.replace("\n", " ").encode("utf-8", "replace") + b"\n")
+                os.write(fd, line.encode("utf-8", "replace") + b"\n")
             finally:
                 os.close(fd)
         finally:
             logs.close()
+        return os.path.join(home, "logs", "hook.log")
+    except Exception as exc:
+        why = f"{exc.strerror or exc}" if isinstance(exc, OSError) else f"{type(exc).__name__}"
+    try:
+        return _log_fallback(f"{line} [data folder {home}: logs/hook.log not writable: {why}]")
     except Exception:
-        pass
+        return None
+
+
+def fallback_log_path():
+    """The hook's log when ``<home>/logs/`` cannot be written: one private file per user in the
+    temp folder (``$TMPDIR``, ``$TEMP`` or ``$TMP``, else /tmp), e.g. /tmp/rltray-hook-1000.log.
+
+    Stdlib and cheap: ``tempfile`` alone costs more to import than the whole hook, so
+    this reads the same variables it reads first. ``rltray doctor`` shows this file.
+    """
+    folder = os.environ.get("TMPDIR") or os.environ.get("TEMP") or os.environ.get("TMP")
+    if not folder:
+        folder = os.path.expanduser(r"~\AppData\Local\Temp") if os.name == "nt" else "/tmp"
+    if hasattr(os, "getuid"):
+        who = str(os.getuid())
+    else:
+        who = "".join(c for c in os.environ.get("USERNAME", "") if c.isalnum())[:64] or "user"
+    return os.path.join(os.path.abspath(folder), f"rltray-hook-{who}.log")
+
+
+def _log_fallback(line):
+    """Append ``line`` to fallback_log_path(): 0600, never through a link, never into a file
+    another user planted there (the temp folder is shared); kept under MAX_LOG."""
+    import stat
+
+    path = fallback_log_path()
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_BINARY
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o600)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePath(f"refusing {path}: not a regular file")
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            raise UnsafePath(f"refusing {path}: owned by another user")
+        if info.st_size > MAX_LOG:
+            os.ftruncate(fd, 0)
+        os.write(fd, line.encode("utf-8", "replace") + b"\n")
+    finally:
+        os.close(fd)
+    return path
 
 
 def iso_now():
@@ -274,7 +328,7 @@ class Hook:
         self.agent = "codex" if event.startswith("codex") else "claude-code"
 
     def log(self, message):
-        log(self.home, self.event, message)
+        return log(self.home, self.event, message)
 
     def state_name(self, session):
         return f"{self.agent}-{_sha256_hex(session)[:16]}.json"
@@ -615,10 +669,10 @@ def run_command(hook, session, state, folder, sub, comment):
                     "target_turn": target, "comment": cap(comment, 2000) if comment else None,
                     "captured_at": iso_now(), "event": hook.event})
     except Exception as exc:
-        hook.log(f"command not recorded: {type(exc).__name__}: {exc}")
+        written = hook.log(f"command not recorded: {type(exc).__name__}: {exc}")
         if folder is not None:
             folder.close()
-        return "rltray: could not record that command; see logs/hook.log in rltray's data folder."
+        return unrecorded(hook.home, exc, written)
     if sub == "status":
         if folder is not None:
             folder.close()
@@ -640,6 +694,23 @@ def run_command(hook, session, state, folder, sub, comment):
     hook.save_state(folder, session, state)
     noted = " with your comment" if comment else ""
     return f'rltray: rated the last answer {sub}{noted} ("{preview(str(shown))}")'
+
+
+def unrecorded(home, exc, log_path):
+    """One sentence for a `/rl` command that could not be spooled, naming the folder problem."""
+    import errno
+
+    spool = os.path.join(home, "spool", "incoming")
+    if isinstance(exc, UnsafePath):
+        problem = f"rltray's data folder is unsafe to write ({exc})"
+    elif isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        problem = f"rltray's data folder is not writable ({spool}: {exc.strerror})"
+    elif isinstance(exc, OSError):
+        problem = f"rltray's data folder could not be written ({spool}: {exc.strerror or exc})"
+    else:
+        problem = f"of an unexpected {type(exc).__name__}"
+    details = f"; details in {log_path}" if log_path else ""
+    return f"rltray: could not record that command because {problem}{details}."
 
 
 def status_text(home):

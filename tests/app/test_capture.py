@@ -89,6 +89,18 @@ def transcript(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def tmpdir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private temp folder for the fallback log, for this process and the hooks it runs
+    (no test may write the user's real /tmp/rltray-hook-<uid>.log)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    for name in ("TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
+
+
 # -- build_command -------------------------------------------------------------------
 
 
@@ -717,3 +729,117 @@ def test_prompt_far_back_in_the_transcript_is_still_found(home: Path, tmp_path: 
     (rec,) = spooled(home)
     assert (rec["prompt"], rec["response"]) == (EXPECTED["p2"], EXPECTED["a2"])
     assert [m["content"] for m in rec["context"]] == [EXPECTED["p1"], EXPECTED["a1"]]
+
+
+# -- an unwritable data folder ---------------------------------------------------------------
+
+
+def test_fallback_log_path_is_per_user_in_the_temp_folder(tmpdir_env: Path) -> None:
+    path = Path(capture_core.fallback_log_path())
+    assert path.parent == tmpdir_env
+    who = str(os.getuid()) if hasattr(os, "getuid") else path.stem.rsplit("-", 1)[-1]
+    assert path.name == f"rltray-hook-{who}.log"
+
+
+def run_in_process(
+    home: Path, event: str, payload: Any, monkeypatch: pytest.MonkeyPatch
+) -> list[dict[str, Any]]:
+    """capture_core.main in this process (to inject failures root cannot get from chmod)."""
+    import io
+
+    answers: list[dict[str, Any]] = []
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode())))
+    assert capture_core.main(["--home", str(home), event], out=answers.append) == 0
+    return answers
+
+
+def deny_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every folder the hook opens fails as on a read-only data folder (EACCES)."""
+    import errno
+
+    def denied(home: str, *parts: str) -> Any:
+        raise PermissionError(errno.EACCES, "Permission denied", os.path.join(home, *parts))
+
+    monkeypatch.setattr(capture_core, "open_dir", denied)
+
+
+def test_unwritable_data_folder_logs_to_the_fallback_log(
+    home: Path, tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: with spool/ and logs/ unwritable a turn was dropped without a trace anywhere."""
+    deny_writes(monkeypatch)
+    answers = run_in_process(
+        home, "claude-stop", {"session_id": "s", "last_assistant_message": "a"}, monkeypatch
+    )
+    assert answers == []  # nothing on stdout for a Stop
+    fallback = Path(capture_core.fallback_log_path())
+    lines = fallback.read_text().splitlines()
+    assert "claude-stop: PermissionError: [Errno 13] Permission denied" in lines[-1]
+    assert all(f"[data folder {home}: logs/hook.log not writable: " in line for line in lines)
+    if os.name == "posix":
+        assert fallback.stat().st_mode & 0o777 == 0o600
+
+
+def test_rl_command_on_an_unwritable_data_folder_names_the_problem(
+    home: Path, tmpdir_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: the block reason pointed at logs/hook.log, which could not be written either."""
+    deny_writes(monkeypatch)
+    (answer,) = run_in_process(
+        home, "claude-prompt", {"session_id": "s", "prompt": "/rl good"}, monkeypatch
+    )
+    reason = answer["reason"]
+    assert answer["decision"] == "block"
+    assert reason.startswith("rltray: could not record that command because rltray's data folder")
+    assert "is not writable" in reason and str(home / "spool" / "incoming") in reason
+    assert reason.endswith(f"; details in {capture_core.fallback_log_path()}.")
+    assert reason.count(". ") == 0  # one sentence
+    assert "command not recorded" in Path(capture_core.fallback_log_path()).read_text()
+
+
+@posix_only
+def test_blocked_spool_and_logs_fall_back_in_the_real_hook(home: Path, tmpdir_env: Path) -> None:
+    """The subprocess as agents run it: spool/ and logs/ are files, not folders."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "spool").write_text("")
+    (home / "logs").write_text("")
+    r = run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "a"})
+    assert r.stdout == b""
+    reason = blocked(run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "/rl bad"}))
+    fallback = capture_core.fallback_log_path()
+    assert reason.startswith("rltray: could not record that command because rltray's data folder")
+    assert str(home / "spool") in reason and reason.endswith(f"; details in {fallback}.")
+    lines = Path(fallback).read_text().splitlines()
+    assert len(lines) == 4 and all("not a plain folder" in line for line in lines)
+
+
+@posix_only
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores modes")
+def test_read_only_data_folder_falls_back(home: Path, tmpdir_env: Path) -> None:
+    """The reported case: a read-only data folder (spool/ and logs/ exist but refuse writes)."""
+    for sub in ("spool/incoming", "spool/sessions", "logs"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    modes = [(home / sub, 0o500) for sub in ("spool/incoming", "spool/sessions", "logs")]
+    for folder, mode in modes:
+        folder.chmod(mode)
+    try:
+        run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "a"})
+        reason = blocked(run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "/rl bad"}))
+    finally:
+        for folder, _ in modes:
+            folder.chmod(0o700)
+    assert "rltray's data folder is not writable" in reason
+    assert "Permission denied" in Path(capture_core.fallback_log_path()).read_text()
+
+
+@posix_only
+def test_fallback_log_is_not_written_through_a_link(
+    home: Path, tmpdir_env: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "victim.txt"
+    target.write_text("")
+    Path(capture_core.fallback_log_path()).symlink_to(target)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "logs").write_text("")
+    run_hook(home, "claude-stop", raw=b"{broken")
+    assert target.read_text() == ""
