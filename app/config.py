@@ -55,6 +55,22 @@ class NotifySettings(_Section):
     enabled: bool = Field(
         True, description="Show a notification with Good / Bad buttons after each captured turn."
     )
+    ask: Literal["every", "nth", "long", "never"] = Field(
+        "every",
+        description=(
+            "Which turns to ask about: every turn, every Nth turn (see every_nth), only turns "
+            "that took longer than min_turn_seconds, or never (rate from the tray or CLI)."
+        ),
+    )
+    every_nth: int = Field(
+        3, ge=1, le=1000, description='With ask = "nth": ask about one turn in this many.'
+    )
+    min_turn_seconds: int = Field(
+        60,
+        ge=0,
+        le=86400,
+        description='With ask = "long": ask only about turns that took at least this long.',
+    )
     quiet_hours: str = Field(
         "",
         description=(
@@ -102,6 +118,20 @@ class TrainingSettings(_Section):
     )
     require_ac_power: bool = Field(
         True, description="Train only while a laptop is plugged in (desktops always qualify)."
+    )
+    automatic: bool = Field(
+        True,
+        description=(
+            "Start training rounds on their own when enough ratings wait and the machine is "
+            "idle (the tray's Pause automatic training unticks this)."
+        ),
+    )
+    python: str = Field(
+        "",
+        description=(
+            "The Python interpreter that runs the trainer (a virtual environment with torch or "
+            "mlx); empty to use rltray's own interpreter when it can train."
+        ),
     )
     trust_remote_code: bool = Field(
         False,
