@@ -44,6 +44,7 @@ run: $(TRAIN)
 	$(BIN)/rltray run
 
 test: $(FULL)
+	@bash tests/system_deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# System packages the GUI tests use (Xvfb, a D-Bus session, a notification server).
+# Installs them with apt when running as root on Debian/Ubuntu; otherwise does nothing,
+# and each test that needs a missing one is skipped with a message naming it.
+set -u
+PACKAGES="xvfb dbus dbus-x11 dunst xdotool"
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing test system packages:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null 2>&1 || true
+  apt-get install -y -qq $missing >/dev/null 2>&1 || echo "could not install:$missing (GUI tests will be skipped)"
+else
+  echo "not root on Debian: GUI tests needing$missing will be skipped"
+fi
+exit 0
