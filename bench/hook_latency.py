@@ -3,8 +3,10 @@
 Runs the exact argv installers write (``capture.build_command`` with this Python)
 in a throwaway RLTRAY_HOME, --runs times per case, and prints the median and p95
 in milliseconds next to Python's own bare start (``python -I -S -c pass``), which
-no hook can beat. The target is a median under 30 ms. The last line is one JSON
-object holding every figure, for scripts.
+no hook can beat. ``claude_prompt_loads_scrub`` is the path where the prompt may
+hold a credential and the hook scrubs it before keeping it in session state. The
+target is a median under 30 ms. The last line is one JSON object holding every
+figure, for scripts.
 
     python bench/hook_latency.py [--runs 50]
 """
@@ -157,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             "claude_prompt": lambda i: (
                 prompt_cmd,
                 stdin({"session_id": f"p{i}", "prompt": "fix it"}),
+            ),
+            # Mentions a credential name, so the hook loads app/scrub.py before keeping it.
+            "claude_prompt_loads_scrub": lambda i: (
+                prompt_cmd,
+                stdin({"session_id": f"k{i}", "prompt": "why is api_key = os.environ['KEY'] None"}),
             ),
             "claude_stop_1mb_transcript": lambda i: (
                 stop_cmd,

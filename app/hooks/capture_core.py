@@ -17,13 +17,18 @@ and exit status 0, and the only stdout it ever writes
 is the documented ``{"decision": "block", ...}`` answer to a `/rl` prompt.
 Records go to ``spool/incoming/`` as one file each, written atomically (temp +
 rename, 0600) through directory descriptors opened without following symlinks,
-so a planted link can redirect nothing. Credentials are scrubbed at ingest
-(``rltray.app.scrub``), not here: regexes cost ~12 ms to import.
+so a planted link can redirect nothing. Credentials in spool records are
+scrubbed at ingest (``rltray.app.scrub``), not here: scrubbing 200 KB costs ~70 ms.
+What the hook keeps between calls (``spool/sessions/``: the pending prompt, a
+preview of the last answer) is scrubbed here, with the same ``app/scrub.py``
+loaded by file location only when the text may hold a credential (see
+``might_hold_secret``: loading ``re`` and compiling the rules costs ~9 ms), and
+session files idle for two weeks are deleted (at most one scan a day).
 
-Size note: ~800 lines, over the usual 400, because it is loaded by file location
-outside any package (no relative imports) and each extra module is another
-lookup inside the agent's turn; the sections below are the natural split
-(JSON, files, state, transcripts, events, `/rl` commands, entry point) if it grows.
+Size note: ~1000 lines (42 KB), over the usual 400, because it is loaded by file
+location outside any package (no relative imports) and each extra module is another
+lookup inside the agent's turn; the sections below are the natural split (JSON,
+files, state, credentials, transcripts, events, `/rl` commands, entry point) if it grows.
 """
 
 import os
@@ -40,6 +45,22 @@ MAX_CONTEXT = 20
 MAX_CONTEXT_CHARS = 20_000
 MAX_LOG = 1024 * 1024
 PREVIEW = 40
+PREVIEW_SCAN = 2000  # answer chars scrubbed for the preview: a key starting in it ends in it
+PRUNE_AFTER = 14 * 86400  # session state idle this long is deleted
+PRUNE_EVERY = 86400  # at most one scan per day, marked by the stamp file's mtime
+PRUNE_STAMP = ".pruned"
+# Lower-case pieces of which every credential that app/scrub.py redacts holds at least one:
+# its fixed prefixes and the names in its assignment rules. With none of them, and no long
+# run of mixed letters and digits (how generated keys look, whatever their prefix), text is
+# stored without loading the scrubber. A new scrub rule whose matches can avoid all of
+# these must add its prefix here (tests/app/test_capture.py checks the known formats).
+SECRET_HINTS = ("private key", "akia", "asia", "abia", "acca", "ghp_", "gho_", "ghu_", "ghs_",
+                "ghr_", "github_pat_", "sk-", "sk_", "rk_", "xox", "xapp-", "aiza", "hf_",
+                "eyj", "bearer", "://", "pass", "secret", "token", "key", "auth", "cred")
+SECRET_RUN = 16
+# bytes.translate table: ASCII letters -> "a", digits -> "0", everything else -> space.
+_CLASSES = bytes(97 if 65 <= c <= 90 or 97 <= c <= 122 else 48 if 48 <= c <= 57 else 32
+                 for c in range(256))
 RL_COMMANDS = ("good", "bad", "undo", "status")
 USAGE = "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl undo | /rl status"
 # Claude Code writes these as `user` records, but the user did not type them.
@@ -147,6 +168,11 @@ class _Dir:
 
     def names(self):
         return os.listdir(self.path if self.fd is None else self.fd)
+
+    def lstat(self, name):
+        if self.fd is None:
+            return os.lstat(os.path.join(self.path, name))
+        return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
 
     def close(self):
         if self.fd is not None:
@@ -326,6 +352,21 @@ class Hook:
         self.home = home
         self.event = event
         self.agent = "codex" if event.startswith("codex") else "claude-code"
+        self._scrub = None  # app/scrub.py's scrub once loaded; False when it cannot be
+
+    def scrub(self, text):
+        """``text`` with credentials redacted; None when it may hold one and the scrubber
+        cannot be loaded (then keep nothing: the caller stores no text)."""
+        if not text or not might_hold_secret(text):
+            return text
+        if self._scrub is None:
+            try:
+                self._scrub = load_scrubber()
+            except Exception as exc:
+                self._scrub = False
+                self.log(f"credential scrubber not loaded ({type(exc).__name__}: {exc}); "
+                         "text that may hold a credential is not kept in session state")
+        return self._scrub(text) if self._scrub else None
 
     def log(self, message):
         return log(self.home, self.event, message)
@@ -340,8 +381,13 @@ class Hook:
         except OSError as exc:
             self.log(f"state folder unusable: {exc}")
             return {}, None
+        name = self.state_name(session)
+        # Housekeeping: a folder that refuses it refuses the state write too, logged there.
+        try:  # noqa: SIM105 (contextlib costs import time in the hook)
+            prune_sessions(folder, name, time.time())
+        except OSError:
+            pass
         try:
-            name = self.state_name(session)
             data, _ = read_regular(lambda flags: folder.open(name, flags), MAX_STATE)
             state = loads(data.decode("utf-8", "replace"))
             return (state if isinstance(state, dict) else {}), folder
@@ -373,6 +419,71 @@ class Hook:
         finally:
             folder.close()
         return name
+
+
+def prune_sessions(folder, keep, now):
+    """Delete session state files (and stray temp files) idle for PRUNE_AFTER, except ``keep``;
+    scans at most once per PRUNE_EVERY. Regular files only, judged by lstat: a link is never
+    followed nor removed. Returns how many files went."""
+    import stat
+
+    try:
+        mark = folder.lstat(PRUNE_STAMP)
+        if stat.S_ISREG(mark.st_mode) and 0 <= now - mark.st_mtime < PRUNE_EVERY:
+            return 0
+    except FileNotFoundError:
+        pass
+    write_atomic(folder, PRUNE_STAMP, b"")  # first, so hooks running alongside skip the scan
+    removed = 0
+    for name in folder.names():
+        if name == keep or not name.endswith((".json", ".tmp")):
+            continue
+        try:
+            info = folder.lstat(name)
+            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > PRUNE_AFTER:
+                folder.unlink(name)
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+# -- credentials ------------------------------------------------------------------------
+
+
+def might_hold_secret(text):
+    """False only for text in which app/scrub.py can find nothing (see SECRET_HINTS)."""
+    low = text.lower()
+    if any(hint in low for hint in SECRET_HINTS):
+        return True
+    for word in text.encode("ascii", "replace").translate(_CLASSES).split():
+        if len(word) >= SECRET_RUN and b"0" in word and b"a" in word:
+            return True
+    return False
+
+
+def load_scrubber():
+    """``scrub`` from app/scrub.py (stdlib only), loaded by file location from cached
+    bytecode like this module, but without putting app/ on sys.path: its secrets.py would
+    shadow the standard library's."""
+    name = "_rltray_hook_scrub"
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            from _frozen_importlib import module_from_spec
+            from _frozen_importlib_external import spec_from_file_location
+        except ImportError:
+            from importlib.util import module_from_spec, spec_from_file_location
+        app = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        spec = spec_from_file_location(name, os.path.join(app, "scrub.py"))
+        module = module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return module.scrub
 
 
 def cap(text, limit=MAX_TEXT):
@@ -438,20 +549,20 @@ def record_message(rec):
     return [kind, content, uuid, msg_id]
 
 
-def scan_transcript(data, mid_file, prompt, have_response):
+def scan_transcript(data, mid_file, is_prompt, have_response):
     """Conversation messages newest first, the prompt record's index (or None), and whether
     the scan finished before running out of lines.
 
     Parses lines from the end and stops 20 messages past the prompt, so a long
-    session costs about as much as a short one. The prompt is the record equal to
-    ``prompt`` when the prompt hook recorded it, else the newest typed user message
-    (older than the newest answer when the answer itself must come from here).
+    session costs about as much as a short one. The prompt is the user record for
+    which ``is_prompt(text)`` holds when the prompt hook recorded one, else the newest
+    typed user message (older than the newest answer when the answer itself must
+    come from here).
     """
     lines = data.split(b"\n")
     if mid_file:
         lines = lines[1:]  # the first line is a fragment: the tail started mid-record
     msgs, anchor, seen_answer = [], None, have_response
-    wanted = norm(prompt) if prompt is not None else None
     for raw in reversed(lines):
         if b'"user"' not in raw and b'"assistant"' not in raw:
             continue
@@ -471,12 +582,12 @@ def scan_transcript(data, mid_file, prompt, have_response):
                 return msgs, anchor, True
         elif m[0] == "assistant":
             seen_answer = True
-        elif (norm(m[1]) == wanted) if wanted is not None else seen_answer:
+        elif is_prompt(m[1]) if is_prompt is not None else seen_answer:
             anchor = len(msgs) - 1
     return msgs, anchor, False
 
 
-def read_transcript(hook, path, prompt, have_response):
+def read_transcript(hook, path, is_prompt, have_response):
     """Scan the transcript's tail, reading more of it (up to TAIL_BYTES) only when needed."""
     size = TAIL_READ_FIRST
     while True:
@@ -485,7 +596,7 @@ def read_transcript(hook, path, prompt, have_response):
         except OSError as exc:
             hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
             return [], None
-        msgs, anchor, complete = scan_transcript(data, mid, prompt, have_response)
+        msgs, anchor, complete = scan_transcript(data, mid, is_prompt, have_response)
         if complete or not mid or size >= TAIL_BYTES:
             return msgs, anchor
         size = min(size * 4, TAIL_BYTES)
@@ -513,6 +624,18 @@ def pending_prompt(state, continuing=False):
     return prompt if fresh or continuing else None
 
 
+def prompt_matcher(hook, state, prompt):
+    """Whether a transcript message is ``prompt`` (recorded by the prompt hook), or None when
+    there is none. A prompt stored scrubbed is compared scrubbed: the transcript holds what
+    was typed."""
+    if prompt is None:
+        return None
+    wanted = norm(prompt)
+    if state.get("prompt_scrubbed") is True:
+        return lambda text: norm(hook.scrub(text) or "") == wanted
+    return lambda text: norm(text) == wanted
+
+
 def fallback_turn_id(session, prompt, response):
     return _sha256_hex("\0".join((session, prompt, response)))[:16]
 
@@ -528,7 +651,8 @@ def record_turn(hook, session, state, folder, fields):
     if not filled <= before:
         hook.spool(rec)
         state["written"] = {"turn": rec["turn"], "fields": sorted(filled | before)}
-    state.update(last_turn=rec["turn"], last_turn_preview=preview(rec["response"]),
+    shown = hook.scrub(rec["response"][:PREVIEW_SCAN])  # kept in state, shown by `/rl`
+    state.update(last_turn=rec["turn"], last_turn_preview=preview(shown or ""),
                  last_turn_at=time.time())
     hook.save_state(folder, session, state)
 
@@ -544,7 +668,8 @@ def claude_stop(hook, payload):
     msgs, anchor = [], None
     path = text_or_none(payload.get("transcript_path"))
     if path:
-        msgs, anchor = read_transcript(hook, path, prompt, response is not None)
+        is_prompt = prompt_matcher(hook, state, prompt)
+        msgs, anchor = read_transcript(hook, path, is_prompt, response is not None)
     newest = next((i for i, m in enumerate(msgs) if m[0] == "assistant"), None)
     if response is None and newest is not None and (anchor is None or newest < anchor):
         response = msgs[newest][1]
@@ -633,7 +758,13 @@ def prompt_hook(hook, payload, out):
         return
     state, folder = hook.load_state(session)
     if command is None:
-        state["prompt"] = cap(prompt)
+        text = cap(prompt)
+        kept = hook.scrub(text)  # the file outlives the turn: no credentials in it
+        state["prompt"] = kept or ""
+        if kept is not None and kept != text:
+            state["prompt_scrubbed"] = True
+        else:
+            state.pop("prompt_scrubbed", None)
         state["prompt_at"] = time.time()
         hook.save_state(folder, session, state)
         return

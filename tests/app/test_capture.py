@@ -843,3 +843,154 @@ def test_fallback_log_is_not_written_through_a_link(
     (home / "logs").write_text("")
     run_hook(home, "claude-stop", raw=b"{broken")
     assert target.read_text() == ""
+
+
+# -- credentials and old state in spool/sessions -----------------------------------------------
+
+# Built from pieces so secret scanners do not flag this file; the shapes are real.
+AWS = "AKIA" + "IOSFODNN7EXAMPLE"
+GHP = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+KNOWN_SECRETS = [
+    AWS,
+    GHP,
+    "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEF",
+    "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
+    "sk-ant-" + "api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe-AbCdEf",
+    "xoxb-" + "1234567890-0987654321-AbCdEfGhIjKlMnOp",
+    "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "sk_live_" + "51Habc123DEF456ghi789JKL",
+    "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+    + "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+    "Authorization: Bearer abc123DEF456ghi789JKL0mn",
+    'password = "hunter2hunter2"',
+    "DB_PASSWORD=s3cr3t-v4lue!",
+    "postgres://app:pa55w0rd-x@db:5432/app",
+]
+
+
+def session_files(home: Path) -> str:
+    folder = home / "spool" / "sessions"
+    return "".join(p.read_text() for p in folder.iterdir() if p.suffix == ".json")
+
+
+@pytest.mark.parametrize("secret", KNOWN_SECRETS)
+def test_every_format_scrub_knows_loads_the_scrubber(secret: str) -> None:
+    """The hook skips loading app/scrub.py only for text in which it could find nothing."""
+    from rltray.app.scrub import scrub
+
+    text = f"here it is:\n{secret}\nthanks"
+    assert scrub(text) != text  # scrub.py redacts it ...
+    assert capture_core.might_hold_secret(text)  # ... so the hook must not skip it
+
+
+def test_plain_text_does_not_load_the_scrubber() -> None:
+    for text in ["fix it", "Done: the parser now handles empty tables.", "rename foo to bar"]:
+        assert not capture_core.might_hold_secret(text)
+    assert capture_core.might_hold_secret("deploy with x9QfT27bLmZp04RcWk")  # any generated key
+
+
+def test_session_state_keeps_no_credentials(home: Path) -> None:
+    """Bug: an AWS key and a ghp_ token in a prompt and an answer stayed unscrubbed in
+    spool/sessions/*.json (the raw prompt and the answer's preview) forever."""
+    session = {"session_id": "s"}
+    run_hook(home, "claude-prompt", {**session, "prompt": f"use {AWS} and {GHP} to deploy"})
+    assert AWS not in session_files(home) and GHP not in session_files(home)
+    answer = f"{AWS} works; {GHP} too.\nDeployed."
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": answer})
+    good = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl good"}))
+    undo = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl undo"}))
+    for text in (session_files(home), good, undo):
+        assert "AKIA" not in text and "ghp_" not in text
+    assert good == 'rltray: rated the last answer good ("[REDACTED:aws-access-key] works; [REDAC…")'
+    (rec,) = turns(home)  # the answer is recorded whole; the tray scrubs it at ingest
+    assert rec["response"] == answer and rec["prompt"].startswith("use [REDACTED:aws-access-key]")
+
+
+def test_a_scrubbed_prompt_still_finds_itself_in_the_transcript(home: Path, tmp_path: Path) -> None:
+    """The transcript holds the prompt as typed; the state holds it scrubbed: still one turn."""
+    secret_prompt = f"deploy with {AWS} please"
+    records = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "p1"}},
+        {"type": "assistant", "uuid": "a1", "message": {"id": "m1", "content": "a1"}},
+        {"type": "user", "uuid": "u2", "message": {"role": "user", "content": secret_prompt}},
+        {"type": "assistant", "uuid": "a2", "message": {"id": "m2", "content": "done"}},
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    payload = {"session_id": "s", "transcript_path": str(path)}
+    run_hook(home, "claude-prompt", {**payload, "prompt": secret_prompt})
+    run_hook(home, "claude-stop", {**payload, "last_assistant_message": "done"})
+    (rec,) = turns(home)
+    assert rec["turn"] == "a2"  # the answer's own record: the prompt was found before it
+    assert [m["content"] for m in rec["context"]] == ["p1", "a1"]
+    assert AWS not in rec["prompt"] and AWS not in session_files(home)
+
+
+def test_without_the_scrubber_no_possible_credential_is_kept(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: text that may hold a credential is dropped from state, plain text kept."""
+    import io
+
+    def missing() -> Any:
+        raise FileNotFoundError("scrub.py")
+
+    monkeypatch.setattr(capture_core, "load_scrubber", missing)
+    for prompt in (f"use {AWS}", "fix it"):
+        payload = json.dumps({"session_id": "s", "prompt": prompt}).encode()
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload)))
+        capture_core.main(["--home", str(home), "claude-prompt"], out=pytest.fail)
+        state = json.loads(session_files(home))
+        assert state["prompt"] == ("" if "AKIA" in prompt else prompt)
+    assert "credential scrubber not loaded" in hook_log(home)
+
+
+def age(path: Path, days: float) -> None:
+    when = time.time() - days * 86400
+    os.utime(path, (when, when), follow_symlinks=False)
+
+
+@posix_only
+def test_idle_session_state_is_pruned_at_most_once_a_day(home: Path, tmp_path: Path) -> None:
+    """Bug: session state files (with prompts in them) were never deleted."""
+    sessions = home / "spool" / "sessions"
+    sessions.mkdir(parents=True)
+    old, fresh, stray = (
+        sessions / "claude-code-old.json",
+        sessions / "codex-new.json",
+        sessions / ".x.tmp",
+    )
+    for path in (old, fresh, stray):
+        path.write_text("{}")
+    age(old, 15)
+    age(stray, 15)
+    outside = tmp_path / "outside.json"
+    outside.write_text("keep")
+    age(outside, 30)
+    link = sessions / "claude-code-link.json"
+    link.symlink_to(outside)
+    age(link, 30)
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "hi"})
+    assert not old.exists() and not stray.exists() and fresh.exists()
+    assert link.is_symlink() and outside.read_text() == "keep"
+    # The stamp marks the scan: another idle file waits for tomorrow's.
+    old.write_text("{}")
+    age(old, 20)
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "a"})
+    assert old.exists()
+    age(sessions / capture_core.PRUNE_STAMP, 1.1)
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "b"})
+    assert not old.exists() and fresh.exists()
+
+
+def test_a_resumed_session_keeps_its_own_idle_state(home: Path) -> None:
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "q"})
+    run_hook(home, "claude-stop", {"session_id": "s", "last_assistant_message": "old answer"})
+    sessions = home / "spool" / "sessions"
+    (own,) = [p for p in sessions.iterdir() if p.suffix == ".json"]
+    age(own, 20)
+    (sessions / capture_core.PRUNE_STAMP).unlink()
+    reason = blocked(run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "/rl good"}))
+    assert "old answer" in reason
