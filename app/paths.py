@@ -8,8 +8,12 @@ user's real data. Without it, platformdirs picks the per-OS data folder.
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from rltray.app.errors import DataFolderNotWritable
 
 ENV_HOME = "RLTRAY_HOME"
 APP_NAME = "rltray"
@@ -91,9 +95,9 @@ class Paths:
         """Port and pid of the running tray's local API (0600)."""
         return self.home / "endpoint.json"
 
-    def ensure(self) -> Paths:
-        """Create every folder, private to the user (0700), and return self."""
-        for folder in (
+    def folders(self) -> tuple[Path, ...]:
+        """Every folder rltray writes into, parents before children."""
+        return (
             self.home,
             self.spool,
             self.spool_incoming,
@@ -103,8 +107,53 @@ class Paths:
             self.runs,
             self.logs,
             self.backups,
-        ):
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if os.name == "posix":
-                os.chmod(folder, 0o700)
+        )
+
+    def ensure(self, access: Callable[[Path, int], bool] | None = None) -> Paths:
+        """Create missing folders private to the user (0700) and check all are writable.
+
+        A folder that exists keeps the mode the user gave it: rltray never
+        changes permissions (``rltray doctor`` warns when others can read it).
+        Raises DataFolderNotWritable, one sentence naming the folder, instead of
+        an OSError from deep inside a command. ``access`` defaults to
+        ``os.access``; tests pass their own, because root may write anywhere.
+        """
+        access = access or os.access
+        for folder in self.folders():
+            if folder.is_dir():
+                if not access(folder, os.W_OK | os.X_OK):
+                    raise DataFolderNotWritable(not_writable(folder, self.home))
+                continue
+            _create(folder, self.home, access)
         return self
+
+
+def not_writable(folder: Path, home: Path) -> str:
+    """The sentence for a folder rltray cannot write: what, where, and the two ways out."""
+    try:
+        mode = f" (mode {stat.S_IMODE(folder.stat().st_mode):04o})"
+    except OSError:
+        mode = ""
+    what = "The data folder" if folder == home else "The folder"
+    return (
+        f"{what} {folder} is not writable{mode}; rltray needs to write there: "
+        f"run `chmod u+w {folder}` or set {ENV_HOME} to another folder."
+    )
+
+
+def _create(folder: Path, home: Path, access: Callable[[Path, int], bool]) -> None:
+    parent = folder.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.is_dir() and not access(parent, os.W_OK | os.X_OK):
+        raise DataFolderNotWritable(not_writable(parent, home))
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if os.name == "posix":
+            os.chmod(folder, 0o700)  # only a folder made just now: mkdir honours the umask
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise DataFolderNotWritable(
+            f"The folder {folder} cannot be created ({reason}); rltray keeps its data there: "
+            f"fix the path or set {ENV_HOME} to another folder."
+        ) from None

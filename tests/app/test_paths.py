@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 import pytest
+from rltray.app.errors import DataFolderNotWritable, ExitCode
 from rltray.app.paths import Paths, default_home
 
 FILES = ("db", "config", "hook_log", "lock", "endpoint")
@@ -67,8 +69,102 @@ def test_ensure_creates_private_folders_and_is_idempotent(rltray_home: Path) -> 
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
-def test_ensure_tightens_an_existing_open_folder(rltray_home: Path) -> None:
-    rltray_home.mkdir(mode=0o755)
-    os.chmod(rltray_home, 0o755)
+@pytest.mark.parametrize("mode", [0o755, 0o500, 0o750])
+def test_ensure_never_changes_the_mode_of_an_existing_folder(rltray_home: Path, mode: int) -> None:
+    """Regression: ensure() chmod-ed a folder the user set to 0500 back to 0700."""
     Paths.from_env().ensure()
-    assert stat.S_IMODE(rltray_home.stat().st_mode) == 0o700
+    os.chmod(rltray_home, mode)
+    try:
+        if mode & 0o200 or os.geteuid() == 0:
+            Paths.from_env().ensure()
+        else:
+            with pytest.raises(DataFolderNotWritable):
+                Paths.from_env().ensure()
+        assert stat.S_IMODE(rltray_home.stat().st_mode) == mode
+    finally:
+        os.chmod(rltray_home, 0o700)
+
+
+def _access_denied_for(*denied: Path):
+    """An os.access stand-in: every folder writable except ``denied`` (root may write anywhere)."""
+
+    def access(path: Path, mode: int) -> bool:
+        return Path(path) not in denied
+
+    return access
+
+
+def test_an_unwritable_data_folder_is_one_sentence_naming_it(rltray_home: Path) -> None:
+    paths = Paths.from_env().ensure()
+    os.chmod(rltray_home, 0o500)
+    try:
+        with pytest.raises(DataFolderNotWritable) as err:
+            paths.ensure(access=_access_denied_for(rltray_home))
+    finally:
+        os.chmod(rltray_home, 0o700)
+    message = str(err.value)
+    assert message == (
+        f"The data folder {rltray_home} is not writable (mode 0500); rltray needs to write "
+        f"there: run `chmod u+w {rltray_home}` or set RLTRAY_HOME to another folder."
+    )
+    assert err.value.exit_code == ExitCode.DATA
+
+
+def test_every_command_says_the_sentence_not_oserror(rltray_home: Path, monkeypatch) -> None:
+    """Regression: a read-only data folder made every command `unexpected error: OSError`."""
+    import io
+
+    from rltray.app import cli
+
+    Paths.from_env().ensure()
+    monkeypatch.setenv("COLUMNS", "400")  # doctor's table: one sentence per cell, unwrapped
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **kw: Path(p) != rltray_home and real(p, m))
+    for argv in (["status"], ["good"], ["turns"], ["doctor"]):
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.main(argv, stdout=out, stderr=err)
+        text = " ".join((out.getvalue() + err.getvalue()).split())
+        assert "unexpected error" not in text, (argv, text)
+        assert f"The data folder {rltray_home} is not writable" in text, (argv, text)
+        assert code in (ExitCode.DATA, ExitCode.NOT_AVAILABLE), (argv, code)
+
+
+def test_an_unwritable_subfolder_is_named(rltray_home: Path) -> None:
+    paths = Paths.from_env().ensure()
+    with pytest.raises(DataFolderNotWritable, match=re.escape(str(paths.spool_incoming))):
+        paths.ensure(access=_access_denied_for(paths.spool_incoming))
+
+
+def test_a_data_folder_that_cannot_be_created_names_the_parent(tmp_path: Path) -> None:
+    parent = tmp_path / "locked"
+    parent.mkdir()
+    paths = Paths(parent / "a" / "rltray")
+    with pytest.raises(DataFolderNotWritable, match=f"The folder {re.escape(str(parent))} is not"):
+        paths.ensure(access=_access_denied_for(parent))
+    assert not (parent / "a").exists()
+
+
+def test_a_file_where_the_data_folder_should_be_is_one_sentence(tmp_path: Path) -> None:
+    blocker = tmp_path / "home"
+    blocker.write_text("not a folder")
+    with pytest.raises(DataFolderNotWritable, match="cannot be created"):
+        Paths(blocker).ensure()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.skipif(
+    os.name == "posix" and os.geteuid() == 0,
+    reason="runs as root, and root writes into a 0500 folder; the access-injected tests above "
+    "cover the logic",
+)
+def test_a_real_read_only_data_folder_is_refused(rltray_home: Path) -> None:
+    from rltray.app import cli
+
+    Paths.from_env().ensure()
+    os.chmod(rltray_home, 0o500)
+    try:
+        with pytest.raises(DataFolderNotWritable):
+            Paths.from_env().ensure()
+        assert cli.main(["status"]) == ExitCode.DATA
+    finally:
+        os.chmod(rltray_home, 0o700)
