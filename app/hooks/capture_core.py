@@ -55,8 +55,9 @@ PRUNE_STAMP = ".pruned"
 # stored without loading the scrubber. A new scrub rule whose matches can avoid all of
 # these must add its prefix here (tests/app/test_capture.py checks the known formats).
 SECRET_HINTS = ("private key", "akia", "asia", "abia", "acca", "ghp_", "gho_", "ghu_", "ghs_",
-                "ghr_", "github_pat_", "sk-", "sk_", "rk_", "xox", "xapp-", "aiza", "hf_",
-                "eyj", "bearer", "://", "pass", "secret", "token", "key", "auth", "cred")
+                "ghr_", "github_pat_", "glpat-", "npm_", "pypi-", "sk-", "sk_", "rk_", "xox",
+                "xapp-", "hooks.slack.com", "aiza", "hf_", "eyj", "bearer", "basic", "curl",
+                "://", "pass", "secret", "token", "key", "auth", "cred")
 SECRET_RUN = 16
 # bytes.translate table: ASCII letters -> "a", digits -> "0", everything else -> space.
 _CLASSES = bytes(97 if 65 <= c <= 90 or 97 <= c <= 122 else 48 if 48 <= c <= 57 else 32
