@@ -163,20 +163,18 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRAT
     """Apply every missing migration; return the names applied now.
 
     The connection must be in autocommit mode (``isolation_level=None``).
-    Each step re-checks the table after taking the write lock, so two
+    A database that is already current is only read: no write lock, no
+    write, so opening it never waits for (or fails on) another writer.
+    Each missing step re-checks the table after taking the write lock, so two
     processes racing to open a new file both end up with one schema.
     """
-    known = {fn.__name__ for fn in MIGRATIONS}
-    unknown = [name for name in applied(conn) if name not in known]
-    if unknown:
-        raise SchemaTooNew(
-            "The database was updated by a newer rltray "
-            f"(unknown migrations: {', '.join(unknown)}); upgrade rltray to open it."
-        )
+    names = _applied_names(conn)
+    todo = _missing(names, migrations)
     done_now: list[str] = []
-    for fn in migrations:
+    for fn in todo:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            _ensure_table(conn)
             row = conn.execute("SELECT 1 FROM migrations WHERE name = ?", (fn.__name__,)).fetchone()
             if row is None:
                 fn(conn)
@@ -189,6 +187,43 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRAT
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-    count = len(applied(conn))
-    conn.execute(f"PRAGMA user_version = {int(count)}")
+    count = len(applied(conn)) if todo else len(names)
+    if _user_version(conn) != count:  # a write: only when the number really changed
+        conn.execute(f"PRAGMA user_version = {int(count)}")
     return done_now
+
+
+def pending(
+    conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS
+) -> list[Migration]:
+    """The migrations this database still lacks, read without taking the write lock.
+
+    Raises SchemaTooNew when a newer rltray applied steps this one does not know.
+    """
+    return _missing(_applied_names(conn), migrations)
+
+
+def _missing(names: list[str], migrations: tuple[Migration, ...]) -> list[Migration]:
+    known = {fn.__name__ for fn in MIGRATIONS}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise SchemaTooNew(
+            "The database was updated by a newer rltray "
+            f"(unknown migrations: {', '.join(unknown)}); upgrade rltray to open it."
+        )
+    done = set(names)
+    return [fn for fn in migrations if fn.__name__ not in done]
+
+
+def _applied_names(conn: sqlite3.Connection) -> list[str]:
+    """Like ``applied`` but never creates the table (a write) when it is missing."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+    ).fetchone()
+    if exists is None:
+        return []
+    return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])

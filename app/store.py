@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltray.app import migrations
+from rltray.app import dbopen, migrations
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
@@ -172,39 +172,23 @@ def _adapter(row: tuple[Any, ...]) -> Adapter:
     )
 
 
-def _create_private(path: Path) -> None:
-    """Create the database file 0600 before SQLite does (SQLite would honour the umask)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
-    if os.name == "posix":
-        os.chmod(path, 0o600)
-
-
 class Store:
     """All queries over one database file. Thread-safe; several processes may share the file."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S
+        self, path: str | os.PathLike[str], *, busy_timeout_s: float | None = None
     ) -> None:
+        """Open (or create) the file; see ``dbopen.open_database`` for what can go wrong.
+
+        Opening a current database writes nothing and takes no lock. Lock and
+        damage errors from any statement arrive as DatabaseBusy / DatabaseDamaged.
+        """
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0  # open write transactions on this connection (0 or 1)
         self._savepoints = 0  # a counter that names savepoints uniquely
-        _create_private(self.path)
-        conn = sqlite3.connect(
-            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            migrations.migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn: sqlite3.Connection | None = conn
+        timeout = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
+        self._conn: sqlite3.Connection | None = dbopen.open_database(self.path, timeout)
 
     @classmethod
     def open(cls, paths: Paths) -> Store:
@@ -294,8 +278,16 @@ class Store:
             return len(migrations.applied(self.conn))
 
     def integrity_check(self) -> str:
-        """``ok`` or SQLite's first complaint (used by `rltray doctor`)."""
-        rows = self._read("PRAGMA integrity_check")
+        """``ok`` or SQLite's first complaints (used by `rltray doctor`); never raises for damage.
+
+        A file too damaged to check answers with the reason instead of an exception.
+        """
+        try:
+            rows = self._read("PRAGMA integrity_check")
+        except sqlite3.DatabaseError as exc:  # DatabaseDamaged is one
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            return str(exc.__cause__ or exc)
         return "ok" if rows and rows[0][0] == "ok" else "; ".join(str(r[0]) for r in rows[:5])
 
     # -- turns ---------------------------------------------------------------
