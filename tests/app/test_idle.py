@@ -67,7 +67,8 @@ def no_desktop(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def bus_dir() -> Iterator[Path]:
     """A short folder for the bus socket (a unix socket path is limited to ~107 bytes)."""
-    folder = Path(tempfile.mkdtemp(prefix="rltray-bus-"))
+    short = "/tmp" if os.path.isdir("/tmp") else None  # the per-test TMPDIR can be too long
+    folder = Path(tempfile.mkdtemp(prefix="rltray-bus-", dir=short))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 
