@@ -145,7 +145,7 @@ def cmd_hooks(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_doctor(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app import doctor
 
-    return doctor.run(ctx)
+    return doctor.repair(ctx) if args.repair else doctor.run(ctx)
 
 
 def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
@@ -231,7 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("hooks", cmd_hooks, "install, remove or check the agent hooks")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p.add_argument("--agent", "-a", choices=AGENT_CHOICES, default="all")
-    add("doctor", cmd_doctor, "check what is installed and working, and say what to fix")
+    p = add("doctor", cmd_doctor, "check what is installed and working, and say what to fix")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="rebuild a damaged or lost database from what is readable and the newest backup "
+        "(the damaged file is kept)",
+    )
     p = add("serve", cmd_serve, "run the headless service (ingest hook records as they arrive)")
     p.add_argument("--once", action="store_true", help="ingest what is waiting and exit")
     add("run", cmd_run, "start rltray")

@@ -12,15 +12,20 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
     from rltray.app.context import Context
+    from rltray.app.paths import Paths
     from rltray.app.service import Service
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+REPAIR = "rltray doctor --repair"
+BACKUP_STALE_DAYS = 3
 
 
 @dataclass(frozen=True)
@@ -81,19 +86,94 @@ def _capture_installed(ctx: Context) -> bool:
 
 
 def collect(ctx: Context) -> Iterator[Check]:
+    from rltray.app.paths import Paths
+
     yield _python()
     try:
         service = ctx.service()
-    except Exception as exc:  # the data folder itself is broken: say so, check the rest
-        yield Check(
-            "data folder", FAIL, f"cannot open: {exc}", "check permissions of the data folder"
-        )
+    except Exception as exc:  # the folder or the database will not open: say which, check the rest
+        folder_only = _FolderOnly(Paths.from_env(ctx.env))
+        yield _safely(_data_folder, folder_only)
+        yield _unopened_database(exc)
+        for check in (_spool, _hook_log, _config, _keyring):
+            yield _safely(check, folder_only)
+        yield Check("agents", WARN, "not checked: their last captured turn is in the database")
+        yield from _training_backends()
         return
     for check in (_data_folder, _database, _spool, _hook_log, _config):
         yield _safely(check, service)
-    yield from _agents(service)
+    yield from _agents_safely(service)
     yield _safely(_keyring, service)
     yield from _training_backends()
+
+
+class _FolderOnly:
+    """What the checks that need no database read from a Service (the database would not open)."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+
+    def pending_spool(self) -> int:
+        return _count_json(self.paths.spool_incoming)
+
+    def rejected_spool(self) -> int:
+        return _count_json(self.paths.spool_rejected)
+
+
+def _count_json(folder: Path) -> int:
+    try:
+        with os.scandir(folder) as entries:
+            return sum(1 for e in entries if e.name.endswith(".json"))
+    except OSError:
+        return 0
+
+
+def _unopened_database(exc: Exception) -> Check:
+    """The database check when opening failed: the one sentence and its fix, never a crash."""
+    from rltray.app.errors import (
+        DatabaseBusy,
+        DatabaseDamaged,
+        DataFolderNotWritable,
+        UserError,
+    )
+    from rltray.app.migrations import SchemaTooNew
+
+    if isinstance(exc, DataFolderNotWritable):
+        return Check("database", FAIL, "not opened: the data folder is not writable (see above)")
+    if isinstance(exc, DatabaseDamaged):
+        return Check("database", FAIL, str(exc), REPAIR)
+    if isinstance(exc, DatabaseBusy):
+        return Check("database", FAIL, str(exc), "stop other rltray processes, then try again")
+    if isinstance(exc, SchemaTooNew):
+        return Check("database", FAIL, str(exc), "pip install --upgrade rltray")
+    if isinstance(exc, UserError):
+        return Check("database", FAIL, str(exc))
+    return Check(
+        "database",
+        FAIL,
+        f"cannot open: {type(exc).__name__}: {exc}",
+        "run `rltray --debug doctor` and report the traceback as a bug",
+    )
+
+
+def _agents_safely(service: Service) -> Iterator[Check]:
+    try:
+        checks = list(_agents(service))
+    except Exception as exc:  # e.g. the database broke after it opened
+        checks = [Check("agents", FAIL, f"not checked: {exc}", "")]
+    yield from checks
+
+
+def repair(ctx: Context) -> int:
+    """`rltray doctor --repair`: rebuild a damaged or lost database, then run every check."""
+    from rltray.app import dbrepair
+    from rltray.app.paths import Paths
+
+    report = dbrepair.repair(Paths.from_env(ctx.env))
+    for line in report.lines():
+        ctx.say(line)
+    ctx.say("")
+    return run(ctx)
 
 
 def _safely(check: Callable[[Service], Check], service: Service) -> Check:
@@ -113,20 +193,51 @@ def _python() -> Check:
 
 
 def _data_folder(service: Service) -> Check:
+    """Writable, and private to the user; a warning only, rltray never changes the mode."""
+    from rltray.app.errors import DataFolderNotWritable
+
     home = service.paths.home
+    try:
+        service.paths.ensure()
+    except DataFolderNotWritable as exc:
+        return Check(
+            "data folder", FAIL, str(exc), f"make it writable or set RLTRAY_HOME ({home})"
+        )
     if os.name == "posix":
         mode = stat.S_IMODE(home.stat().st_mode)
         if mode & 0o077:
-            return Check("data folder", WARN, f"{home} is mode {mode:o}", f"chmod 700 {home}")
+            return Check(
+                "data folder", WARN, f"{home} is mode {mode:o}, open to others", f"chmod 700 {home}"
+            )
     return Check("data folder", OK, str(home))
 
 
 def _database(service: Service) -> Check:
-    row = service.store.integrity_check()
-    version = service.store.schema_version()
-    if row != "ok":
-        return Check("database", FAIL, f"integrity check: {row}", "restore rltray.db from a backup")
-    return Check("database", OK, f"schema v{version}, {service.store.counts()['turns']} turns")
+    from rltray.app import dbbackup
+    from rltray.app.errors import DatabaseDamaged
+
+    store = service.store
+    try:
+        problem = store.integrity_check()
+        if problem != "ok":
+            return Check("database", FAIL, f"{store.path} is damaged: {problem}", REPAIR)
+        detail = f"schema v{store.schema_version()}, {store.counts()['turns']} turns"
+    except DatabaseDamaged as exc:
+        return Check("database", FAIL, str(exc), REPAIR)
+    found = dbbackup.backups(store.path)
+    when = dbbackup.taken_at(found[0]) if found else None
+    if when is None:
+        return Check("database", OK, f"{detail}; no backup yet (one is taken each day)")
+    age = datetime.now(timezone.utc) - when
+    detail += f"; {len(found)} backup(s), newest {when:%Y-%m-%d %H:%M} UTC"
+    if age > timedelta(days=BACKUP_STALE_DAYS):
+        return Check(
+            "database",
+            WARN,
+            f"{detail}, {age.days} days old",
+            f"check free space and permissions of {dbbackup.folder(store.path)}",
+        )
+    return Check("database", OK, detail)
 
 
 def _spool(service: Service) -> Check:

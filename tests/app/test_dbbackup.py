@@ -143,3 +143,25 @@ def test_backup_names_sort_by_time_and_parse_back(paths: Paths) -> None:
     when = dbbackup.taken_at(backup)
     assert when is not None and abs(datetime.now(timezone.utc) - when) < timedelta(minutes=1)
     assert dbopen.used_before(paths.db)
+
+
+def test_doctor_shows_the_backups_and_warns_when_the_newest_is_old(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rltray.app import cli
+
+    with Store.open(paths) as s:
+        backup = dbbackup.take(s.conn, paths.db)
+    monkeypatch.setenv("COLUMNS", "400")
+
+    def doctor() -> str:
+        out = io.StringIO()
+        cli.main(["doctor"], stdout=out, stderr=io.StringIO())
+        return out.getvalue()
+
+    assert "1 backup(s), newest" in doctor()
+    backup.rename(backup.with_name("rltray-20200101T000000000000Z.db"))
+    monkeypatch.setattr(dbbackup, "due", lambda *a, **k: False)  # no fresh copy on this open
+    assert f"database: check free space and permissions of {dbbackup.folder(paths.db)}" in doctor()

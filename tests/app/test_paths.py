@@ -168,3 +168,20 @@ def test_a_real_read_only_data_folder_is_refused(rltray_home: Path) -> None:
         assert cli.main(["status"]) == ExitCode.DATA
     finally:
         os.chmod(rltray_home, 0o700)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_doctor_warns_about_an_open_data_folder_and_leaves_its_mode(
+    rltray_home: Path, monkeypatch
+) -> None:
+    import io
+
+    from rltray.app import cli
+
+    Paths.from_env().ensure()
+    os.chmod(rltray_home, 0o755)
+    monkeypatch.setenv("COLUMNS", "400")
+    out = io.StringIO()
+    cli.main(["doctor"], stdout=out, stderr=io.StringIO())
+    assert f"data folder: chmod 700 {rltray_home}" in out.getvalue()
+    assert stat.S_IMODE(rltray_home.stat().st_mode) == 0o755
