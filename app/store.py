@@ -733,6 +733,17 @@ class Store:
             for r in self._read(f"SELECT {_ADAPTER_COLS} FROM adapters ORDER BY version DESC")
         ]
 
+    def set_run_metrics(self, run_id: str, metrics: dict[str, Any]) -> Run:
+        """Replace a going run's metrics (its progress) without finishing it."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE runs SET metrics = ? WHERE id = ?",
+                (json.dumps(metrics, default=float), run_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"There is no training run {run_id!r}.")
+        return self._get_run(run_id)
+
 
 def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:

@@ -1,0 +1,192 @@
+"""Job building from a real store: which ratings train, which are held out, what is replayed.
+
+The written folder is read back with the trainer's own loaders (trainer/job.py), so
+the contract between app and trainer is checked by the side that enforces it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app import jobbuild
+from rltray.app.config import TrainingSettings
+from rltray.app.errors import UserError
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+from rltray.trainer.job import load_examples, load_job
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def rate_many(store: Store, make_turn: Any, values: list[int], start: int = 0) -> list[int]:
+    """One turn per value, rated a minute apart (oldest first); returns the rating ids."""
+    ids = []
+    for i, value in enumerate(values, start=start):
+        turn_id, _ = store.add_turn(make_turn(response=f"answer {i}"))
+        ids.append(store.rate(turn_id, value, "cli", at=T0 + timedelta(minutes=i)).id)
+    return ids
+
+
+def row(rid: int, rating: int, minute: int, trained: str | None = None) -> dict[str, Any]:
+    return {
+        "rating_id": rid,
+        "rating": rating,
+        "rated_at": (T0 + timedelta(minutes=minute)).isoformat(),
+        "trained_run_id": trained,
+        "prompt": f"p{rid}",
+        "response": f"r{rid}",
+        "context": [],
+    }
+
+
+def settings(**kw: Any) -> TrainingSettings:
+    return TrainingSettings(**{"base_model": "/models/tiny", "backend": "torch", **kw})
+
+
+# -- pure selection ------------------------------------------------------------
+
+
+def test_heldout_is_the_newest_of_each_class() -> None:
+    rows = [row(i, 1 if i % 2 else -1, i) for i in range(40)]  # 20 good, 20 bad
+    train, held = jobbuild.split_heldout(rows, fraction=0.15)
+    assert len(train) + len(held) == 40
+    good = [r["rating_id"] for r in held if r["rating"] > 0]
+    bad = [r["rating_id"] for r in held if r["rating"] < 0]
+    assert good == [35, 37, 39] and bad == [34, 36, 38]  # round(6 * 20/40) = 3 each
+    assert [r["rating_id"] for r in train] == sorted(r["rating_id"] for r in train)
+
+
+def test_heldout_is_stratified_even_when_one_class_is_rare() -> None:
+    rows = [row(i, 1 if i in (3, 9, 15, 21) else -1, i) for i in range(30)]
+    _, held = jobbuild.split_heldout(rows, fraction=0.15)
+    good = [r["rating_id"] for r in held if r["rating"] > 0]
+    assert good == [15, 21]  # raised to the minimum of 2, the newest good ones
+    assert sum(r["rating"] < 0 for r in held) == 3  # round(round(0.15 * 30) * 26/30) = 3
+
+
+def test_nothing_is_held_out_when_a_class_cannot_give_two() -> None:
+    rows = [row(i, -1, i) for i in range(20)] + [row(20, 1, 20), row(21, 1, 21), row(22, 1, 22)]
+    train, held = jobbuild.split_heldout(rows)
+    assert held == [] and len(train) == 23
+    sel = jobbuild.select(rows)
+    assert sel.heldout == [] and "skips its AUROC check" in sel.notes[0]
+
+
+def test_replay_takes_the_newest_trained_ratings() -> None:
+    trained = [row(i, 1 if i % 2 else -1, i, trained="old") for i in range(10)]
+    fresh = [row(100 + i, 1 if i % 2 else -1, 100 + i) for i in range(8)]
+    sel = jobbuild.select(trained + fresh, replay_share=0.25, heldout_fraction=0.0)
+    assert [r["rating_id"] for r in sel.train] == [100 + i for i in range(8)]
+    assert [r["rating_id"] for r in sel.replay] == [8, 9]  # 25% of 8, newest first
+
+
+def test_rows_the_trainer_would_refuse_are_left_out_and_said() -> None:
+    empty = {**row(1, 1, 1), "response": "  "}
+    odd_time = {**row(2, -1, 2), "rated_at": "yesterday"}
+    ctx = {**row(3, 1, 3), "context": [{"role": "tool", "content": "x"},
+                                       {"role": "user", "content": "before"}]}  # fmt: skip
+    sel = jobbuild.select([empty, odd_time, ctx], heldout_fraction=0.0)
+    assert [s[0] for s in sel.skipped] == [1, 2]
+    line = jobbuild.example_line(ctx)
+    assert line is not None and line["messages"] == [{"role": "user", "content": "before"}]
+    assert line["id"] == "rating-3" and line["rating"] == 1
+
+
+def test_backend_auto_is_mlx_only_on_apple_silicon() -> None:
+    assert jobbuild.resolve_backend("auto", "darwin", "arm64") == "mlx"
+    assert jobbuild.resolve_backend("auto", "darwin", "x86_64") == "torch"
+    assert jobbuild.resolve_backend("auto", "linux", "aarch64") == "torch"
+    assert jobbuild.resolve_backend("mlx", "linux", "x86_64") == "mlx"
+
+
+# -- the interpreter -----------------------------------------------------------
+
+
+def test_a_missing_trainer_interpreter_is_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(jobbuild.TrainingNotSetUp, match=r"^set up training first: ") as err:
+        jobbuild.training_python(settings(python=str(tmp_path / "nope" / "python")))
+    assert "\n" not in str(err.value)
+
+
+def test_our_own_python_trains_only_when_it_has_the_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert jobbuild.training_python(settings(python=sys.executable)) == sys.executable
+    monkeypatch.setattr(jobbuild.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(jobbuild.TrainingNotSetUp, match="this Python has no torch"):
+        jobbuild.training_python(settings())
+
+
+# -- building a folder from the store -----------------------------------------
+
+
+def test_build_job_writes_what_the_trainer_reads(store: Store, paths: Paths, make_turn) -> None:
+    values = [1, -1] * 10
+    ids = rate_many(store, make_turn, values)
+    built = jobbuild.build_job(store, paths, settings(), "run-1", hyper={"epochs": 1}, seed=5)
+
+    job = load_job(built.job_path)  # the trainer's own validation
+    assert job.id == "run-1" and job.backend == "torch" and job.seed == 5
+    assert job.parent_adapter is None and job.baseline == 0.0
+    assert job.out == paths.adapters / ".run-run-1" and dict(job.hyper) == {"epochs": 1}
+    train = load_examples(job.examples)
+    held = load_examples(job.heldout)
+    assert {e.id for e in train} == {f"rating-{i}" for i in built.fresh_ids}
+    assert {e.id for e in held} == {f"rating-{i}" for i in built.heldout_ids}
+    assert sorted(built.fresh_ids + built.heldout_ids) == ids
+    assert built.heldout_ids == tuple(ids[-4:])  # 2 newest good + 2 newest bad
+    assert [e.rated_at for e in train] == sorted(e.rated_at for e in train)
+    assert train[0].messages == ({"role": "user", "content": "earlier 1"},)
+    if os.name == "posix":
+        assert stat.S_IMODE(built.folder.stat().st_mode) == 0o700
+        for name in ("job.json", "examples.jsonl", "heldout.jsonl", "ratings.json"):
+            assert stat.S_IMODE((built.folder / name).stat().st_mode) == 0o600, name
+    assert jobbuild.read_manifest(built.folder) == built
+
+
+def test_the_parent_and_baseline_come_from_the_active_adapter(
+    store: Store, paths: Paths, make_turn, tmp_path: Path
+) -> None:
+    rate_many(store, make_turn, [1, -1, 1, -1])
+    folder = paths.adapters / "v0001"
+    folder.mkdir()
+    store.add_adapter("/models/tiny", folder, baseline=-0.25)
+    store.set_adapter_status(1, "active")
+    built = jobbuild.build_job(store, paths, settings(), "run-a")
+    job = json.loads(built.job_path.read_text())
+    assert job["parent_adapter"] == str(folder) and job["baseline"] == -0.25
+    assert built.parent_version == 1
+
+    other = jobbuild.build_job(store, paths, settings(base_model="/models/other"), "run-b")
+    job = json.loads(other.job_path.read_text())
+    assert job["parent_adapter"] is None and job["baseline"] == 0.0  # another base model
+
+
+def test_too_few_ratings_and_no_model_are_refused(store: Store, paths: Paths, make_turn) -> None:
+    with pytest.raises(UserError, match="choose the model to train first"):
+        jobbuild.build_job(store, paths, settings(base_model=" "), "r0")
+    with pytest.raises(jobbuild.NotEnoughRatings, match="0 new ratings"):
+        jobbuild.build_job(store, paths, settings(), "r1")
+    rate_many(store, make_turn, [1, -1, 1])
+    with pytest.raises(jobbuild.NotEnoughRatings, match=r"3 new ratings .* starts at 32"):
+        jobbuild.build_job(store, paths, settings(), "r2", min_fresh=32)
+    assert not (paths.runs / "r1").exists() and not (paths.runs / "r2").exists()
+
+
+def test_trained_ratings_are_replayed_not_retrained(store: Store, paths: Paths, make_turn) -> None:
+    old = rate_many(store, make_turn, [1, -1] * 4)
+    store.add_run("old-run")
+    store.mark_trained(old, "old-run")
+    new = rate_many(store, make_turn, [1, -1] * 4, start=20)
+    built = jobbuild.build_job(store, paths, settings(), "run-r", heldout_fraction=0.0)
+    assert built.fresh_ids == tuple(new)
+    assert built.replay_ids == tuple(old[-2:])
+    lines = load_examples(built.folder / "examples.jsonl")
+    assert [e.id for e in lines][:2] == [f"rating-{i}" for i in old[-2:]]  # oldest first
