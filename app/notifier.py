@@ -1,0 +1,421 @@
+"""Rating notifications with Good / Bad buttons, on a thread of their own.
+
+Why this shape (DESKTOP-STACK.md §1.4): desktop-notifier is asyncio code and
+its button callbacks need a running loop, while pystray owns the main thread.
+So each ``Notifier`` runs one asyncio loop on a daemon thread and creates its
+``DesktopNotifier`` there; the public methods only schedule work on that loop
+and return at once, from any thread. Nothing lives at module level, so two
+notifiers (two services in one test) never share state.
+
+Threads: ``on_rating(turn_id, value, comment)`` runs **on the notifier's loop
+thread**. The receiver must hand the rating off (a ``queue.Queue``, the
+service's own door) and return; it must never touch pystray or other GUI
+objects, and a slow receiver delays every other notification.
+
+Delivery: desktop-notifier's ``send()`` never raises (it logs "Notification
+failed"), so a send counts as delivered only when ``on_dispatched`` fired, and
+the notification server is probed once at start with ``get_capabilities()``,
+which does raise. What went wrong is kept as one sentence per kind of problem
+for ``rltray doctor`` (``delivery_problems()``) and logged.
+
+Each notification's buttons carry their own turn id: a press rates exactly the
+turn that was asked about, never "the newest". Dismissing or letting it expire
+rates nothing.
+
+This module imports desktop-notifier lazily (on the loop thread), so importing
+it costs the CLI nothing; it never imports torch, transformers or mlx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+RatingCallback = Callable[[int, int, str | None], None]
+"""``on_rating(turn_id, value, comment)``: value +1 for Good, -1 for Bad."""
+
+DeliveredCallback = Callable[[int], None]
+"""``on_delivered(turn_id)``: the server accepted the notification for this turn."""
+
+GOOD, BAD = "good", "bad"
+PREVIEW_CHARS = 200
+COMMENT_TITLE = "Bad, say why…"
+"""The reply field's title: a comment comes with a Bad rating (why it was bad)."""
+
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
+
+NO_BUS = (
+    "No D-Bus session bus to show notifications on (DBUS_SESSION_BUS_ADDRESS is unset or "
+    "unreachable); run rltray inside your desktop session."
+)
+NO_SERVER = (
+    "No notification server on the session bus (org.freedesktop.Notifications); install one "
+    "(dunst, GNOME Shell, KDE Plasma, xfce4-notifyd) or start your desktop's, and rate with "
+    "`rltray good`/`rltray bad` until then."
+)
+NO_BUTTONS = (
+    "The notification server cannot show buttons, so Good/Bad cannot be pressed in "
+    "notifications; rate with /rl good|bad or `rltray good`/`rltray bad`, or use a server "
+    "with actions (dunst, GNOME Shell, KDE Plasma)."
+)
+NO_BUNDLE = (
+    "macOS shows notifications only from an app bundle, and this rltray is not running from "
+    "one; start the packaged rltray.app, or rate with `rltray good`/`rltray bad`."
+)
+NO_LIBRARY = (
+    "The desktop-notifier package is missing, so rltray cannot show notifications; "
+    "reinstall rltray (pip install --force-reinstall rltray)."
+)
+NOT_DELIVERED = (
+    "A rating notification could not be delivered to the notification server (see the "
+    "rltray log); check that your desktop's notification service is running."
+)
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """The answer squeezed onto a notification: whitespace collapsed, at most ``limit`` chars."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    return flat[: limit - 1].rstrip() + "…"
+
+
+def title_for(agent: str, cwd: str | None) -> str:
+    """``("claude-code", "/home/me/myproject")`` -> ``"Claude Code · myproject"``."""
+    name = AGENT_NAMES.get(agent, agent)
+    project = os.path.basename(os.path.normpath(cwd)) if cwd else ""
+    return f"{name} · {project}" if project else name
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One sentence for why the notification server could not be reached.
+
+    Matched by name, not by class, so this module never imports dbus-fast
+    (absent on macOS and Windows).
+    """
+    kind = type(exc).__name__
+    error_type = str(getattr(exc, "type", ""))
+    if kind == "InvalidAddressError" or isinstance(exc, (OSError, EOFError)):
+        return NO_BUS
+    if error_type.endswith(("ServiceUnknown", "NameHasNoOwner", "ServiceNotFound")):
+        return NO_SERVER
+    if isinstance(exc, ImportError):
+        return NO_LIBRARY
+    return f"The notification server failed when rltray probed it ({kind}: {exc})."
+
+
+class Notifier:
+    """Rating notifications for one service; every public method is thread-safe.
+
+    ``on_delivered(turn_id)`` (optional, loop thread like ``on_rating``) runs
+    once the server accepted a turn's notification, so the service can record
+    that the turn was asked about; from then on its buttons are live.
+
+    ``comments``: offer a reply field for a comment (sent with a Bad rating).
+    ``None`` means where desktop-notifier supports it, which is macOS only
+    (Linux servers other than KDE have no inline reply). ``icon`` is a named
+    icon (the launcher entry's ``Icon=rltray``) or ``None`` for the server's.
+
+    Work on the loop runs one job at a time (an asyncio lock): desktop-notifier
+    opens its bus connection lazily, and concurrent first sends would each open
+    one and leak all but the last.
+    """
+
+    def __init__(
+        self,
+        on_rating: RatingCallback,
+        *,
+        on_delivered: DeliveredCallback | None = None,
+        app_name: str = "rltray",
+        icon: str | None = "rltray",
+        comments: bool | None = None,
+        dispatch_timeout: float = 5.0,
+    ) -> None:
+        self._on_rating = on_rating
+        self._on_delivered = on_delivered
+        self._app_name = app_name
+        self._icon = icon
+        self._comments = sys.platform == "darwin" if comments is None else comments
+        self._dispatch_timeout = dispatch_timeout
+        self._lock = threading.Lock()  # guards the fields below that other threads read
+        self._state = "new"  # new -> running -> closed
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._problems: dict[str, str] = {}  # kind -> sentence
+        self._waiting: set[concurrent.futures.Future[bool]] = set()  # send_test futures
+        # touched only on the loop thread:
+        self._one_at_a_time = asyncio.Lock()
+        self._desktop: Any = None  # the DesktopNotifier
+        self._capabilities: frozenset[Any] = frozenset()
+        self._probed = False  # the server answered get_capabilities() once
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self) -> concurrent.futures.Future[None]:
+        """Start the loop thread; the future resolves once the server was probed.
+
+        Returns at once. Probing never fails the future: problems land in
+        ``delivery_problems()``. Calling it again does nothing.
+        """
+        with self._lock:
+            if self._state == "new":
+                self._state = "running"
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._run_loop, name=f"{self._app_name}-notifier", daemon=True
+                )
+                self._thread.start()
+                return self._submit(self._setup())
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the loop thread and drop the bus connection; later calls are ignored.
+
+        Waits up to ``timeout`` seconds for the thread (a shutdown, not a call
+        from the UI path). Unanswered ``send_test()`` futures resolve False.
+        """
+        with self._lock:
+            loop, thread, state = self._loop, self._thread, self._state
+            self._state = "closed"
+            waiting, self._waiting = self._waiting, set()
+        for future in waiting:
+            _resolve(future, False)
+        if state != "running" or loop is None or thread is None:
+            return
+        if threading.current_thread() is thread:  # closed from inside a callback
+            loop.call_soon(loop.stop)
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
+        except Exception:  # best effort: the loop stops either way
+            logger.debug("notifier shutdown did not finish cleanly", exc_info=True)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+
+    # -- asking -----------------------------------------------------------------
+
+    def ask(self, turn_id: int, title: str, body: str) -> None:
+        """Show "rate this turn" with Good / Bad buttons; returns at once.
+
+        ``body`` is cut to a 200-character preview here, whatever the caller passed.
+        """
+        with self._lock:
+            if self._usable("ask"):
+                self._submit(self._ask(turn_id, title, preview(body)))
+
+    def send_test(self) -> concurrent.futures.Future[bool]:
+        """Send a test notification; the future is True once the server accepted it.
+
+        False when it was not dispatched within ``dispatch_timeout`` seconds or
+        the notifier is not running; the reason is in ``delivery_problems()``.
+        """
+        future: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        with self._lock:
+            if self._usable("send a test notification"):
+                self._waiting.add(future)
+                self._submit(self._send_test(future))
+                return future
+        future.set_result(False)
+        return future
+
+    def delivery_problems(self) -> list[str]:
+        """Why notifications may not reach the user now: one sentence each, [] when fine."""
+        with self._lock:
+            return list(self._problems.values())
+
+    # -- on the loop thread ------------------------------------------------------
+
+    def _run_loop(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.close()
+
+    async def _setup(self) -> None:
+        try:
+            from desktop_notifier import DesktopNotifier, Icon
+        except ImportError as exc:
+            self._problem("server", describe_failure(exc))
+            return
+        icon = Icon(name=self._icon) if self._icon else None
+        self._desktop = DesktopNotifier(app_name=self._app_name, app_icon=icon)
+        await self._probe()
+
+    async def _probe(self) -> bool:
+        """Ask the server what it can do; record a sentence if it is not there."""
+        from desktop_notifier import Capability
+
+        try:
+            self._capabilities = await self._desktop.get_capabilities()
+        except Exception as exc:  # every failure becomes a sentence
+            logger.debug("get_capabilities failed", exc_info=True)
+            self._problem("server", describe_failure(exc))
+            self._drop_failed_connection()
+            return False
+        self._probed = True
+        self._problem("server", None)
+        if Capability.BUTTONS in self._capabilities:
+            self._problem("buttons", None)
+        elif sys.platform == "darwin" and not self._capabilities:
+            self._problem("buttons", NO_BUNDLE)  # desktop-notifier fell back to its dummy
+        else:
+            self._problem("buttons", NO_BUTTONS)
+        return True
+
+    async def _ready(self) -> bool:
+        """Whether a send can be tried: the library loaded and the server answered once."""
+        if self._desktop is None:
+            return False
+        return self._probed or await self._probe()
+
+    async def _ask(self, turn_id: int, title: str, body: str) -> None:
+        from desktop_notifier import Button, ReplyField
+
+        if not await self._ready():
+            return
+        reply = None
+        if self._comments:
+            reply = ReplyField(
+                title=COMMENT_TITLE,
+                button_title="Send",
+                on_replied=lambda text: self._rated(turn_id, -1, text),
+            )
+        delivered = await self._send(
+            title=title,
+            message=body,
+            buttons=(
+                Button("Good", lambda: self._rated(turn_id, 1, None), identifier=GOOD),
+                Button("Bad", lambda: self._rated(turn_id, -1, None), identifier=BAD),
+            ),
+            reply_field=reply,
+        )
+        if not delivered:
+            logger.info("the rating notification for turn %s was not delivered", turn_id)
+        elif self._on_delivered is not None:
+            try:
+                self._on_delivered(turn_id)
+            except Exception:
+                logger.exception("on_delivered failed for turn %s", turn_id)
+
+    async def _send_test(self, future: concurrent.futures.Future[bool]) -> None:
+        ok = False
+        try:
+            if await self._ready():
+                ok = await asyncio.wait_for(
+                    self._send(
+                        title=f"{self._app_name} test",
+                        message="Notifications work: rating buttons will appear here.",
+                        timeout=5,
+                    ),
+                    self._dispatch_timeout,
+                )
+        except asyncio.TimeoutError:
+            self._problem("send", NOT_DELIVERED)
+        finally:
+            with self._lock:
+                self._waiting.discard(future)
+            _resolve(future, ok)
+
+    async def _send(self, **kwargs: Any) -> bool:
+        """desktop-notifier's send, True only if ``on_dispatched`` fired (send never raises)."""
+        dispatched = asyncio.Event()
+        await self._desktop.send(on_dispatched=dispatched.set, **kwargs)
+        if dispatched.is_set():
+            self._problem("send", None)
+            return True
+        self._problem("send", NOT_DELIVERED)
+        self._drop_failed_connection()
+        return False
+
+    def _rated(self, turn_id: int, value: int, comment: str | None) -> None:
+        text = comment.strip() if comment else None
+        try:
+            self._on_rating(turn_id, value, text or None)
+        except Exception:
+            logger.exception("on_rating failed for turn %s", turn_id)
+
+    async def _shutdown(self) -> None:
+        bus = getattr(getattr(self._desktop, "_backend", None), "bus", None)
+        if bus is not None:
+            bus.disconnect()
+
+    def _drop_failed_connection(self) -> None:
+        """Close the bus connection desktop-notifier opened before failing.
+
+        On Linux it connects again on every send until the server is found and
+        keeps no handle on a connection that failed, so without this each ask
+        while no server runs would leak a socket. Private attributes, read
+        defensively: on other backends (or versions) this does nothing.
+        """
+        backend = getattr(self._desktop, "_backend", None)
+        bus = getattr(backend, "bus", None)
+        if bus is not None and getattr(backend, "interface", True) is None:
+            bus.disconnect()
+            backend.bus = None
+
+    # -- helpers (callers hold self._lock where noted) ----------------------------
+
+    def _usable(self, what: str) -> bool:
+        """Under self._lock: may work be queued now?"""
+        if self._state == "new":
+            raise RuntimeError(f"Notifier.start() must run before it can {what}")
+        if self._state == "closed":
+            logger.info("the notifier is closed: not going to %s", what)
+            return False
+        return True
+
+    def _submit(self, job: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
+        """Queue ``job`` on the loop, after every job queued before it."""
+
+        async def one_at_a_time() -> None:
+            async with self._one_at_a_time:
+                await job
+
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(one_at_a_time(), self._loop)
+        future.add_done_callback(_log_crash)
+        return future
+
+    def _problem(self, kind: str, sentence: str | None) -> None:
+        """Set or clear the problem of one kind; log only when it changes."""
+        with self._lock:
+            before = self._problems.get(kind)
+            if sentence is None:
+                self._problems.pop(kind, None)
+            else:
+                self._problems[kind] = sentence
+        if sentence != before:
+            if sentence is not None:
+                logger.warning("%s", sentence)
+            else:
+                logger.info("resolved: %s", before)
+
+
+def _resolve(future: concurrent.futures.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _log_crash(future: concurrent.futures.Future[None]) -> None:
+    if future.cancelled():
+        return
+    exc = future.exception()
+    if exc is not None:
+        logger.error("notifier job failed", exc_info=(type(exc), exc, exc.__traceback__))

@@ -1,0 +1,475 @@
+"""Notifier against a fake notification server on a private bus, and once against real dunst.
+
+What is real: desktop-notifier, dbus-fast, a dbus-daemon, the D-Bus messages
+(Notify, ActionInvoked, NotificationClosed) and, in the last test, dunst under
+Xvfb choosing "Good" through its dmenu. Nothing inside the Notifier is mocked.
+
+Waiting for something that must *not* happen (a dismissed notification rating
+a turn) uses an ordering barrier instead of a sleep: signals from one server
+connection arrive in order, so once a later notification's rating has arrived,
+the earlier signals were handled too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    NOTIFICATIONS,
+    NotificationServer,
+    PrivateSessionBus,
+    notification_server_fixture,
+    session_bus_fixture,
+)
+from rltray.app.notifier import (
+    COMMENT_TITLE,
+    NO_BUS,
+    NO_BUTTONS,
+    NO_SERVER,
+    Notifier,
+    preview,
+    title_for,
+)
+
+Rating = tuple[int, int, "str | None"]
+
+
+class Recorder:
+    """on_rating / on_delivered targets that a test thread can wait on."""
+
+    def __init__(self) -> None:
+        self.ratings: list[Rating] = []
+        self.delivered: list[int] = []
+        self.threads: set[str] = set()
+        self._changed = threading.Condition()
+
+    def on_rating(self, turn_id: int, value: int, comment: str | None) -> None:
+        with self._changed:
+            self.ratings.append((turn_id, value, comment))
+            self.threads.add(threading.current_thread().name)
+            self._changed.notify_all()
+
+    def on_delivered(self, turn_id: int) -> None:
+        with self._changed:
+            self.delivered.append(turn_id)
+            self._changed.notify_all()
+
+    def wait(self, what: Callable[[], bool], timeout: float = 5.0) -> None:
+        with self._changed:
+            assert self._changed.wait_for(what, timeout), (self.ratings, self.delivered)
+
+    def wait_ratings(self, count: int) -> list[Rating]:
+        self.wait(lambda: len(self.ratings) >= count)
+        return list(self.ratings)
+
+    def wait_delivered(self, turn_id: int) -> None:
+        self.wait(lambda: turn_id in self.delivered)
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def make_notifier(recorder: Recorder) -> Iterator[Callable[..., Notifier]]:
+    """Start Notifiers (probe finished) that report to ``recorder``; closed after the test."""
+    made: list[Notifier] = []
+
+    def make(**kwargs: object) -> Notifier:
+        kwargs.setdefault("on_delivered", recorder.on_delivered)
+        notifier = Notifier(recorder.on_rating, **kwargs)  # type: ignore[arg-type]
+        made.append(notifier)
+        notifier.start().result(10)
+        return notifier
+
+    yield make
+    for notifier in made:
+        notifier.close()
+
+
+def ask_and_wait(
+    notifier: Notifier, recorder: Recorder, server: NotificationServer, turn_id: int
+) -> int:
+    """ask() and wait until the notifier saw it delivered; the server's id for it."""
+    before = len(server.calls)
+    notifier.ask(turn_id, "Claude Code · myproject", f"answer for turn {turn_id}")
+    recorder.wait_delivered(turn_id)
+    return server.wait_for_calls(before + 1)[before].id
+
+
+# -- pure helpers --------------------------------------------------------------
+
+
+def test_preview_collapses_whitespace_and_cuts_at_200() -> None:
+    assert preview("  Done:\n\n  fixed   the\tparser ") == "Done: fixed the parser"
+    long = "word " * 100
+    cut = preview(long)
+    assert len(cut) == 200 and cut.endswith("…") and cut.startswith("word word")
+    assert preview("x" * 200) == "x" * 200
+
+
+def test_title_names_the_agent_and_project() -> None:
+    assert title_for("claude-code", "/home/me/myproject") == "Claude Code · myproject"
+    assert title_for("codex", "/home/me/api/") == "Codex · api"
+    assert title_for("codex", None) == "Codex"
+    assert title_for("other-agent", "/x/y") == "other-agent · y"
+
+
+# -- against the fake server ---------------------------------------------------------
+
+
+def test_ask_sends_good_and_bad_buttons(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    assert notifier.delivery_problems() == []
+    notifier.ask(42, "Claude Code · myproject", "Fixed it.\n\n" + "x" * 500)
+    call = notification_server.wait_for_calls(1)[0]
+    assert call.app_name == "rltray"
+    assert call.summary == "Claude Code · myproject"
+    assert call.body.startswith("Fixed it. xxx") and len(call.body) == 200
+    pairs = call.action_pairs
+    assert ("good", "Good") in pairs and ("bad", "Bad") in pairs
+    assert [k for k, _ in pairs if k not in ("default", "good", "bad")] == []  # no reply field
+    assert call.hints["urgency"] == 1
+    recorder.wait_delivered(42)
+
+
+def test_good_rates_exactly_that_turn(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    nid = ask_and_wait(notifier, recorder, notification_server, 42)
+    notification_server.invoke_action(nid, "good")
+    assert recorder.wait_ratings(1) == [(42, 1, None)]
+
+
+def test_bad_rates_minus_one(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    nid = ask_and_wait(notifier, recorder, notification_server, 43)
+    notification_server.invoke_action(nid, "bad")
+    assert recorder.wait_ratings(1) == [(43, -1, None)]
+
+
+def test_an_older_notification_rates_its_own_turn_not_the_newest(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    first = ask_and_wait(notifier, recorder, notification_server, 1)
+    second = ask_and_wait(notifier, recorder, notification_server, 2)
+    notification_server.invoke_action(first, "bad")
+    notification_server.invoke_action(second, "good")
+    assert recorder.wait_ratings(2) == [(1, -1, None), (2, 1, None)]
+
+
+def test_dismissed_or_expired_rates_nothing(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    dismissed = ask_and_wait(notifier, recorder, notification_server, 10)
+    expired = ask_and_wait(notifier, recorder, notification_server, 11)
+    notification_server.close_notification(dismissed, reason=2)
+    notification_server.close_notification(expired, reason=1)
+    # a press that arrives after the close (servers may send both) is ignored too
+    notification_server.invoke_action(dismissed, "good")
+    barrier = ask_and_wait(notifier, recorder, notification_server, 12)
+    notification_server.invoke_action(barrier, "good")
+    assert recorder.wait_ratings(1) == [(12, 1, None)]
+
+
+def test_a_second_press_on_the_same_notification_rates_once(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    nid = ask_and_wait(notifier, recorder, notification_server, 5)
+    notification_server.invoke_action(nid, "good")
+    notification_server.invoke_action(nid, "bad")
+    barrier = ask_and_wait(notifier, recorder, notification_server, 6)
+    notification_server.invoke_action(barrier, "bad")
+    assert recorder.wait_ratings(2) == [(5, 1, None), (6, -1, None)]
+
+
+def test_callbacks_run_on_the_notifier_thread(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    nid = ask_and_wait(notifier, recorder, notification_server, 3)
+    notification_server.invoke_action(nid, "good")
+    recorder.wait_ratings(1)
+    assert recorder.threads == {"rltray-notifier"}
+
+
+def test_a_failing_receiver_does_not_stop_later_ratings(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    calls: list[int] = []
+
+    def on_rating(turn_id: int, value: int, comment: str | None) -> None:
+        calls.append(turn_id)
+        if turn_id == 1:
+            raise RuntimeError("database is locked")
+        recorder.on_rating(turn_id, value, comment)
+
+    notifier = Notifier(on_rating, on_delivered=recorder.on_delivered)
+    notifier.start().result(10)
+    try:
+        first = ask_and_wait(notifier, recorder, notification_server, 1)
+        notification_server.invoke_action(first, "good")
+        second = ask_and_wait(notifier, recorder, notification_server, 2)
+        notification_server.invoke_action(second, "good")
+        assert recorder.wait_ratings(1) == [(2, 1, None)]
+        assert calls == [1, 2]
+    finally:
+        notifier.close()
+
+
+def test_reply_field_sends_a_comment_with_a_bad_rating(
+    session_bus: PrivateSessionBus, make_notifier, recorder: Recorder
+) -> None:
+    server = NotificationServer(session_bus.address, ("actions", "body", "inline-reply"))
+    try:
+        notifier = make_notifier(comments=True)
+        nid = ask_and_wait(notifier, recorder, server, 9)
+        assert ("inline-reply", COMMENT_TITLE) in server.calls[0].action_pairs
+        server.reply(nid, "  ignored the failing test \n")
+        assert recorder.wait_ratings(1) == [(9, -1, "ignored the failing test")]
+    finally:
+        server.close()
+
+
+def test_two_notifiers_in_one_process_keep_their_own_turns(
+    notification_server: NotificationServer,
+) -> None:
+    one, two = Recorder(), Recorder()
+    a = Notifier(one.on_rating, on_delivered=one.on_delivered)
+    b = Notifier(two.on_rating, on_delivered=two.on_delivered)
+    a.start().result(10)
+    b.start().result(10)
+    try:
+        nid_a = ask_and_wait(a, one, notification_server, 100)
+        nid_b = ask_and_wait(b, two, notification_server, 200)
+        notification_server.invoke_action(nid_b, "bad")
+        notification_server.invoke_action(nid_a, "good")
+        assert one.wait_ratings(1) == [(100, 1, None)]
+        assert two.wait_ratings(1) == [(200, -1, None)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_send_test_resolves_true_with_a_server(
+    notification_server: NotificationServer, make_notifier
+) -> None:
+    notifier = make_notifier()
+    assert notifier.send_test().result(10) is True
+    assert notification_server.calls[-1].summary == "rltray test"
+    assert notifier.delivery_problems() == []
+
+
+# -- problems -------------------------------------------------------------------------
+
+
+def test_no_server_on_the_bus_is_one_sentence_and_send_test_is_false(
+    session_bus: PrivateSessionBus, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    assert notifier.delivery_problems() == [NO_SERVER]
+    assert "org.freedesktop.Notifications" in NO_SERVER and "dunst" in NO_SERVER
+    assert notifier.send_test().result(10) is False
+    notifier.ask(1, "t", "b")
+    assert notifier.send_test().result(10) is False  # queued after the ask: it ran too
+    assert recorder.delivered == []
+
+
+def test_asks_while_no_server_runs_leak_no_connections(
+    session_bus: PrivateSessionBus, make_notifier
+) -> None:
+    notifier = make_notifier()
+    fds = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else None
+    if fds is None:
+        pytest.skip("no /proc/self/fd to count open files")
+    for turn in range(30):
+        notifier.ask(turn, "t", "b")
+    assert notifier.send_test().result(20) is False
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2
+
+
+def test_no_session_bus_at_all(make_notifier, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    notifier = make_notifier()
+    assert notifier.delivery_problems() == [NO_BUS]
+    assert notifier.send_test().result(10) is False
+
+
+def test_a_server_without_buttons_is_reported(
+    session_bus: PrivateSessionBus, make_notifier
+) -> None:
+    server = NotificationServer(session_bus.address, ("body",))
+    try:
+        notifier = make_notifier()
+        assert notifier.delivery_problems() == [NO_BUTTONS]
+        assert notifier.send_test().result(10) is True  # it still shows text
+    finally:
+        server.close()
+
+
+def test_a_server_started_later_is_used_and_the_problem_clears(
+    session_bus: PrivateSessionBus, make_notifier, recorder: Recorder
+) -> None:
+    notifier = make_notifier()
+    assert notifier.delivery_problems() == [NO_SERVER]
+    server = NotificationServer(session_bus.address)
+    try:
+        nid = ask_and_wait(notifier, recorder, server, 77)
+        assert notifier.delivery_problems() == []
+        server.invoke_action(nid, "good")
+        assert recorder.wait_ratings(1) == [(77, 1, None)]
+    finally:
+        server.close()
+
+
+def test_calls_before_start_fail_loudly_and_after_close_do_nothing(
+    notification_server: NotificationServer, recorder: Recorder
+) -> None:
+    notifier = Notifier(recorder.on_rating)
+    with pytest.raises(RuntimeError, match="start"):
+        notifier.ask(1, "t", "b")
+    notifier.start().result(10)
+    notifier.close()
+    notifier.ask(1, "t", "b")
+    assert notifier.send_test().result(1) is False
+    notifier.close()  # twice is fine
+    assert notification_server.calls == []
+
+
+def test_importing_the_notifier_stays_light() -> None:
+    code = (
+        "import sys, rltray.app.notifier, rltray.app.notify_policy\n"
+        "heavy = {'torch', 'transformers', 'mlx', 'desktop_notifier', 'dbus_fast'}\n"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+# -- real dunst under Xvfb ------------------------------------------------------------
+
+
+def _missing_for_dunst() -> str | None:
+    for program, package in (
+        ("Xvfb", "xvfb"),
+        ("dunst", "dunst"),
+        ("dunstctl", "dunst"),
+        ("dbus-send", "dbus"),
+        ("dbus-daemon", "dbus"),
+    ):
+        if shutil.which(program) is None:
+            return f"{program} not installed (apt install {package})"
+    return None
+
+
+@pytest.fixture
+def dunst_tools() -> None:
+    """Skip, naming the package, when Xvfb, dunst or the D-Bus tools are missing."""
+    missing = _missing_for_dunst()
+    if missing:
+        pytest.skip(missing)
+
+
+@pytest.fixture
+def xvfb_display(dunst_tools: None) -> Iterator[str]:
+    """A fresh Xvfb on a display number it picks itself (-displayfd: never a clash)."""
+    read, write = os.pipe()
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write)
+    try:
+        with os.fdopen(read) as pipe:
+            number = pipe.readline().strip()
+        assert number, "Xvfb did not report a display"
+        yield f":{number}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.parametrize(("choice", "value"), [("Good", 1), ("Bad", -1)])
+def test_dunst_shows_the_buttons_and_a_choice_rates_the_turn(
+    choice: str,
+    value: int,
+    dunst_tools: None,
+    session_bus: PrivateSessionBus,
+    xvfb_display: str,
+    make_notifier,
+    recorder: Recorder,
+    tmp_path: Path,
+) -> None:
+    bus, display = session_bus, xvfb_display
+    pick, menu_log = tmp_path / "pick", tmp_path / "dmenu.log"
+    pick.write_text(choice + "\n")
+    # dunst runs dmenu with its own environment, so the choice comes from a file
+    stub = tmp_path / "fake-dmenu.sh"
+    stub.write_text(f'#!/bin/sh\ntee "{menu_log}" | grep -m1 -- "^#$(cat "{pick}") "\n')
+    stub.chmod(0o755)
+    config = tmp_path / "dunstrc"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            [global]
+                dmenu = {stub}
+                show_indicators = yes
+            [urgency_normal]
+                timeout = 0
+            """
+        )
+    )
+    env = {**bus.env, "DISPLAY": display}
+    dunst = subprocess.Popen(
+        ["dunst", "-config", str(config)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "dunst.log").open("w"),
+    )
+    try:
+        bus.wait_for_name(NOTIFICATIONS)
+        notifier = make_notifier()
+        assert notifier.delivery_problems() == []
+        notifier.ask(7, "Claude Code · myproject", "Fixed the parser.")
+        recorder.wait_delivered(7)
+
+        def dunstctl(*args: str) -> str:
+            return subprocess.run(
+                ["dunstctl", *args], env=env, capture_output=True, text=True, timeout=10,
+                check=True,
+            ).stdout.strip()
+
+        deadline = time.monotonic() + 5
+        while dunstctl("count", "displayed") != "1" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert dunstctl("count", "displayed") == "1"
+        dunstctl("context")
+        assert recorder.wait_ratings(1) == [(7, value, None)]
+        offered = menu_log.read_text()
+        assert "#Good " in offered and "#Bad " in offered, offered
+    finally:
+        dunst.terminate()
+        dunst.wait(10)
