@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import random
+from pathlib import Path
+
 import pytest
 from rltray.app.scrub import scrub
 
@@ -24,6 +28,18 @@ JWT = (
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\nabcDEF123==\n-----END RSA PRIVATE KEY-----"
 )
+NPM = "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+GITLAB = "glpat-" + "x1Y2z3A4b5C6d7E8f9G0"
+PYPI = (
+    "pypi-"
+    + "AgEIcHlwaS5vcmc"
+    + "CJGI3ZTU1ZjYtOWZlZC00YWM1LWJhMmItMmUxNDQ4NWQ1NjcxAAIqWzMsImY1MDk5"
+)
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+SLACK_HOOK = (
+    "https://hooks.slack.com/services/" + "T0A1B2C3D/B4E5F6G7H/" + "a1b2C3d4E5f6G7h8I9j0K1l2"
+)
+RAILS_SECRET = "9f86d081884c7d659a2feaa0c55ad015" * 4
 
 
 @pytest.mark.parametrize(
@@ -41,6 +57,10 @@ PEM = (
         (HF, "huggingface-token"),
         (JWT, "jwt"),
         (PEM, "private-key"),
+        (NPM, "npm-token"),
+        (GITLAB, "gitlab-token"),
+        (GITLAB + ".01.0f1e2d3c4", "gitlab-token"),
+        (PYPI, "pypi-token"),
     ],
 )
 def test_known_formats_are_redacted(secret: str, kind: str) -> None:
@@ -124,3 +144,270 @@ def test_unterminated_private_key_is_redacted_to_the_end() -> None:
 
 def test_empty_text() -> None:
     assert scrub("") == ""
+
+
+def check(text: str, expected: str) -> None:
+    out = scrub(text)
+    assert out == expected
+    assert scrub(out) == out  # idempotent
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "npm_config_registry=https://registry.npmjs.org/",
+        "echo $npm_package_version",
+        "GitLab personal access tokens start with glpat- and are 20+ characters",
+        "glpat-short",
+        "PyPI tokens start with pypi-AgEIcHlwaS5vcmc, the base64 of their location",
+        "pip install --index-url https://pypi.org/simple pypi-simple-index",
+    ],
+)
+def test_token_prefixes_alone_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+# -- ~/.aws/credentials and unquoted INI / properties lines ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            f"[default]\naws_access_key_id = {AWS}\naws_secret_access_key = {AWS_SECRET}\n"
+            "region = us-east-1\n",
+            "[default]\naws_access_key_id = [REDACTED:aws-access-key]\n"
+            "aws_secret_access_key = [REDACTED:secret]\nregion = us-east-1\n",
+        ),
+        (
+            "spring.datasource.password=hunter2isnotsafe",
+            "spring.datasource.password=[REDACTED:secret]",
+        ),
+        ("db_password = s3cr3t-v4lue\r\n", "db_password = [REDACTED:secret]\r\n"),
+    ],
+)
+def test_unquoted_ini_values_of_credential_names_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "aws_secret_access_key = None",
+        'aws_secret_access_key = os.environ["AWS_SECRET_ACCESS_KEY"]',
+        "secret_key = settings.SECRET_KEY2",  # attribute access
+        "private_key = /etc/ssl/private/key1.pem",  # a path
+        "token_url = https://oauth2.example.com/t0ken",
+        "token = token_endpoint",  # no digits: an identifier, not a generated value
+        "num_tokens = 4096abc",
+        "    password = password_for(user, 2)",
+    ],
+)
+def test_ini_lookalikes_in_code_are_untouched(code: str) -> None:
+    assert scrub(code) == code
+
+
+# -- YAML ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("password: hunter2isnotsafe", "password: [REDACTED:secret]"),
+        (
+            "db:\n  user: app\n  password: hunter2isnotsafe  # prod\n",
+            "db:\n  user: app\n  password: [REDACTED:secret]  # prod\n",
+        ),
+        ("  - api_key: a1b2c3d4e5f6a7b8", "  - api_key: [REDACTED:secret]"),
+        ("X-Api-Key: 0f1e2d3c4b5a69788796", "X-Api-Key: [REDACTED:secret]"),
+    ],
+)
+def test_unquoted_yaml_values_of_credential_names_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password: str",
+        "    password: str\n    api_key: SecretStr\n",
+        "    password: Optional[str] = None",
+        "password: ${{ secrets.DB_PASSWORD }}",
+        "token: ${{ github.token }}",
+        "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6238643462356436",
+        "password: ${DB_PASSWORD}",
+        "password: $DB_PASSWORD",
+        "password: '{{ vault_db_password }}'",
+        "password: <your-password-here>",
+        "password: changeme",
+        "password: *default_password1",  # an alias
+        "eos_token: </s>",
+        "pad_token: pad0token1",
+        "tokenizer: bert-base-uncased",
+        "max_tokens: 4096",
+    ],
+)
+def test_yaml_types_references_and_placeholders_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+# -- Rails SECRET_KEY_BASE -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"SECRET_KEY_BASE={RAILS_SECRET}", "SECRET_KEY_BASE=[REDACTED:secret]"),
+        (f"export SECRET_KEY_BASE={RAILS_SECRET}\n", "export SECRET_KEY_BASE=[REDACTED:secret]\n"),
+        (f"  secret_key_base: {RAILS_SECRET}", "  secret_key_base: [REDACTED:secret]"),
+    ],
+)
+def test_rails_secret_key_base_is_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "SECRET_KEY_BASE=$(bin/rails secret)",
+        'config.secret_key_base = ENV["SECRET_KEY_BASE"]',
+        "secret_key_base: <%= ENV['SECRET_KEY_BASE'] %>",
+        "SECRET_KEY_BASE_DUMMY=1",
+    ],
+)
+def test_rails_secret_key_base_references_are_untouched(code: str) -> None:
+    assert scrub(code) == code
+
+
+# -- Slack webhooks --------------------------------------------------------------------------
+
+
+def test_slack_webhook_url_is_redacted() -> None:
+    check(
+        f"curl -X POST -d @msg.json {SLACK_HOOK}",
+        "curl -X POST -d @msg.json https://hooks.slack.com/services/[REDACTED:slack-webhook]",
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://hooks.slack.com/services/${SLACK_WEBHOOK_PATH}",
+        "see https://api.slack.com/messaging/webhooks and hooks.slack.com/services/",
+    ],
+)
+def test_slack_webhook_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+# -- Authorization: Basic --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Authorization: Basic " + "YWxpY2U6czNjcmV0LXB3",  # alice:s3cret-pw
+            "Authorization: Basic [REDACTED:basic-auth]",
+        ),
+        (
+            "curl -H 'Authorization: Basic " + "ZGVwbG95Omh1bnRlcjI=' https://x",  # deploy:hunter2
+            "curl -H 'Authorization: Basic [REDACTED:basic-auth]' https://x",
+        ),
+        (
+            '{"authorization": "basic ' + 'ZGVwbG95Omh1bnRlcjI="}',
+            '{"authorization": "basic [REDACTED:basic-auth]"}',
+        ),
+    ],
+)
+def test_basic_auth_credentials_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Basic authentication sends the password on every request.",
+        "Basic settings are in config.toml",
+        'WWW-Authenticate: Basic realm="api"',
+        "Authorization: Basic ${CREDENTIALS}",
+        "Authorization: Basic QmFzaWNBdXRo",  # decodes to "BasicAuth": no user:password
+    ],
+)
+def test_basic_auth_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+# -- curl -u user:password -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("curl -u alice:s3cretpw https://x", "curl -u alice:[REDACTED:password] https://x"),
+        (
+            "curl -s -X POST --user deploy:hunter2hunter2 https://x",
+            "curl -s -X POST --user deploy:[REDACTED:password] https://x",
+        ),
+        (
+            "curl --user 'alice:correct horse' https://x",
+            "curl --user 'alice:[REDACTED:password]' https://x",
+        ),
+        ('curl -u "bob:pa55word" https://x', 'curl -u "bob:[REDACTED:password]" https://x'),
+        ("curl -uadmin:hunter22 https://x", "curl -uadmin:[REDACTED:password] https://x"),
+    ],
+)
+def test_curl_user_passwords_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'curl -u "$USER:$PASS" https://x',
+        'curl --user "${API_USER}:${API_PASS}" https://x',
+        "curl -u alice https://x",  # curl prompts for the password
+        "docker run -u 1000:1000 image",
+        "curl -sSL https://x | docker run -u 1000:1000 -i image",
+        "git push -u origin main",
+    ],
+)
+def test_curl_user_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+def test_new_rules_together_are_idempotent() -> None:
+    text = (
+        f"{NPM} {GITLAB} {PYPI}\n{SLACK_HOOK}\nAuthorization: Basic ZGVwbG95Omh1bnRlcjI=\n"
+        f"curl -u a:b4dpassw0rd x\naws_secret_access_key = {AWS_SECRET}\n"
+        f"password: hunter2isnotsafe\nSECRET_KEY_BASE={RAILS_SECRET}\n"
+    )
+    once = scrub(text)
+    assert scrub(once) == once
+    assert once.count("[REDACTED:") == 9
+
+
+# -- linear time -----------------------------------------------------------------------------
+
+_BENCH = Path(__file__).resolve().parents[2] / "bench" / "scrub_speed.py"
+_spec = importlib.util.spec_from_file_location("scrub_speed", _BENCH)
+assert _spec is not None and _spec.loader is not None
+scrub_speed = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(scrub_speed)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", list(scrub_speed.GENERATORS))
+def test_scrub_time_grows_linearly_with_adversarial_text(name: str) -> None:
+    """Regression: scrub() was quadratic — 12 s for 40 KB of random base64url, 282 s for 200 KB.
+
+    Lazy credential-name prefixes (``[\\w.-]*?password``) and ``\\b``-led runs (``sk-``,
+    JWT, ``scheme://``) were retried from every position of a long run. Eight times the
+    text may take at most twelve times as long (the inputs are bench/scrub_speed.py's).
+    """
+    generate = scrub_speed.GENERATORS[name]
+    small = generate(32 * 1024, random.Random(1))
+    large = generate(256 * 1024, random.Random(2))
+    t_small = scrub_speed.best_time(scrub, small, 3)
+    t_large = scrub_speed.best_time(scrub, large, 3)
+    assert t_large <= 12 * t_small + 0.005, f"{name}: 32 KB {t_small:.4f} s, 256 KB {t_large:.4f} s"
