@@ -1,8 +1,11 @@
-"""The application object shared by the CLI, the headless service and (later) tray and web.
+"""The application object shared by the CLI, the headless service, the tray and the web app.
 
-It owns one Store and the paths, and turns user intents ("rate the last
-answer good") into store calls. No module-level state: two services over two
-data folders can live in one test.
+It owns the paths, the store, the secrets and the training runner, and turns
+user intents ("rate the last answer good", "train now") into their calls. The
+CLI uses it as is; `start()` adds what a running service owns (the single-
+instance lock, the spool watcher, notifications, the training gate, the local
+API) and `stop()` takes it down. No module-level state: two services over two
+data folders can run in one test.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from rltray.app.errors import NothingToDo, UserError
 from rltray.app.paths import Paths
 
 if TYPE_CHECKING:
+    from rltray.app.background import Background
+    from rltray.app.publisher import Publisher
     from rltray.app.store import Rating, Store, Turn
+    from rltray.app.training import TrainingRunner
 
 PREVIEW_CHARS = 72
 
@@ -73,12 +79,20 @@ class Service:
 
         self.paths = paths.ensure()
         self.store = store if store is not None else Store.open(self.paths)
+        self.publisher: Publisher | None = None  # set before the runner is first used
+        self.runner_options: dict[str, Any] = {}  # extra TrainingRunner arguments (tests)
+        self._runner: TrainingRunner | None = None
+        self._manual_run: str | None = None
+        self._gate_reason = "not checked yet"
+        self.background: Background | None = None
 
     @classmethod
     def open(cls, env: dict[str, str] | None = None) -> Service:
         return cls(Paths.from_env(env))
 
     def close(self) -> None:
+        if self.background is not None:
+            self.background.stop()
         self.store.close()
 
     def __enter__(self) -> Service:
@@ -185,6 +199,7 @@ class Service:
                 for name, info in sorted(by_agent.items())
             },
             "data_folder": str(self.paths.home),
+            "service_running": self.background is not None,
         }
 
     def turns(self, limit: int = 20, rated: bool | None = None) -> list[Turn]:
@@ -192,6 +207,134 @@ class Service:
 
     def export(self) -> Iterator[dict[str, Any]]:
         return self.store.iter_export()
+
+
+    # -- training ------------------------------------------------------------
+
+    def runner(self) -> TrainingRunner:
+        """The one training runner of this data folder's service (created on first use)."""
+        if self._runner is None:
+            from rltray.app import config
+            from rltray.app.training import TrainingRunner
+
+            self._runner = TrainingRunner(
+                self.store,
+                self.paths,
+                lambda: config.load_config(self.paths),
+                self.publisher,
+                **self.runner_options,
+            )
+        return self._runner
+
+    def train_now(self, wait: bool = False) -> dict[str, Any]:
+        """Start (or resume) a round now, whatever the schedule says."""
+        run_id = self.runner().start(reason="manual")
+        self._manual_run = run_id
+        self.store.log_event("training", f"started run {run_id} by request")
+        if wait:
+            self.runner().wait()
+        return {"run": run_id, **self.runner().progress}
+
+    def manual_run_going(self) -> bool:
+        runner = self.runner()
+        return runner.running() and runner.progress.get("run_id") == self._manual_run
+
+    def set_gate_reason(self, reason: str) -> None:
+        self._gate_reason = reason
+
+    def set_automatic(self, on: bool) -> dict[str, Any]:
+        """Pause or resume automatic training (kept in config.toml, so it survives restarts)."""
+        from rltray.app import config
+
+        config.set_value(self.paths, "training.automatic", on)
+        self.store.log_event("training", "automatic training " + ("resumed" if on else "paused"))
+        return {"automatic": on}
+
+    def rollback(self, version: int | str | None = None) -> dict[str, Any]:
+        """Make an older version active (default: the active one's parent; 0: the base model)."""
+        target = self.runner().rollback(parse_version(version))
+        return {"active": None if target is None else target.version}
+
+    def versions(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "version": a.version,
+                "status": a.status,
+                "active": a.status == "active",
+                "parent": a.parent_version,
+                "base_model": a.base_model,
+                "created_at": a.created_at,
+                "path": a.path,
+                "ollama_tag": a.ollama_tag,
+                "baseline": a.baseline,
+                "metrics": a.metrics,
+            }
+            for a in self.store.list_adapters()
+        ]
+
+    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": r.id,
+                "status": r.status,
+                "started_at": r.started_at,
+                "finished_at": r.finished_at,
+                "adapter_version": r.adapter_version,
+                "metrics": r.metrics,
+                "error": r.error,
+            }
+            for r in self.store.list_runs(limit=limit)
+        ]
+
+    def training_status(self) -> dict[str, Any]:
+        from rltray.app import config
+
+        active = self.store.active_adapter()
+        return {
+            "automatic": config.load_config(self.paths).training.automatic,
+            "next_training": self._gate_reason,
+            "running": self._runner is not None and self._runner.running(),
+            "progress": self._runner.progress if self._runner is not None else None,
+            "active_version": None if active is None else active.version,
+        }
+
+    # -- what the API and notifications call -----------------------------------
+
+    def rate_by_id(
+        self, turn_id: int, value: int, comment: str | None = None, source: str = "web"
+    ) -> dict[str, Any]:
+        outcome = self.rate_turn(turn_id, value, comment=comment, source=source)
+        return {"turn": outcome.turn.id, "value": outcome.rating.value}
+
+    def ingest_now(self) -> dict[str, Any]:
+        report = self.ingest()
+        return {"turns": report.turns, "commands": report.commands, "rejected": report.rejected}
+
+    # -- the running service -----------------------------------------------------
+
+    def start(
+        self, *, notifications: bool = True, scheduler: bool = True, api: bool = True
+    ) -> None:
+        """Become this data folder's running service (refuses when another one runs)."""
+        from rltray.app.background import Background
+
+        self.background = Background(self)
+        self.background.start(notifications=notifications, scheduler=scheduler, api=api)
+
+    def stop(self) -> None:
+        if self.background is not None:
+            self.background.stop()
+            self.background = None
+
+
+def parse_version(text: int | str | None) -> int | None:
+    """`v3`, `3` or 3 → 3; None stays None (the default target)."""
+    if text is None or isinstance(text, int):
+        return text
+    digits = str(text).strip().lower().removeprefix("v")
+    if not digits.isdigit():
+        raise UserError(f"A version is written like v3 or 3, not {text!r}.")
+    return int(digits)
 
 
 def _count_json(folder: os.PathLike[str] | str) -> int:

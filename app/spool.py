@@ -59,8 +59,10 @@ class IngestReport:
     commands: int = 0
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
+    new_turns: list[int] = field(default_factory=list)  # ids stored by this pass (to ask about)
 
     def merge(self, other: IngestReport) -> None:
+        self.new_turns.extend(other.new_turns)
         self.turns += other.turns
         self.duplicates += other.duplicates
         self.commands += other.commands
@@ -280,9 +282,10 @@ def _store_record(paths: Paths, store: Store, name: str, report: IngestReport) -
         raise SpoolError(f"The file is not valid UTF-8 JSON ({exc}).") from None
     rec = scrub_record(validate(obj))
     if rec["kind"] == "turn":
-        _, inserted = store.add_turn(rec)
+        turn_id, inserted = store.add_turn(rec)
         if inserted:
             report.turns += 1
+            report.new_turns.append(turn_id)
         else:
             report.duplicates += 1
     else:

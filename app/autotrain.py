@@ -1,0 +1,71 @@
+"""The scheduler's gate: gather the facts, ask ``should_train``, start or stop the trainer.
+
+Kept apart from ``scheduler.py`` (which only decides and ticks) so the
+decision stays a pure function and this file is the one place that reads the
+clock, idle time, power, settings and the store for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from rltray.app.scheduler import Decision, should_train
+
+if TYPE_CHECKING:
+    from rltray.app.service import Service
+
+log = logging.getLogger(__name__)
+MIN_GAP_S = 600.0
+
+
+def decide(service: Service, now: datetime | None = None) -> Decision:
+    """What the gate would do right now, with its reason (the tray's status line)."""
+    from rltray.app import config, idle
+
+    settings = config.load_config(service.paths)
+    training = settings.training
+    runner = service.runner()
+    untrained = service.store.counts()["untrained"]
+    finished = [r.finished_at for r in service.store.list_runs(limit=5) if r.finished_at]
+    last_run = datetime.fromisoformat(finished[0]) if finished else None
+    needs_idle = training.require_idle_minutes > 0
+    return should_train(
+        now or datetime.now(timezone.utc).astimezone(),
+        idle.idle_seconds() if needs_idle else None,
+        idle.on_ac_power(),
+        untrained,
+        training.min_ratings,
+        config.parse_quiet_hours(settings.notify.quiet_hours),
+        not training.automatic,
+        last_run,
+        runner.running(),
+        idle_needed_s=training.require_idle_minutes * 60.0,
+        require_ac=training.require_ac_power,
+        min_gap_s=MIN_GAP_S,
+        manual_run=service.manual_run_going(),
+    )
+
+
+def gate(service: Service) -> None:
+    """One tick: start a round when the decision says so, pause a running one when told."""
+    try:
+        decision = decide(service)
+    except Exception as exc:  # a broken config or a store hiccup must not kill the scheduler
+        log.warning("training gate skipped: %s: %s", type(exc).__name__, exc)
+        service.set_gate_reason(f"training check failed: {exc}")
+        return
+    service.set_gate_reason(decision.reason)
+    runner = service.runner()
+    if decision.stop and runner.running():
+        runner.stop(pause=True)
+        service.store.log_event("training", f"paused: {decision.reason}")
+    elif decision.train and not runner.running():
+        try:
+            run_id = runner.start(reason="scheduled")
+        except Exception as exc:
+            service.set_gate_reason(str(exc))
+            service.store.log_event("training", f"could not start: {exc}")
+            return
+        service.store.log_event("training", f"started run {run_id}: {decision.reason}")
