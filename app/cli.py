@@ -64,9 +64,13 @@ def cmd_undo(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
+    from rltray.app.apiclient import ApiClient
+    from rltray.app.paths import Paths
     from rltray.app.service import local_time
 
-    status = ctx.service().status()
+    client = ApiClient.find(Paths.from_env(ctx.env))
+    # The running service knows what the next training waits for; ask it.
+    status = client.call("GET", "/api/status") if client else ctx.service().status()
     if args.json:
         ctx.print_json(status)
         return ExitCode.OK
@@ -78,6 +82,12 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     for agent, info in status["agents"].items():
         last = local_time(info["last_event_at"])
         table.add_row(plain(agent), plain(f"{plural(info['turns'], 'turn')}, last at {last}"))
+    training = status["training"]
+    table.add_row("rltray running", "yes" if status["service_running"] else "no")
+    table.add_row("automatic training", "on" if training["automatic"] else "paused")
+    table.add_row("next training", plain(training["next_training"]))
+    active = training["active_version"]
+    table.add_row("active version", "base model" if active is None else f"v{active}")
     table.add_row("data folder", plain(status["data_folder"]))
     ctx.out.print(table)
     return ExitCode.OK
@@ -241,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("serve", cmd_serve, "run the headless service (ingest hook records as they arrive)")
     p.add_argument("--once", action="store_true", help="ingest what is waiting and exit")
     add("run", cmd_run, "start rltray")
+    from rltray.app import trainingcli
+
+    trainingcli.add_commands(add)
     return parser
 
 

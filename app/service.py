@@ -200,6 +200,7 @@ class Service:
             },
             "data_folder": str(self.paths.home),
             "service_running": self.background is not None,
+            "training": self.training_status(),
         }
 
     def turns(self, limit: int = 20, rated: bool | None = None) -> list[Turn]:
@@ -290,9 +291,12 @@ class Service:
         from rltray.app import config
 
         active = self.store.active_adapter()
+        here = self.background is not None
         return {
             "automatic": config.load_config(self.paths).training.automatic,
-            "next_training": self._gate_reason,
+            "next_training": self._gate_reason
+            if here
+            else "rltray is not running, so nothing trains on its own (start it: `rltray run`)",
             "running": self._runner is not None and self._runner.running(),
             "progress": self._runner.progress if self._runner is not None else None,
             "active_version": None if active is None else active.version,

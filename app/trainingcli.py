@@ -1,0 +1,193 @@
+"""`rltray train|rollback|pause|resume|versions|runs|config`: training and settings from a terminal.
+
+When the service runs, commands that change what it owns (the trainer, the
+schedule) go through its local API, so there is one trainer and one schedule;
+when it does not, they work alone on the data folder. `train` with no service
+trains in the foreground with a progress bar; Ctrl+C pauses the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from rltray.app.errors import ExitCode
+
+if TYPE_CHECKING:
+    from rltray.app.apiclient import ApiClient
+    from rltray.app.context import Context
+
+
+def _client(ctx: Context) -> ApiClient | None:
+    from rltray.app.apiclient import ApiClient
+    from rltray.app.paths import Paths
+
+    return ApiClient.find(Paths.from_env(ctx.env))
+
+
+def cmd_train(ctx: Context, args: argparse.Namespace) -> int:
+    client = _client(ctx)
+    if client is not None:
+        started = client.call("POST", "/api/train")
+        ctx.say(f"Training run {started['run']} started in the running rltray.")
+        if args.wait:
+            return _wait_remote(ctx, client)
+        return ExitCode.OK
+    service = ctx.service()
+    run = service.train_now(wait=False)
+    ctx.say(f"Training run {run['run']} started (Ctrl+C pauses it; `rltray train` resumes).")
+    runner = service.runner()
+    try:
+        _progress(ctx, lambda: runner.progress, runner.running)
+    except KeyboardInterrupt:
+        runner.stop(pause=True)
+        ctx.say("Paused. Run `rltray train` again to resume from the checkpoint.")
+        return 130
+    return _outcome(ctx, service.runs(limit=1)[0])
+
+
+def _progress(ctx: Context, read: Any, running: Any) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("training"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"))
+    with Progress(*columns, TimeElapsedColumn(), console=ctx.err, transient=True) as bar:
+        task = bar.add_task("train", total=100)
+        while running():
+            bar.update(task, completed=float(read().get("percent") or 0.0))
+            time.sleep(0.2)
+
+
+def _wait_remote(ctx: Context, client: ApiClient) -> int:
+    def status() -> dict[str, Any]:
+        return client.call("GET", "/api/status")["training"]
+
+    _progress(ctx, lambda: status().get("progress") or {}, lambda: status()["running"])
+    return _outcome(ctx, client.call("GET", "/api/runs")[0])
+
+
+def _outcome(ctx: Context, run: dict[str, Any]) -> int:
+    if run["status"] == "done" and run["adapter_version"] is not None:
+        ctx.say(("Accepted: ", "green"), f"version v{run['adapter_version']} is now active.")
+        return ExitCode.OK
+    reasons = run.get("metrics", {}).get("gate", {}).get("reasons") if run.get("metrics") else None
+    detail = run.get("error") or "; ".join(reasons or []) or run["status"]
+    ctx.say((f"Run {run['id']} {run['status']}: ", "yellow"), str(detail))
+    return ExitCode.OK if run["status"] in ("done", "paused") else ExitCode.ERROR
+
+
+def cmd_rollback(ctx: Context, args: argparse.Namespace) -> int:
+    client = _client(ctx)
+    if client is not None:
+        result = client.call("POST", "/api/rollback", {"version": args.version})
+    else:
+        result = ctx.service().rollback(args.version)
+    active = result["active"]
+    ctx.say("Active now: " + ("the base model (no adapter)" if active is None else f"v{active}"))
+    return ExitCode.OK
+
+
+def cmd_automatic(ctx: Context, args: argparse.Namespace) -> int:
+    on = args.command == "resume"
+    client = _client(ctx)
+    if client is not None:
+        client.call("POST", "/api/resume" if on else "/api/pause")
+    else:
+        ctx.service(ingest=False).set_automatic(on)
+    ctx.say("Automatic training " + ("resumed." if on else "paused (Train now still works)."))
+    return ExitCode.OK
+
+
+def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
+    versions = ctx.service(ingest=False).versions()
+    if args.json:
+        ctx.print_json(versions)
+        return ExitCode.OK
+    if not versions:
+        ctx.say("No trained versions yet; `rltray train` starts a round.")
+        return ExitCode.OK
+    from rich.table import Table
+    from rltray.app.context import plain
+    from rltray.app.service import local_time
+
+    table = Table("version", "status", "parent", "created", "held-out AUROC", "published as")
+    for v in versions:
+        auroc = v["metrics"].get("heldout_auroc") if isinstance(v["metrics"], dict) else None
+        table.add_row(
+            ("▶ " if v["active"] else "  ") + f"v{v['version']}",
+            v["status"],
+            "—" if v["parent"] is None else f"v{v['parent']}",
+            local_time(v["created_at"]),
+            "—" if auroc is None else f"{auroc:.2f}",
+            plain(v["ollama_tag"] or "—"),
+        )
+    ctx.out.print(table)
+    return ExitCode.OK
+
+
+def cmd_runs(ctx: Context, args: argparse.Namespace) -> int:
+    runs = ctx.service(ingest=False).runs()
+    if args.json:
+        ctx.print_json(runs)
+        return ExitCode.OK
+    if not runs:
+        ctx.say("No training runs yet.")
+        return ExitCode.OK
+    from rich.table import Table
+    from rltray.app.context import plain
+    from rltray.app.service import local_time
+
+    table = Table("run", "status", "started", "finished", "version", "error")
+    for r in runs:
+        table.add_row(
+            plain(r["id"]),
+            r["status"],
+            local_time(r["started_at"]),
+            local_time(r["finished_at"]),
+            "—" if r["adapter_version"] is None else f"v{r['adapter_version']}",
+            plain((r["error"] or "").splitlines()[-1][:60] if r["error"] else ""),
+        )
+    ctx.out.print(table)
+    return ExitCode.OK
+
+
+def cmd_config(ctx: Context, args: argparse.Namespace) -> int:
+    from rltray.app import config
+    from rltray.app.paths import Paths
+
+    paths = Paths.from_env(ctx.env).ensure()
+    if args.action == "list":
+        current = config.load_config(paths)
+        for s in config.describe():
+            ctx.say((s.key, "bold"), f" = {json.dumps(current.get(s.key))}")
+            ctx.say(f"    {s.help}")
+        return ExitCode.OK
+    if args.key is None:
+        raise config.ConfigError(f"`rltray config {args.action}` needs a setting name.")
+    if args.action == "get":
+        ctx.say(json.dumps(config.load_config(paths).get(args.key)))
+        return ExitCode.OK
+    if args.value is None:
+        raise config.ConfigError(f"`rltray config set {args.key}` needs a value.")
+    new = config.set_value(paths, args.key, args.value)
+    ctx.say(f"{args.key} = {json.dumps(new.get(args.key))} (saved in {paths.config})")
+    return ExitCode.OK
+
+
+def add_commands(add: Any) -> None:
+    """Register these commands on the CLI's parser (``add(name, func, help)``)."""
+    p = add("train", cmd_train, "train a new version now from the ratings not yet trained on")
+    p.add_argument("--wait", action="store_true", help="with a running rltray: wait for the end")
+    p = add("rollback", cmd_rollback, "make an older version active (default: the previous one)")
+    p.add_argument("version", nargs="?", help="v3 or 3; 0 for the base model")
+    add("pause", cmd_automatic, "pause automatic training (Train now still works)")
+    add("resume", cmd_automatic, "resume automatic training")
+    p = add("versions", cmd_versions, "trained versions, the active one marked")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = add("runs", cmd_runs, "training runs with their outcome")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = add("config", cmd_config, "list, read or change settings (config.toml keeps comments)")
+    p.add_argument("action", choices=("list", "get", "set"))
+    p.add_argument("key", nargs="?")
+    p.add_argument("value", nargs="?")
