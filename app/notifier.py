@@ -8,9 +8,11 @@ and return at once, from any thread. Nothing lives at module level, so two
 notifiers (two services in one test) never share state.
 
 Threads: ``on_rating(turn_id, value, comment)`` runs **on the notifier's loop
-thread**. The receiver must hand the rating off (a ``queue.Queue``, the
-service's own door) and return; it must never touch pystray or other GUI
-objects, and a slow receiver delays every other notification.
+thread** (Linux, Windows; on macOS desktop-notifier calls it from the main
+thread's run loop, DESKTOP-STACK.md §1.4). Either way the receiver must hand
+the rating off (a ``queue.Queue``, the service's own door) and return; it must
+never touch pystray or other GUI objects, and a slow receiver delays every
+other notification.
 
 Delivery: desktop-notifier's ``send()`` never raises (it logs "Notification
 failed"), so a send counts as delivered only when ``on_dispatched`` fired, and
@@ -196,7 +198,7 @@ class Notifier:
             loop.call_soon(loop.stop)
             return
         try:
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
+            self._submit(self._shutdown(), after_close=True).result(timeout)
         except Exception:  # best effort: the loop stops either way
             logger.debug("notifier shutdown did not finish cleanly", exc_info=True)
         loop.call_soon_threadsafe(loop.stop)
@@ -381,11 +383,22 @@ class Notifier:
             return False
         return True
 
-    def _submit(self, job: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
-        """Queue ``job`` on the loop, after every job queued before it."""
+    def _submit(
+        self, job: Coroutine[Any, Any, None], *, after_close: bool = False
+    ) -> concurrent.futures.Future[None]:
+        """Queue ``job`` on the loop, after every job queued before it.
+
+        Jobs still queued when ``close()`` runs are dropped (only the shutdown
+        job runs after close), so closing waits for one send at most.
+        """
 
         async def one_at_a_time() -> None:
             async with self._one_at_a_time:
+                with self._lock:
+                    closed = self._state == "closed"
+                if closed and not after_close:
+                    job.close()
+                    return
                 await job
 
         assert self._loop is not None
