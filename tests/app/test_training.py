@@ -1,0 +1,475 @@
+"""The training runner over a real store: start, progress, accept, reject, pause, crash, rollback.
+
+Two kinds of trainer: a small fake script (``python -m rltray.trainer JOB`` is
+replaced through ``training.python``) that speaks the JSON-line protocol, for the
+runner's own logic in well under a second each; and the real trainer on a tiny
+Llama built by the test (marked ``ml`` and ``slow``).
+
+Gate settings for the tiny model: the held-out set here holds 2 good and 2 bad
+ratings, so AUROC moves in steps of 0.25 on a random 64-wide model and the
+comparison with the parent is a coin flip. ``TINY_HYPER`` therefore sets
+``auroc_tolerance`` to 1.0 (the comparison cannot reject); the KL cap and the
+sanity checks keep their defaults, and ``test_real_gate_rejection`` shows the
+gate still rejects through the runner when its KL cap is exceeded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app import adapterversions, jobbuild
+from rltray.app.config import Config, TrainingSettings
+from rltray.app.errors import NothingToDo
+from rltray.app.paths import Paths
+from rltray.app.publisher import Publisher
+from rltray.app.store import Store
+from rltray.app.training import TrainingBusy, TrainingRunner
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+GOOD = [
+    "Use a context manager so the file is closed even on errors.",
+    "Add a regression test first, then fix the off-by-one in the loop bound.",
+    "Return early when the list is empty so the caller gets [] instead of None.",
+    "Use pathlib.Path.read_text(encoding='utf-8') instead of open().read().",
+]
+BAD = [
+    "Just wrap everything in try/except: pass and the error goes away.",
+    "Delete the failing test, it was probably wrong anyway.",
+    "Retry forever in a loop until it works.",
+    "Use a global variable to share the state between requests.",
+]
+TINY_HYPER: dict[str, Any] = {
+    "rank": 4, "alpha": 8.0, "lr": 0.01, "warmup_steps": 1, "epochs": 2, "batch_size": 2,
+    "step_examples": 4, "max_seq_len": 96, "auroc_tolerance": 1.0,
+}  # fmt: skip
+
+FAKE_TRAINER = """\
+#!{python}
+import json, os, signal, sys, time
+job_path = sys.argv[-1]
+job = json.load(open(job_path))
+folder = os.path.dirname(job_path)
+mode = os.environ["FAKE_MODE"]
+def emit(d):
+    print(json.dumps(d), flush=True)
+if mode == "crash":
+    emit({{"type": "log", "message": "loading the model"}})
+    for i in range(60):
+        print("noise line", i, file=sys.stderr)
+    print("RuntimeError: the fake trainer broke", file=sys.stderr)
+    sys.exit(1)
+if mode == "slow":
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    ck = os.path.join(folder, "checkpoint")
+    start = 1
+    if os.path.exists(os.path.join(ck, "state.json")):
+        start = json.load(open(os.path.join(ck, "state.json")))["step"] + 1
+        emit({{"type": "log", "message": "resumed"}})
+    for step in range(start, 41):
+        if stop:
+            os.makedirs(ck, exist_ok=True)
+            json.dump({{"step": step - 1}}, open(os.path.join(ck, "state.json"), "w"))
+            emit({{"type": "paused", "checkpoint": ck}})
+            sys.exit(3)
+        emit({{"type": "progress", "step": step, "total": 40}})
+        time.sleep(0.05)
+out = os.path.normpath(os.path.join(folder, job["out"]))
+accepted = os.environ.get("FAKE_ACCEPT", "1") == "1"
+os.makedirs(out)
+meta = {{"job_id": job["id"], "accepted": accepted, "reasons": [] if accepted else ["too far"],
+        "metrics": {{"kl_to_base": 0.01}}, "baseline": job["baseline"] - 0.1}}
+json.dump(meta, open(os.path.join(out, "rltray.json"), "w"))
+emit({{"type": "progress", "step": 1, "total": 2}})
+emit({{"type": "metric", "name": "auroc_new", "value": 0.75}})
+emit({{"type": "progress", "step": 2, "total": 2}})
+emit({{"type": "done", "adapter": out, **meta}})
+"""
+
+
+class Recorder(Publisher):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int | None]] = []
+
+    def published(self, version: int) -> None:
+        self.calls.append(("published", version))
+
+    def rolled_back(self, version: int | None) -> None:
+        self.calls.append(("rolled_back", version))
+
+
+def rate_many(store: Store, make_turn: Any, n: int, start: int = 0) -> list[int]:
+    """``n`` ratings alternating good / bad, a minute apart; returns their ids."""
+    ids = []
+    for i in range(start, start + n):
+        text = (GOOD if i % 2 == 0 else BAD)[(i // 2) % 4]
+        turn_id, _ = store.add_turn(make_turn(prompt=f"Question {i}: how do I fix it?",
+                                              response=text))  # fmt: skip
+        rating = store.rate(turn_id, 1 if i % 2 == 0 else -1, "cli", at=T0 + timedelta(minutes=i))
+        ids.append(rating.id)
+    return ids
+
+
+def untrained(store: Store) -> set[int]:
+    return {r["rating_id"] for r in store.training_examples(untrained_only=True)}
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> str:
+    script = tmp_path / "fake-python"
+    script.write_text(FAKE_TRAINER.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    return str(script)
+
+
+def make_runner(
+    store: Store, paths: Paths, python: str, base_model: str = "/models/tiny", **kw: Any
+) -> tuple[TrainingRunner, Recorder, list[dict[str, Any]]]:
+    training = TrainingSettings(base_model=base_model, backend="torch", python=python)
+    publisher, changes = Recorder(), []
+    runner = TrainingRunner(
+        store, paths, lambda: Config(training=training), publisher, changes.append, **kw
+    )
+    return runner, publisher, changes
+
+
+# -- the runner's logic with a fake trainer -------------------------------------
+
+
+def test_accept_registers_v1_marks_fresh_ratings_and_publishes(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "done")
+    ids = rate_many(store, make_turn, 20)
+    runner, publisher, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    assert runner.wait(30) and not runner.running()
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "done" and run.adapter_version == 1
+    assert run.metrics["accepted"] is True and run.metrics["auroc_new"] == 0.75
+    assert run.metrics["fresh"] == 16 and run.metrics["heldout"] == 4
+    v1 = store.active_adapter()
+    assert v1 is not None and v1.version == 1 and v1.parent_version is None
+    assert v1.path == str(paths.adapters / "v0001") and v1.baseline == pytest.approx(-0.1)
+    assert (paths.adapters / "v0001" / "rltray.json").is_file()
+    assert not (paths.adapters / f".run-{run_id}").exists()
+    assert untrained(store) == set(ids[-4:])  # only the held-out ones wait
+    assert publisher.calls == [("published", 1)]
+    assert any(c["percent"] == 50.0 for c in changes)
+    assert changes[-1]["status"] == "done" and runner.progress["status"] == "done"
+
+
+def test_reject_keeps_ratings_and_registers_nothing(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "done")
+    monkeypatch.setenv("FAKE_ACCEPT", "0")
+    ids = rate_many(store, make_turn, 8)
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    assert runner.wait(30)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "done" and run.adapter_version is None
+    assert run.metrics["accepted"] is False and run.metrics["reasons"] == ["too far"]
+    assert store.list_adapters() == [] and list(paths.adapters.iterdir()) == []
+    assert untrained(store) == set(ids) and publisher.calls == []
+
+
+def test_a_crash_fails_the_run_with_the_log_tail(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    ids = rate_many(store, make_turn, 8)
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    assert runner.wait(30)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "failed" and run.error is not None
+    assert run.error.startswith("the trainer exited with code 1\n")
+    assert run.error.rstrip().endswith("RuntimeError: the fake trainer broke")
+    assert "noise line 59" in run.error and "noise line 10" not in run.error  # ~40 lines
+    assert untrained(store) == set(ids) and store.list_adapters() == []
+    assert publisher.calls == [] and not runner.running()
+
+
+def test_pause_then_resume_continues_the_same_job(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 8)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    with pytest.raises(TrainingBusy):
+        runner.start()
+    while not any(c.get("step") for c in changes):
+        runner.wait(0.05)
+    assert runner.stop(pause=True, timeout=20)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "paused" and run.finished_at is None
+    paused_at = json.loads((paths.runs / run_id / "checkpoint" / "state.json").read_text())
+    assert runner.start() == run_id  # start() resumes the paused run
+    assert runner.wait(30)
+    steps = [c["step"] for c in changes if c.get("step")]
+    assert 40 in steps and paused_at["step"] + 1 in steps
+    assert any(c.get("message") == "resumed" for c in changes)  # from the checkpoint
+    log = (paths.runs / run_id / "trainer.log").read_text()
+    assert log.count("--- ") == 2 and "resume" in log
+    assert store.get_run(run_id).status == "done"
+
+
+def test_stop_without_pause_cancels(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 4)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    while not any(c.get("step") for c in changes):
+        runner.wait(0.05)
+    runner.stop(pause=False, timeout=20)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "cancelled"
+    assert not (paths.runs / run_id / "checkpoint").exists()
+    with pytest.raises(NothingToDo):
+        runner.resume()
+
+
+def test_a_paused_run_of_another_model_is_not_resumed(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 4)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    old = runner.start()
+    while not any(c.get("step") for c in changes):
+        runner.wait(0.05)
+    runner.stop(pause=True, timeout=20)
+    monkeypatch.setenv("FAKE_MODE", "done")
+    other = TrainingSettings(base_model="/models/other", backend="torch", python=fake_python)
+    runner.settings_provider = lambda: Config(training=other)
+    new = runner.start()
+    assert new != old and runner.wait(30)
+    assert store.get_run(old).status == "cancelled" and store.get_run(new).status == "done"
+    assert store.active_adapter().base_model == "/models/other"
+
+
+def test_rollback_restores_the_parent_and_its_baseline(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "done")
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    rate_many(store, make_turn, 8)
+    runner.start()
+    runner.wait(30)
+    rate_many(store, make_turn, 8, start=8)
+    runner.start()
+    runner.wait(30)
+    v2 = store.active_adapter()
+    assert v2 is not None and v2.version == 2 and v2.parent_version == 1
+    assert v2.baseline == pytest.approx(-0.2)  # the fake lowers the job's baseline by 0.1
+    v1 = runner.rollback()
+    assert v1 is not None and v1.version == 1 and v1.status == "active"
+    assert store.get_adapter(2).status == "rolled-back"
+    rate_many(store, make_turn, 4, start=16)
+    run_id = runner.start()
+    runner.wait(30)
+    job = json.loads((paths.runs / run_id / "job.json").read_text())
+    assert job["baseline"] == pytest.approx(-0.1) and job["parent_adapter"] == v1.path
+    assert runner.rollback().version == 1  # v3 -> its parent v1
+    assert runner.rollback() is None and store.active_adapter() is None  # v1's parent: base
+    with pytest.raises(NothingToDo):
+        runner.rollback()
+    assert runner.rollback(2).version == 2  # any kept version, forward too
+    assert runner.rollback(0) is None  # 0: the plain base model
+    assert publisher.calls == [("published", 1), ("published", 2), ("rolled_back", 1),
+                               ("published", 3), ("rolled_back", 1), ("rolled_back", None),
+                               ("rolled_back", 2), ("rolled_back", None)]  # fmt: skip
+
+
+def test_reconcile_settles_runs_of_a_killed_tray(
+    store: Store, paths: Paths, make_turn, fake_python: str
+) -> None:
+    ids = rate_many(store, make_turn, 8)
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    for name in ("crashed", "checkpointed", "finished"):
+        jobbuild.build_job(store, paths, training, name)
+        store.add_run(name, status="running")
+    ck = paths.runs / "checkpointed" / "checkpoint"
+    ck.mkdir()
+    (ck / "state.json").write_text("{}")
+    out = jobbuild.read_manifest(paths.runs / "finished").out
+    out.mkdir()
+    meta = {"job_id": "finished", "accepted": True, "reasons": [], "baseline": 0.3,
+            "metrics": {"kl_to_base": 0.01}}  # fmt: skip
+    (out / "rltray.json").write_text(json.dumps(meta))
+    (paths.runs / "crashed" / "trainer.pid").write_text(str(os.getpid()))  # not a trainer
+
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    assert sorted(runner.reconcile()) == ["checkpointed", "crashed", "finished"]
+    assert store.get_run("crashed").status == "failed"
+    assert store.get_run("crashed").error == adapterversions.KILLED_TRAY
+    assert store.get_run("checkpointed").status == "cancelled"  # stale after v1 was applied
+    assert store.get_run("finished").status == "done"
+    assert store.active_adapter().version == 1 and store.active_adapter().baseline == 0.3
+    assert publisher.calls == [("published", 1)]
+    fresh = set(jobbuild.read_manifest(paths.runs / "finished").fresh_ids)
+    assert untrained(store) == set(ids) - fresh
+    assert runner.reconcile() == []
+
+
+def test_reconcile_keeps_a_checkpointed_run_resumable(
+    store: Store, paths: Paths, make_turn, fake_python: str
+) -> None:
+    rate_many(store, make_turn, 8)
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    jobbuild.build_job(store, paths, training, "left")
+    store.add_run("left", status="running")
+    (paths.runs / "left" / "checkpoint").mkdir()
+    (paths.runs / "left" / "checkpoint" / "state.json").write_text("{}")
+    runner, _, _ = make_runner(store, paths, fake_python)
+    assert runner.reconcile() == ["left"] and store.get_run("left").status == "paused"
+
+
+def test_a_publisher_that_fails_is_logged_not_fatal(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "done")
+    rate_many(store, make_turn, 4)
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+
+    def broken(version: int) -> None:
+        raise RuntimeError("ollama is down")
+
+    publisher.published = broken  # type: ignore[method-assign]
+    runner.start()
+    runner.wait(30)
+    assert store.active_adapter().version == 1
+    assert any(e["kind"] == "publish-failed" and "ollama is down" in e["message"]
+               for e in store.events())  # fmt: skip
+
+
+# -- the real trainer on a tiny model -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from rltray.trainer.tiny import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def real_runner(
+    store: Store, paths: Paths, model: Path, **hyper: Any
+) -> tuple[TrainingRunner, Recorder, list[dict[str, Any]]]:
+    return make_runner(
+        store, paths, sys.executable, str(model), hyper={**TINY_HYPER, **hyper}, device="cpu",
+        env={"RLTRAY_TRAINER_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )  # fmt: skip
+
+
+def finished(runner: TrainingRunner, store: Store, run_id: str):
+    assert runner.wait(180), "the trainer did not finish in 3 minutes"
+    run = store.get_run(run_id)
+    assert run is not None
+    log = Path(runner.paths.runs / run_id / "trainer.log").read_text()
+    assert run.status != "failed", (run.error or "") + log[-2000:]
+    return run
+
+
+@pytest.mark.ml
+@pytest.mark.slow
+def test_real_rounds_then_rollback(store: Store, paths: Paths, make_turn, tiny_model: Path) -> None:
+    first = rate_many(store, make_turn, 16)
+    runner, publisher, _ = real_runner(store, paths, tiny_model)
+    run1 = finished(runner, store, runner.start())
+    assert run1.status == "done" and run1.metrics["accepted"] is True, run1.metrics
+    v1 = store.active_adapter()
+    assert v1 is not None and v1.version == 1 and v1.parent_version is None
+    assert (Path(v1.path) / "adapter_model.safetensors").is_file()
+    assert untrained(store) == set(first[-4:])  # the held-out 2 good + 2 bad
+    assert v1.baseline == run1.metrics["baseline"] and v1.baseline != 0.0
+
+    rate_many(store, make_turn, 8, start=16)
+    run2 = finished(runner, store, runner.start())
+    assert run2.metrics["accepted"] is True, run2.metrics
+    v2 = store.active_adapter()
+    assert v2 is not None and v2.version == 2 and v2.parent_version == 1
+    meta = json.loads((Path(v2.path) / "rltray.json").read_text())
+    assert meta["parent"] == v1.path and meta["job_id"] == run2.id
+    assert run2.metrics["auroc_parent"] is not None  # compared against v1 this time
+
+    back = runner.rollback()
+    assert back is not None and back.version == 1 and back.baseline == v1.baseline
+    assert store.active_adapter().version == 1
+    assert publisher.calls == [("published", 1), ("published", 2), ("rolled_back", 1)]
+
+
+@pytest.mark.ml
+@pytest.mark.slow
+def test_real_sigterm_pauses_and_resume_finishes(
+    store: Store, paths: Paths, make_turn, tiny_model: Path
+) -> None:
+    ids = rate_many(store, make_turn, 16)
+    runner, _, changes = real_runner(store, paths, tiny_model, epochs=30)  # 90 steps
+    first_step = threading.Event()
+
+    def watch(progress: dict[str, Any]) -> None:
+        if progress.get("step"):
+            first_step.set()
+
+    runner.on_change = lambda p: (changes.append(p), watch(p))
+    run_id = runner.start()
+    assert first_step.wait(120), "no progress line"
+    runner.stop(pause=True, timeout=60)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "paused", run.error
+    state = json.loads((paths.runs / run_id / "checkpoint" / "state.json").read_text())
+    paused_at = state["global_step"]
+    assert 0 < paused_at < 90 and untrained(store) == set(ids)
+
+    changes.clear()
+    assert runner.resume() == run_id
+    run = finished(runner, store, run_id)
+    assert run.status == "done" and run.adapter_version is not None
+    steps = [c["step"] for c in changes if c.get("step")]
+    assert min(steps) > paused_at and max(steps) == 90  # continued, not restarted
+    assert not (paths.runs / run_id / "checkpoint").exists()
+
+
+@pytest.mark.ml
+@pytest.mark.slow
+def test_real_crash_on_a_missing_base_model(
+    store: Store, paths: Paths, make_turn, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    ids = rate_many(store, make_turn, 8)
+    runner, _, _ = real_runner(store, paths, tmp_path / "no-such-model")
+    run_id = runner.start()
+    assert runner.wait(120)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "failed" and run.error
+    assert "no-such-model" in run.error.splitlines()[0]
+    assert "trainer.log (last lines)" in run.error
+    assert untrained(store) == set(ids) and store.list_adapters() == []
+
+
+@pytest.mark.ml
+@pytest.mark.slow
+def test_real_gate_rejection(store: Store, paths: Paths, make_turn, tiny_model: Path) -> None:
+    ids = rate_many(store, make_turn, 16)
+    runner, publisher, _ = real_runner(store, paths, tiny_model, kl_cap=1e-9)
+    run = finished(runner, store, runner.start())
+    assert run.status == "done" and run.metrics["accepted"] is False
+    assert any("KL" in r for r in run.metrics["reasons"])
+    assert store.list_adapters() == [] and publisher.calls == []
+    assert [p.name for p in paths.adapters.iterdir()] == []
+    assert untrained(store) == set(ids)
