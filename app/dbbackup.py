@@ -110,6 +110,20 @@ def take(conn: sqlite3.Connection, db: Path, keep: int = KEEP) -> Path:
     return final
 
 
+def take_if_due(conn: sqlite3.Connection, db: Path, every_s: float = EVERY_S) -> Path | None:
+    """The daily copy: taken when due; one that cannot be written never blocks the caller.
+
+    (`rltray doctor` shows the newest copy's age.) A long-running service calls
+    this now and then, as every open does. Raises DatabaseDamaged like ``take``.
+    """
+    if not due(db, every_s):
+        return None
+    try:
+        return take(conn, db)
+    except OSError:
+        return None
+
+
 def prune(db: Path, keep: int = KEEP) -> list[Path]:
     """Delete all but the newest ``keep`` backups and stale temporary copies; the deleted paths."""
     removed = []

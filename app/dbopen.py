@@ -132,7 +132,18 @@ def marker(path: Path) -> Path:
 
 
 def used_before(path: Path) -> bool:
-    return marker(path).exists() or bool(dbbackup.backups(path))
+    """The marker, a backup, or (for folders older than the marker) a trained adapter or run."""
+    if marker(path).exists() or dbbackup.backups(path):
+        return True
+    return any(_has_entries(path.parent / name) for name in ("adapters", "runs"))
+
+
+def _has_entries(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(True for _ in entries)
+    except OSError:
+        return False
 
 
 def _size(path: Path) -> int | None:
@@ -235,10 +246,8 @@ def open_database(
         todo = migrations.pending(conn)
         if not new and todo and len(todo) < len(migrations.MIGRATIONS):
             _backup_before_upgrade(conn, path)
-        elif not new and dbbackup.due(path, backup_every_s):
-            # A daily copy that cannot be written never blocks a command; doctor shows its age.
-            with contextlib.suppress(OSError):
-                dbbackup.take(conn, path)
+        elif not new:
+            dbbackup.take_if_due(conn, path, backup_every_s)
         if todo:
             migrations.migrate(conn)
         with contextlib.suppress(OSError):  # like a daily copy: never blocks a command

@@ -61,7 +61,8 @@ class RepairReport:
     def lines(self) -> Iterator[str]:
         """The report as sentences for the terminal."""
         if self.problem is None:
-            yield f"The database {self.db} is intact; nothing to repair."
+            state = "is intact" if self.db.exists() else "does not exist yet"
+            yield f"The database {self.db} {state}; nothing to repair."
             return
         yield f"Repaired {self.db} ({self.problem})."
         if self.kept_as is not None:
@@ -109,7 +110,7 @@ def repair(paths: Paths, now: datetime | None = None) -> RepairReport:
     from filelock import Timeout
     from rltray.app import instance
 
-    lock = instance.service_lock(paths)
+    lock = instance.service_lock(paths.ensure())
     try:
         lock.acquire(timeout=0)
     except Timeout:

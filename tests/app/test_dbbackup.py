@@ -165,3 +165,11 @@ def test_doctor_shows_the_backups_and_warns_when_the_newest_is_old(
     backup.rename(backup.with_name("rltray-20200101T000000000000Z.db"))
     monkeypatch.setattr(dbbackup, "due", lambda *a, **k: False)  # no fresh copy on this open
     assert f"database: check free space and permissions of {dbbackup.folder(paths.db)}" in doctor()
+
+
+def test_take_if_due_is_for_long_running_services(paths: Paths) -> None:
+    with Store.open(paths) as s:
+        first = dbbackup.take_if_due(s.conn, paths.db)
+        assert first is not None
+        assert dbbackup.take_if_due(s.conn, paths.db) is None
+        assert dbbackup.take_if_due(s.conn, paths.db, every_s=0) not in (None, first)

@@ -261,3 +261,10 @@ def test_two_processes_opening_a_new_file_at_once_get_one_schema(tmp_path: Path)
     assert errors == []
     names = [r[0] for r in raw(db).execute("SELECT name FROM migrations")]
     assert names == [fn.__name__ for fn in migrations.MIGRATIONS]
+
+
+def test_a_folder_older_than_the_marker_with_trained_adapters_is_prior_use(paths: Paths) -> None:
+    paths.ensure()
+    (paths.adapters / "v0001").mkdir()  # training only ever follows ratings in a database
+    with pytest.raises(DatabaseMissing):
+        Store.open(paths)

@@ -227,3 +227,10 @@ def test_the_marker_survives_a_repair(damaged) -> None:
     paths, _ = damaged
     dbrepair.repair(paths)
     assert dbopen.marker(paths.db).exists()
+
+
+def test_repair_in_a_folder_never_used_changes_nothing(paths: Paths) -> None:
+    report = dbrepair.repair(paths)
+    (line,) = report.lines()
+    assert line == f"The database {paths.db} does not exist yet; nothing to repair."
+    assert not paths.db.exists()
