@@ -48,8 +48,8 @@ def rltray_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CODEX_HOME", raising=False)
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     # The hook's fallback log lives in the temp folder: keep it inside the test's own.
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir(exist_ok=True)
     monkeypatch.setenv("TMPDIR", str(tmp))
     return home
 
