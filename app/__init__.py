@@ -1,8 +1,15 @@
-"""rltray's user-session side: capture, the store, the CLI, and (soon) tray and notifier."""
+"""rltray's user-session side: capture, the store, the CLI, the service and its parts."""
 
-from importlib import metadata
+from typing import Any
 
-try:
-    __version__ = metadata.version("rltray")
-except metadata.PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> Any:
+    # Looked up on demand: importlib.metadata costs ~20 ms that every command would pay.
+    if name == "__version__":
+        from importlib import metadata
+
+        try:
+            return metadata.version("rltray")
+        except metadata.PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(name)
