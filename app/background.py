@@ -128,6 +128,7 @@ class Background:
                 self._safely(job)
             if not self._stopping.is_set():
                 self._safely(self._ingest)
+                self._safely(self._backup_if_due)
 
     def _safely(self, job: Callable[[], None]) -> None:
         try:
@@ -144,6 +145,14 @@ class Background:
         for turn_id in report.new_turns:
             self._ordinal += 1
             self._maybe_ask(turn_id)
+
+    def _backup_if_due(self) -> None:
+        """The daily database copy: a service that runs for weeks opens the database once."""
+        from rltray.app import dbbackup
+
+        store = self.service.store
+        with store._lock:  # the backup reads through the store's own connection
+            dbbackup.take_if_due(store.conn, store.path)
 
     # -- notifications ---------------------------------------------------------------
 

@@ -18,11 +18,15 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+from rltray.app.errors import ExitCode, UserError
+
 Migration = Callable[[sqlite3.Connection], None]
 
 
-class SchemaTooNew(RuntimeError):
-    """The file was migrated by a newer rltray than this one."""
+class SchemaTooNew(UserError, RuntimeError):
+    """The file was migrated by a newer rltray than this one (one sentence, not a traceback)."""
+
+    exit_code = ExitCode.DATA
 
 
 def _run(conn: sqlite3.Connection, *statements: str) -> None:
