@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,13 @@ def rate_many(store: Store, make_turn: Any, n: int, start: int = 0) -> list[int]
     return ids
 
 
+def wait_for_a_step(runner: TrainingRunner, changes: list[dict[str, Any]]) -> None:
+    deadline = time.monotonic() + 30
+    while not any(c.get("step") for c in changes):
+        assert runner.running() and time.monotonic() < deadline, "no progress line"
+        time.sleep(0.02)
+
+
 def untrained(store: Store) -> set[int]:
     return {r["rating_id"] for r in store.training_examples(untrained_only=True)}
 
@@ -208,8 +216,7 @@ def test_pause_then_resume_continues_the_same_job(
     run_id = runner.start()
     with pytest.raises(TrainingBusy):
         runner.start()
-    while not any(c.get("step") for c in changes):
-        runner.wait(0.05)
+    wait_for_a_step(runner, changes)
     assert runner.stop(pause=True, timeout=20)
     run = store.get_run(run_id)
     assert run is not None and run.status == "paused" and run.finished_at is None
@@ -231,8 +238,7 @@ def test_stop_without_pause_cancels(
     rate_many(store, make_turn, 4)
     runner, _, changes = make_runner(store, paths, fake_python)
     run_id = runner.start()
-    while not any(c.get("step") for c in changes):
-        runner.wait(0.05)
+    wait_for_a_step(runner, changes)
     runner.stop(pause=False, timeout=20)
     run = store.get_run(run_id)
     assert run is not None and run.status == "cancelled"
@@ -248,8 +254,7 @@ def test_a_paused_run_of_another_model_is_not_resumed(
     rate_many(store, make_turn, 4)
     runner, _, changes = make_runner(store, paths, fake_python)
     old = runner.start()
-    while not any(c.get("step") for c in changes):
-        runner.wait(0.05)
+    wait_for_a_step(runner, changes)
     runner.stop(pause=True, timeout=20)
     monkeypatch.setenv("FAKE_MODE", "done")
     other = TrainingSettings(base_model="/models/other", backend="torch", python=fake_python)
