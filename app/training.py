@@ -53,6 +53,9 @@ LOG_TAIL_LINES = 40
 PROGRESS_SAVE_S = 2.0  # write progress into the run row at most this often
 
 
+TrainingNotSetUp = jobbuild.TrainingNotSetUp  # raised by start()/resume(); defined with the check
+
+
 class TrainingBusy(UserError):
     exit_code = ExitCode.ALREADY_RUNNING
 
