@@ -54,6 +54,9 @@ lint: $(FULL)
 bench: $(FULL)
 	$(BIN)/python bench/hook_latency.py
 	$(BIN)/python bench/ingest_speed.py
+	$(BIN)/python bench/scrub_speed.py
+	$(BIN)/python bench/cli_startup.py
+	$(BIN)/python bench/notify_latency.py
 
 install: $(APP)
 	mkdir -p $(HOME)/.local/bin
