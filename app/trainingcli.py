@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import ExitCode
@@ -99,57 +100,73 @@ def cmd_automatic(ctx: Context, args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
-    versions = ctx.service(ingest=False).versions()
+def _listing(
+    ctx: Context,
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    empty: str,
+    columns: tuple[str, ...],
+    cells: Callable[[dict[str, Any]], tuple[Any, ...]],
+) -> int:
+    """JSON with --json, a sentence when empty, else a table; cells hold captured text as Text."""
     if args.json:
-        ctx.print_json(versions)
+        ctx.print_json(rows)
         return ExitCode.OK
-    if not versions:
-        ctx.say("No trained versions yet; `rltray train` starts a round.")
+    if not rows:
+        ctx.say(empty)
         return ExitCode.OK
     from rich.table import Table
+
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*cells(row))
+    ctx.out.print(table)
+    return ExitCode.OK
+
+
+def _version(v: int | None) -> str:
+    return "—" if v is None else f"v{v}"
+
+
+def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.context import plain
     from rltray.app.service import local_time
 
-    table = Table("version", "status", "parent", "created", "held-out AUROC", "published as")
-    for v in versions:
+    def cells(v: dict[str, Any]) -> tuple[Any, ...]:
         auroc = v["metrics"].get("heldout_auroc") if isinstance(v["metrics"], dict) else None
-        table.add_row(
-            ("▶ " if v["active"] else "  ") + f"v{v['version']}",
+        return (
+            ("▶ " if v["active"] else "  ") + _version(v["version"]),
             v["status"],
-            "—" if v["parent"] is None else f"v{v['parent']}",
+            _version(v["parent"]),
             local_time(v["created_at"]),
             "—" if auroc is None else f"{auroc:.2f}",
             plain(v["ollama_tag"] or "—"),
         )
-    ctx.out.print(table)
-    return ExitCode.OK
+
+    columns = ("version", "status", "parent", "created", "held-out AUROC", "published as")
+    empty = "No trained versions yet; `rltray train` starts a round."
+    return _listing(ctx, args, ctx.service(ingest=False).versions(), empty, columns, cells)
 
 
 def cmd_runs(ctx: Context, args: argparse.Namespace) -> int:
-    runs = ctx.service(ingest=False).runs()
-    if args.json:
-        ctx.print_json(runs)
-        return ExitCode.OK
-    if not runs:
-        ctx.say("No training runs yet.")
-        return ExitCode.OK
-    from rich.table import Table
     from rltray.app.context import plain
     from rltray.app.service import local_time
 
-    table = Table("run", "status", "started", "finished", "version", "error")
-    for r in runs:
-        table.add_row(
+    def cells(r: dict[str, Any]) -> tuple[Any, ...]:
+        error = (r["error"] or "").strip().splitlines()
+        return (
             plain(r["id"]),
             r["status"],
             local_time(r["started_at"]),
             local_time(r["finished_at"]),
-            "—" if r["adapter_version"] is None else f"v{r['adapter_version']}",
-            plain((r["error"] or "").splitlines()[-1][:60] if r["error"] else ""),
+            _version(r["adapter_version"]),
+            plain(error[-1][:60] if error else ""),
         )
-    ctx.out.print(table)
-    return ExitCode.OK
+
+    columns = ("run", "status", "started", "finished", "version", "error")
+    return _listing(
+        ctx, args, ctx.service(ingest=False).runs(), "No training runs yet.", columns, cells
+    )
 
 
 def cmd_config(ctx: Context, args: argparse.Namespace) -> int:
