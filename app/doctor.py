@@ -13,9 +13,9 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rltray.app import instance
 from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -114,18 +114,12 @@ class _FolderOnly:
         self.paths = paths
 
     def pending_spool(self) -> int:
-        return _count_json(self.paths.spool_incoming)
+        return instance.count_records(self.paths.spool_incoming)
 
     def rejected_spool(self) -> int:
-        return _count_json(self.paths.spool_rejected)
+        return instance.count_records(self.paths.spool_rejected)
 
 
-def _count_json(folder: Path) -> int:
-    try:
-        with os.scandir(folder) as entries:
-            return sum(1 for e in entries if e.name.endswith(".json"))
-    except OSError:
-        return 0
 
 
 def _unopened_database(exc: Exception) -> Check:

@@ -44,12 +44,17 @@ def service_running(paths: Paths) -> bool:
     return False
 
 
-def pending_records(paths: Paths) -> int:
+def count_records(folder: os.PathLike[str] | str) -> int:
+    """Hook records (``*.json``, not hidden temp files) in a spool folder; 0 if unreadable."""
     try:
-        with os.scandir(paths.spool_incoming) as entries:
+        with os.scandir(folder) as entries:
             return sum(1 for e in entries if e.name.endswith(".json") and e.name[0] != ".")
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:
         return 0
+
+
+def pending_records(paths: Paths) -> int:
+    return count_records(paths.spool_incoming)
 
 
 def wait_for_drain(paths: Paths, timeout: float = DRAIN_WAIT_S) -> int:

@@ -10,13 +10,12 @@ data folders can run in one test.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from rltray.app import spool
+from rltray.app import instance, spool
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.paths import Paths
 
@@ -108,10 +107,10 @@ class Service:
         return spool.ingest(self.paths, self.store, progress=progress)
 
     def pending_spool(self) -> int:
-        return _count_json(self.paths.spool_incoming)
+        return instance.count_records(self.paths.spool_incoming)
 
     def rejected_spool(self) -> int:
-        return _count_json(self.paths.spool_rejected)
+        return instance.count_records(self.paths.spool_rejected)
 
     # -- rating --------------------------------------------------------------
 
@@ -341,9 +340,3 @@ def parse_version(text: int | str | None) -> int | None:
     return int(digits)
 
 
-def _count_json(folder: os.PathLike[str] | str) -> int:
-    try:
-        with os.scandir(folder) as entries:
-            return sum(1 for e in entries if e.name.endswith(".json"))
-    except FileNotFoundError:
-        return 0
