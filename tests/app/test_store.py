@@ -14,8 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from rltray.app import migrations
-from rltray.app import store as store_mod
+from rltray.app import migrations, store_turns
 from rltray.app.paths import Paths
 from rltray.app.store import Store, StoreError
 
@@ -299,7 +298,7 @@ def test_mark_trained_needs_a_known_run(store: Store, make_turn) -> None:
 
 
 def test_export_pages_through_every_turn(store, make_turn, monkeypatch) -> None:
-    monkeypatch.setattr(store_mod, "_EXPORT_PAGE", 2)
+    monkeypatch.setattr(store_turns, "_EXPORT_PAGE", 2)
     ids = [store.add_turn(make_turn())[0] for _ in range(5)]
     store.rate(ids[3], -1, "web", comment="wrong file")
     rows = list(store.iter_export())
