@@ -8,6 +8,7 @@ environment as parameters so tests run the real CLI in process.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +18,9 @@ from rltray.app.context import Context, plain
 from rltray.app.errors import ExitCode, UserError
 
 AGENT_CHOICES = ("claude-code", "codex", "all")
+# Each module here owns a group of commands and registers them with
+# `add_commands(add)`; a new group is one line here and one module.
+COMMAND_MODULES = ("trainingcli", "traycli", "settingscli", "modelcli", "bundlecli")
 WIDE = 120  # columns from which `turns` shows prompt and answer side by side
 
 
@@ -251,9 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("serve", cmd_serve, "run the headless service (ingest hook records as they arrive)")
     p.add_argument("--once", action="store_true", help="ingest what is waiting and exit")
     add("run", cmd_run, "start rltray")
-    from rltray.app import trainingcli
-
-    trainingcli.add_commands(add)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"rltray.app.{name}").add_commands(add)
     return parser
 
 

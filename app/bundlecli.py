@@ -1,0 +1,10 @@
+"""`rltray trainer-env` and `rltray --selftest`: what an installed bundle needs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def add_commands(add: Callable[..., Any]) -> None:
+    """Register this module's commands with the CLI parser (see cli.COMMAND_MODULES)."""
