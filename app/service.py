@@ -209,6 +209,19 @@ class Service:
         return self.store.iter_export()
 
 
+    # -- windows -------------------------------------------------------------
+
+    def open_settings(self, page: str = "") -> str:
+        """Show the settings (tray menu, `rltray settings`); returns what was opened.
+
+        Until the web settings window exists this opens the data folder in the
+        file manager, where config.toml and the adapters live.
+        """
+        from rltray.app.desktop import open_path
+
+        open_path(self.paths.home)
+        return str(self.paths.home)
+
     # -- training ------------------------------------------------------------
 
     def runner(self) -> TrainingRunner:
