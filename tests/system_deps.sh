@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# System packages the GUI tests use (Xvfb, a D-Bus session, a notification server).
+# System packages the GUI tests use (Xvfb, a D-Bus session, a notification server,
+# GTK + AppIndicator and the headers PyGObject builds against for the real tray).
 # Installs them with apt when running as root on Debian/Ubuntu; otherwise does nothing,
 # and each test that needs a missing one is skipped with a message naming it.
 set -u
 PACKAGES="xvfb dbus dbus-x11 dunst xdotool"
+# the tray's GTK/AppIndicator backend (pystray) and what `pip install "pygobject<3.51"` builds with
+PACKAGES="$PACKAGES libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
