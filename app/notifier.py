@@ -215,6 +215,12 @@ class Notifier:
             if self._usable("ask"):
                 self._submit(self._ask(turn_id, title, preview(body)))
 
+    def tell(self, title: str, body: str) -> None:
+        """A plain notification without buttons (the tray's answer to a click); returns at once."""
+        with self._lock:
+            if self._usable("tell"):
+                self._submit(self._tell(title, preview(body)))
+
     def send_test(self) -> concurrent.futures.Future[bool]:
         """Send a test notification; the future is True once the server accepted it.
 
@@ -315,6 +321,10 @@ class Notifier:
                 self._on_delivered(turn_id)
             except Exception:
                 logger.exception("on_delivered failed for turn %s", turn_id)
+
+    async def _tell(self, title: str, body: str) -> None:
+        if await self._ready():
+            await self._send(title=title, message=body, timeout=5)
 
     async def _send_test(self, future: concurrent.futures.Future[bool]) -> None:
         ok = False

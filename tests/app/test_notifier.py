@@ -145,6 +145,16 @@ def test_ask_sends_good_and_bad_buttons(
     recorder.wait_delivered(42)
 
 
+def test_tell_sends_a_plain_notification_without_buttons(
+    notification_server: NotificationServer, make_notifier
+) -> None:
+    notifier = make_notifier()
+    notifier.tell("rltray", "Rated good: turn 7")
+    call = notification_server.wait_for_calls(1)[0]
+    assert (call.summary, call.body) == ("rltray", "Rated good: turn 7")
+    assert [k for k, _ in call.action_pairs if k != "default"] == []
+
+
 def test_good_rates_exactly_that_turn(
     notification_server: NotificationServer, make_notifier, recorder: Recorder
 ) -> None:
