@@ -143,11 +143,49 @@ def m004_applied_commands(conn: sqlite3.Connection) -> None:
     )
 
 
+def m005_tags_and_deletion(conn: sqlite3.Connection) -> None:
+    """Reasons a user tags turns with, and tombstones of deleted turns.
+
+    Deleting a turn removes its row, ratings and tags for real; only a hash of
+    its source key stays in ``deleted_turns``, so the same turn re-reported by
+    an agent (Codex reports some twice) is not stored again. No text is kept.
+    """
+    _run(
+        conn,
+        """
+        CREATE TABLE tags (
+            id         INTEGER PRIMARY KEY,
+            name       TEXT NOT NULL UNIQUE COLLATE NOCASE,
+            created_at TEXT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE turn_tags (
+            turn_id INTEGER NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+            tag_id  INTEGER NOT NULL REFERENCES tags (id) ON DELETE CASCADE,
+            PRIMARY KEY (turn_id, tag_id)
+        )
+        """,
+        "CREATE INDEX turn_tags_tag ON turn_tags (tag_id, turn_id)",
+        """
+        CREATE TABLE deleted_turns (
+            key_hash   TEXT PRIMARY KEY,
+            deleted_at TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX ratings_rated_at ON ratings (rated_at)",
+    )
+    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    for name in ("wrong", "verbose", "ignored instructions"):
+        conn.execute("INSERT INTO tags (name, created_at) VALUES (?, ?)", (name, now))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
     m003_events,
     m004_applied_commands,
+    m005_tags_and_deletion,
 )
 
 

@@ -1,7 +1,7 @@
 """rltray's database: one object over captured turns, ratings, training runs, adapters, events.
 
-Each noun has its own module (store_turns, store_runs, store_adapters,
-store_events) over the shared connection in store_base; this facade joins
+Each noun has its own module (store_turns, store_browse, store_tags, store_runs,
+store_adapters, store_events) over the shared connection in store_base; this facade joins
 them so callers hold one ``Store`` and import the record types from here.
 """
 
@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 
 from rltray.app.store_adapters import ADAPTER_STATUSES, Adapter, Adapters
 from rltray.app.store_base import BUSY_TIMEOUT_S, SOURCES, StoreError, utc_iso
+from rltray.app.store_browse import Browse, TurnFilter
 from rltray.app.store_events import Events
 from rltray.app.store_runs import RUN_STATUSES, Run, Runs
+from rltray.app.store_tags import Tags
 from rltray.app.store_turns import Rating, Turn, TurnsAndRatings
 
 if TYPE_CHECKING:
@@ -29,11 +31,12 @@ __all__ = [
     "Store",
     "StoreError",
     "Turn",
+    "TurnFilter",
     "utc_iso",
 ]
 
 
-class Store(TurnsAndRatings, Runs, Adapters, Events):
+class Store(TurnsAndRatings, Browse, Tags, Runs, Adapters, Events):
     """All queries over one database file. Thread-safe; several processes may share the file."""
 
     @classmethod

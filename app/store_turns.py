@@ -7,6 +7,7 @@ which judgement it used, and nothing a user did is lost.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -52,6 +53,11 @@ class Turn:
     rating: Rating | None = None
     ingested_at: str | None = None
 
+
+
+def key_hash(source_key: str) -> str:
+    """What stays of a deleted turn: a hash of its agent:session:turn key, no text."""
+    return hashlib.sha256(source_key.encode("utf-8")).hexdigest()
 
 
 _RATING_COLS = (
@@ -120,6 +126,10 @@ class TurnsAndRatings(StoreBase):
             rec.get("model") or None,
         )
         with self._write() as conn:
+            if conn.execute(
+                "SELECT 1 FROM deleted_turns WHERE key_hash = ?", (key_hash(key),)
+            ).fetchone():
+                return 0, False  # the user deleted this turn: a re-report must not revive it
             cur = conn.execute(
                 "INSERT INTO turns (source_key, agent, session, turn, prompt, response, context,"
                 " cwd, model, captured_at, ingested_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
@@ -169,6 +179,54 @@ class TurnsAndRatings(StoreBase):
         sql = _TURN_SELECT + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY t.captured_at DESC, t.id DESC LIMIT ? OFFSET ?"
         return [_turn(r) for r in self._read(sql, (*params, int(limit), int(offset)))]
+
+    def delete_turns(self, turn_ids: Iterable[int]) -> int:
+        """Delete turns for real: the row, every rating and tag of it; returns how many.
+
+        Only a hash of each source key stays (``deleted_turns``) so a re-reported
+        turn is not stored again. Jobs and exports read the tables, so a deleted
+        turn is in no later export or training job.
+        """
+        ids = sorted({int(i) for i in turn_ids})
+        deleted = 0
+        with self._write() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                keys = conn.execute(
+                    f"SELECT source_key FROM turns WHERE id IN ({marks})", chunk
+                ).fetchall()
+                now = utc_iso()
+                conn.executemany(
+                    "INSERT OR IGNORE INTO deleted_turns (key_hash, deleted_at) VALUES (?, ?)",
+                    [(key_hash(k), now) for (k,) in keys],
+                )
+                conn.execute(f"DELETE FROM turn_tags WHERE turn_id IN ({marks})", chunk)
+                conn.execute(f"DELETE FROM ratings WHERE turn_id IN ({marks})", chunk)
+                conn.execute(
+                    f"UPDATE applied_commands SET turn_id = NULL WHERE turn_id IN ({marks})", chunk
+                )
+                deleted += conn.execute(f"DELETE FROM turns WHERE id IN ({marks})", chunk).rowcount
+        return deleted
+
+    def set_comment(self, turn_id: int, comment: str | None) -> Rating:
+        """Change the comment of a turn's active rating in place.
+
+        A comment explains a judgement, it is not one: editing it neither adds a
+        rating to the history nor makes a trained rating count as new again.
+        """
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE ratings SET comment = ? WHERE turn_id = ? AND withdrawn_at IS NULL",
+                ((comment or "").strip() or None, turn_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"Turn {turn_id} has no rating to comment on; rate it first.")
+            row = conn.execute(
+                f"SELECT {_RATING_COLS} FROM ratings WHERE turn_id = ? AND withdrawn_at IS NULL",
+                (turn_id,),
+            ).fetchone()
+            return _rating(row)
 
     # -- ratings -------------------------------------------------------------
 
