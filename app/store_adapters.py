@@ -133,3 +133,27 @@ class Adapters(StoreBase):
             _adapter(r)
             for r in self._read(f"SELECT {_ADAPTER_COLS} FROM adapters ORDER BY version DESC")
         ]
+
+    def delete_adapter(self, version: int) -> Adapter:
+        """Remove an old version's row (never the active one); returns what it was.
+
+        Versions trained on top of it take its parent as theirs, so the lineage
+        stays a chain and rolling back from them skips the deleted one.
+        """
+        with self._write() as conn:
+            row = conn.execute(
+                f"SELECT {_ADAPTER_COLS} FROM adapters WHERE version = ?", (version,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"There is no adapter version {version}.")
+            gone = _adapter(row)
+            if gone.status == "active":
+                raise StoreError(
+                    f"v{version} is in use; activate another version before deleting it."
+                )
+            conn.execute(
+                "UPDATE adapters SET parent_version = ? WHERE parent_version = ?",
+                (gone.parent_version, version),
+            )
+            conn.execute("DELETE FROM adapters WHERE version = ?", (version,))
+        return gone

@@ -132,3 +132,15 @@ def test_ratings_per_day(store: Store, make_turn) -> None:
     today = datetime.now(timezone.utc).date().isoformat()  # _fill rated two turns now
     assert store.ratings_per_day(since="2025-03-01") == [("2025-03-01", 1, 1), (today, 1, 1)]
     assert store.ratings_per_day(since="2025-03-02") == [(today, 1, 1)]
+
+
+def test_delete_adapter_keeps_the_chain_and_never_the_active_one(store: Store, tmp_path) -> None:
+    for v in (1, 2, 3):
+        store.add_adapter("base", tmp_path / f"v{v}", parent_version=v - 1 or None, version=v)
+    store.set_adapter_status(3, "active")
+    with pytest.raises(StoreError, match="in use"):
+        store.delete_adapter(3)
+    assert store.delete_adapter(2).version == 2
+    assert store.get_adapter(2) is None and store.get_adapter(3).parent_version == 1
+    with pytest.raises(StoreError, match="no adapter version 2"):
+        store.delete_adapter(2)
