@@ -168,13 +168,6 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
     return headless.serve(ctx, once=args.once)
 
 
-def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
-    # The tray arrives with its own issue; until then `run` is the headless service.
-    from rltray.app import headless
-
-    return headless.serve(ctx, once=False)
-
-
 def _turn_json(t: Any) -> dict[str, Any]:
     return {
         "id": t.id,
@@ -254,7 +247,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = add("serve", cmd_serve, "run the headless service (ingest hook records as they arrive)")
     p.add_argument("--once", action="store_true", help="ingest what is waiting and exit")
-    add("run", cmd_run, "start rltray")
     for name in COMMAND_MODULES:
         importlib.import_module(f"rltray.app.{name}").add_commands(add)
     return parser

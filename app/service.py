@@ -209,6 +209,28 @@ class Service:
         return self.store.iter_export()
 
 
+    def snooze(self, until: str | None) -> dict[str, Any]:
+        """Stop asking for ratings for an hour (``"hour"``), ``"tomorrow"``, or no longer (None).
+
+        Kept by the running service only: a restart asks again, which is what
+        someone who restarted rltray most likely wants.
+        """
+        from rltray.app.notify_policy import snooze_for, snooze_until_tomorrow
+
+        if self.background is None:
+            raise UserError("rltray is not running, so there are no notifications to snooze.")
+        now = datetime.now().astimezone()
+        if until is None:
+            end = None
+        elif until == "hour":
+            end = snooze_for(now, 1)
+        elif until == "tomorrow":
+            end = snooze_until_tomorrow(now)
+        else:
+            raise UserError(f"Snooze for an 'hour' or until 'tomorrow', not {until!r}.")
+        self.background.snoozed_until = end
+        return {"snoozed_until": None if end is None else end.isoformat(timespec="minutes")}
+
     # -- windows -------------------------------------------------------------
 
     def open_settings(self, page: str = "") -> str:

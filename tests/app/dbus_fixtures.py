@@ -156,6 +156,27 @@ async def _name_has_owner(address: str, name: str) -> bool:
         bus.disconnect()
 
 
+@contextlib.contextmanager
+def xvfb() -> Iterator[str]:
+    """A fresh Xvfb on a display number it picks itself (-displayfd: never a clash)."""
+    read, write = os.pipe()
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write)
+    try:
+        with os.fdopen(read) as pipe:
+            number = pipe.readline().strip()
+        assert number, "Xvfb did not report a display"
+        yield f":{number}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 class BusThread:
     """An asyncio loop on a daemon thread holding one connection to a bus.
 

@@ -29,6 +29,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     PrivateSessionBus,
     notification_server_fixture,
     session_bus_fixture,
+    xvfb,
 )
 from rltray.app.notifier import (
     COMMENT_TITLE,
@@ -403,23 +404,8 @@ def dunst_tools() -> None:
 
 @pytest.fixture
 def xvfb_display(dunst_tools: None) -> Iterator[str]:
-    """A fresh Xvfb on a display number it picks itself (-displayfd: never a clash)."""
-    read, write = os.pipe()
-    proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write), "-screen", "0", "800x600x24", "-nolisten", "tcp"],
-        pass_fds=(write,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write)
-    try:
-        with os.fdopen(read) as pipe:
-            number = pipe.readline().strip()
-        assert number, "Xvfb did not report a display"
-        yield f":{number}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with xvfb() as display:
+        yield display
 
 
 @pytest.mark.parametrize(("choice", "value"), [("Good", 1), ("Bad", -1)])

@@ -1,0 +1,191 @@
+"""Start rltray at login: an XDG autostart entry, a LaunchAgent, or a Windows Run key.
+
+Each OS has one documented per-user place that needs no admin rights; rltray
+writes exactly one entry there, recognises it again by name, and removes only
+what it wrote. The command is resolved now (this interpreter's ``rltray``) so
+a login never depends on PATH, which login sessions set differently.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rltray.app.errors import UserError
+from rltray.app.fileio import write_private_atomic
+
+LABEL = "dev.rltray.tray"  # LaunchAgent label and file name
+RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
+RUN_VALUE = "rltray"
+
+
+@dataclass(frozen=True)
+class AutostartStatus:
+    enabled: bool
+    where: str  # the file or registry value that holds the entry
+    command: list[str] | None  # what login runs, when enabled
+    problem: str | None = None  # e.g. the command no longer exists
+
+
+def command() -> list[str]:
+    """How login starts rltray: the frozen app, this venv's `rltray` script, or `python -m`."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "run"]
+    script = Path(sys.executable).with_name("rltray.exe" if os.name == "nt" else "rltray")
+    if script.is_file():
+        return [str(script), "run"]
+    return [sys.executable, "-m", "rltray.app.cli", "run"]
+
+
+def _home(env: dict[str, str]) -> Path:
+    return Path(env.get("HOME") or env.get("USERPROFILE") or Path.home())
+
+
+def _desktop_file(env: dict[str, str]) -> Path:
+    config = env.get("XDG_CONFIG_HOME") or str(_home(env) / ".config")
+    return Path(config) / "autostart" / "rltray.desktop"
+
+
+def _plist_file(env: dict[str, str]) -> Path:
+    return _home(env) / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+
+
+def _desktop_entry(cmd: list[str]) -> str:
+    # The Exec key has its own quoting rules; shlex.join's single quotes are not
+    # among them, so quote each argument with double quotes and escapes.
+    def quote(arg: str) -> str:
+        if arg and not any(c in arg for c in " \t\"'\\$`"):
+            return arg
+        escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+        return '"' + escaped.replace("`", "\\`") + '"'
+
+    return (
+        "[Desktop Entry]\n"
+        "Type=Application\n"
+        "Name=rltray\n"
+        "Comment=Rate your coding agent's answers and train your local model\n"
+        f"Exec={' '.join(quote(a) for a in cmd)}\n"
+        "Icon=rltray\n"
+        "Terminal=false\n"
+        "X-GNOME-Autostart-enabled=true\n"
+    )
+
+
+def enable(env: dict[str, str] | None = None, platform: str = sys.platform) -> AutostartStatus:
+    env = dict(os.environ) if env is None else env
+    cmd = command()
+    if platform == "win32":
+        _windows_set(subprocess_line(cmd))
+    elif platform == "darwin":
+        plist = {
+            "Label": LABEL,
+            "ProgramArguments": cmd,
+            "RunAtLoad": True,
+            "ProcessType": "Interactive",
+            "KeepAlive": False,
+        }
+        _write(_plist_file(env), plistlib.dumps(plist))
+    else:
+        _write(_desktop_file(env), _desktop_entry(cmd).encode())
+    return status(env, platform)
+
+
+def disable(env: dict[str, str] | None = None, platform: str = sys.platform) -> AutostartStatus:
+    env = dict(os.environ) if env is None else env
+    if platform == "win32":
+        _windows_delete()
+    else:
+        path = _plist_file(env) if platform == "darwin" else _desktop_file(env)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise UserError(f"Could not remove {path}: {exc.strerror or exc}.") from None
+    return status(env, platform)
+
+
+def status(env: dict[str, str] | None = None, platform: str = sys.platform) -> AutostartStatus:
+    env = dict(os.environ) if env is None else env
+    if platform == "win32":
+        line = _windows_get()
+        cmd = None if line is None else _split_windows(line)
+        return _checked(line is not None, rf"HKCU\{RUN_KEY}\{RUN_VALUE}", cmd)
+    if platform == "darwin":
+        path = _plist_file(env)
+        if not path.is_file():
+            return AutostartStatus(False, str(path), None)
+        try:
+            args = plistlib.loads(path.read_bytes()).get("ProgramArguments")
+        except Exception as exc:
+            return AutostartStatus(True, str(path), None, f"{path} cannot be read: {exc}")
+        return _checked(True, str(path), list(args or []))
+    path = _desktop_file(env)
+    if not path.is_file():
+        return AutostartStatus(False, str(path), None)
+    exec_line = next(
+        (ln[5:] for ln in path.read_text(errors="replace").splitlines() if ln.startswith("Exec=")),
+        "",
+    )
+    return _checked(True, str(path), shlex.split(exec_line) if exec_line else None)
+
+
+def _checked(enabled: bool, where: str, cmd: list[str] | None) -> AutostartStatus:
+    problem = None
+    if enabled and (not cmd or not Path(cmd[0]).exists()):
+        problem = (
+            f"the login entry runs {cmd[0] if cmd else 'nothing'}, which does not exist any more; "
+            "run `rltray autostart on` again"
+        )
+    return AutostartStatus(enabled, where, cmd, problem)
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private_atomic(path, data, 0o644)
+    except OSError as exc:
+        raise UserError(f"Could not write {path}: {exc.strerror or exc}.") from None
+
+
+def subprocess_line(cmd: list[str]) -> str:
+    import subprocess
+
+    return subprocess.list2cmdline(cmd)
+
+
+def _split_windows(line: str) -> list[str]:
+    # The Run value is one command line; split it the way we wrote it (list2cmdline).
+    return shlex.split(line.replace("\\", "\\\\"), posix=True)
+
+
+def _windows_set(line: str) -> None:  # pragma: no cover - Windows only
+    import winreg
+
+    with winreg.CreateKey(winreg.HKEY_CURRENT_USER, RUN_KEY) as key:
+        winreg.SetValueEx(key, RUN_VALUE, 0, winreg.REG_SZ, line)
+
+
+def _windows_get() -> str | None:  # pragma: no cover - Windows only
+    import winreg
+
+    try:
+        with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY) as key:
+            value, _kind = winreg.QueryValueEx(key, RUN_VALUE)
+    except FileNotFoundError:
+        return None
+    return str(value)
+
+
+def _windows_delete() -> None:  # pragma: no cover - Windows only
+    import winreg
+
+    try:
+        with winreg.OpenKey(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
+            winreg.DeleteValue(key, RUN_VALUE)
+    except FileNotFoundError:
+        pass

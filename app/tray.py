@@ -1,0 +1,279 @@
+"""The tray icon and its menu (pystray, on the main thread), over a running Service.
+
+Threads, and why: pystray owns the main thread (macOS requires it). Menu
+clicks arrive on that GUI thread and must never block it, so each action is
+handed to the service's worker thread (``Background.submit``), which also
+serialises it with ingest and notification clicks. The one door *into* the
+tray is ``Tray.refresh()``: any thread may call it; a refresher thread then
+takes a ``TrayState`` snapshot and, only when it changed, redraws the icon and
+rebuilds the menu through pystray (whose GTK backends marshal onto the GUI
+loop). Nothing else touches pystray objects.
+
+What a click says back: a short plain notification (``Notifier.tell``), so a
+click from the menu is never silent, and a failure is one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rltray.app.errors import UserError
+from rltray.app.traystate import TrayState, snapshot
+
+if TYPE_CHECKING:
+    from rltray.app.service import Service
+
+log = logging.getLogger(__name__)
+REFRESH_SECONDS = 2.0  # how often the icon follows training progress on its own
+
+
+def why_no_tray(env: dict[str, str] | None = None) -> str | None:
+    """None when a tray icon with a menu can be shown here, else the reason in one sentence.
+
+    Linux needs a display and PyGObject with GTK (pystray's appindicator and
+    gtk backends; its xorg fallback has no menu). macOS and Windows always can.
+    """
+    env = dict(os.environ) if env is None else env
+    backend = env.get("PYSTRAY_BACKEND")
+    if backend == "dummy" or not sys.platform.startswith("linux"):
+        return None
+    if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        return "there is no display (DISPLAY and WAYLAND_DISPLAY are unset)"
+    try:
+        import gi
+
+        gi.require_version("Gtk", "3.0")
+        from gi.repository import Gtk  # noqa: F401
+    except (ImportError, ValueError) as exc:
+        return (
+            f"the tray needs PyGObject with GTK 3 ({exc}); on Debian/Ubuntu: "
+            "apt install gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1 libgirepository1.0-dev "
+            "libcairo2-dev, then pip install 'pygobject<3.51'"
+        )
+    return None
+
+
+class Tray:
+    """One icon over one running Service; ``run()`` blocks the calling (main) thread."""
+
+    def __init__(self, service: Service) -> None:
+        import pystray
+        from rltray.app import trayicon
+
+        if service.background is None:
+            raise RuntimeError("start the service before its tray")
+        self.service = service
+        self._pystray = pystray
+        self._draw = trayicon.draw
+        self.state: TrayState = snapshot(service)
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._refresher = threading.Thread(
+            target=self._follow, name="rltray-tray-refresh", daemon=True
+        )
+        self.icon = pystray.Icon(
+            "rltray",
+            self._draw(self.state.mode, self.state.percent),
+            self.state.tooltip,
+            menu=pystray.Menu(self._items),
+        )
+
+    # -- the door ----------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Ask for a redraw from any thread; returns at once."""
+        self._wake.set()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def run(self, ready: Callable[[Tray], None] | None = None) -> None:
+        """Show the icon and block until Quit (or ``stop()`` from any thread).
+
+        ``ready`` runs on the icon's setup thread once it is visible.
+        """
+
+        def setup(icon: Any) -> None:
+            icon.visible = True
+            self._refresher.start()
+            if ready is not None:
+                ready(self)
+
+        try:
+            self.icon.run(setup)
+        except Exception as exc:
+            # GTK backends close a notification at stop that some servers reject
+            # (DESKTOP-STACK §2.4); a failure while stopping is not the user's problem.
+            if not self._stopping.is_set():
+                raise
+            log.debug("ignored while stopping the tray: %s", exc)
+        finally:
+            self._stopping.set()
+            self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        self.icon.stop()
+
+    def _follow(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(REFRESH_SECONDS)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                state = snapshot(self.service)
+            except Exception:
+                log.exception("could not read the tray state")
+                continue
+            if state != self.state:
+                self._show(state)
+
+    def _show(self, state: TrayState) -> None:
+        old, self.state = self.state, state
+        if (old.mode, old.percent) != (state.mode, state.percent):
+            self.icon.icon = self._draw(state.mode, state.percent)
+        if old.tooltip != state.tooltip:
+            self.icon.title = state.tooltip
+        self.icon.update_menu()
+
+    # -- the menu --------------------------------------------------------------------
+
+    def _items(self) -> list[Any]:
+        item, menu, s = self._pystray.MenuItem, self._pystray.Menu, self.state
+        info = [item(s.status, None, enabled=False), item(s.next_training, None, enabled=False)]
+        info += [item(f"⚠ {p}", None, enabled=False) for p in s.problems]
+        rollback = [
+            item(
+                choice.label,
+                self._action(lambda v=choice.version: self._rollback(v)),
+                checked=lambda _, c=choice: c.active,
+                radio=True,
+            )
+            for choice in s.versions
+        ]
+        snooze = [
+            item("For 1 hour", self._action(lambda: self._snooze("hour"))),
+            item("Until tomorrow", self._action(lambda: self._snooze("tomorrow"))),
+            item(
+                "Ask again now",
+                self._action(lambda: self._snooze(None)),
+                enabled=s.snoozed_until is not None,
+            ),
+        ]
+        training = (
+            item("Stop training (resumes later)", self._action(self._stop_training))
+            if s.training
+            else item("Train now", self._action(self._train_now))
+        )
+        return [
+            *info,
+            menu.SEPARATOR,
+            item(
+                "Rate last answer",
+                menu(
+                    item("Good", self._action(lambda: self._rate(1))),
+                    item("Bad", self._action(lambda: self._rate(-1))),
+                ),
+            ),
+            training,
+            item(
+                "Pause automatic training",
+                self._action(self._toggle_automatic),
+                checked=lambda _: self.state.paused,
+            ),
+            item(
+                "Snooze notifications" + (f" (until {s.snoozed_until})" if s.snoozed_until else ""),
+                menu(*snooze),
+            ),
+            item("Roll back", menu(*rollback)),
+            menu.SEPARATOR,
+            item("Open settings", self._action(self._open_settings)),
+            item("Quit rltray", self._quit),
+        ]
+
+    def _action(self, job: Callable[[], str | None]) -> Callable[[Any, Any], None]:
+        """A menu callback that runs ``job`` on the service's worker and says what happened."""
+
+        def clicked(icon: Any, item: Any) -> None:
+            background = self.service.background
+            if background is None:
+                return
+            background.submit(lambda: self._run_job(job))
+
+        return clicked
+
+    def _run_job(self, job: Callable[[], str | None]) -> None:
+        try:
+            said = job()
+        except UserError as exc:
+            said = str(exc)
+        except Exception as exc:  # shown, logged, and the tray stays up
+            log.exception("tray action failed")
+            said = f"That did not work: {type(exc).__name__}: {exc}"
+        if said:
+            self._tell(said)
+        self.refresh()
+
+    def _tell(self, text: str) -> None:
+        notifier = getattr(self.service.background, "notifier", None)
+        if notifier is not None:
+            notifier.tell("rltray", text)
+        self.service.store.log_event("tray", text)
+
+    # -- what each item does (on the worker thread) ---------------------------------
+
+    def _rate(self, value: int) -> str:
+        from rltray.app.service import preview, word
+
+        outcome = self.service.rate_newest(value, source="tray", change=True)
+        turn = outcome.turn
+        return f"Rated {word(value)}: turn {turn.id} — {preview(turn.prompt or turn.response)}"
+
+    def _train_now(self) -> str:
+        started = self.service.train_now()
+        return f"Training run {started['run']} started."
+
+    def _stop_training(self) -> str:
+        self.service.runner().stop(pause=True)
+        return "Training paused; it resumes from its checkpoint at the next idle time."
+
+    def _toggle_automatic(self) -> str:
+        from rltray.app import config
+
+        paused = not config.load_config(self.service.paths).training.automatic
+        self.service.set_automatic(paused)  # paused now → resume, and the other way round
+        return "Automatic training resumed." if paused else "Automatic training paused."
+
+    def _snooze(self, until: str | None) -> str:
+        end = self.service.snooze(until)["snoozed_until"]
+        return f"No rating questions until {end[11:16]}." if end else "Asking for ratings again."
+
+    def _rollback(self, version: int | None) -> str:
+        result = self.service.rollback(0 if version is None else version)
+        active = result["active"]
+        return f"Now using v{active}." if active else "Now using the base model (no adapter)."
+
+    def _open_settings(self) -> None:
+        self.service.open_settings()
+
+    def _quit(self, icon: Any, item: Any) -> None:
+        self.stop()
+
+
+def run_tray(service: Service, ready: Callable[[Tray], None] | None = None) -> None:
+    """Show the tray for a started service until Quit, SIGINT or SIGTERM."""
+    import signal
+
+    tray = Tray(service)
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signum, lambda *_: tray.stop())
+    tray.run(ready)

@@ -1,0 +1,123 @@
+"""What the tray shows, computed from the service in one snapshot, with no GUI library.
+
+Why a separate module: the icon, its tooltip and every label of the menu are
+functions of one ``TrayState``; computing it apart from pystray lets tests
+check each line against a real store without a display, and lets the tray
+compare two snapshots to redraw only when something changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rltray.app.service import Service
+
+IDLE, TRAINING, ATTENTION = "idle", "training", "attention"
+
+
+@dataclass(frozen=True)
+class VersionChoice:
+    """One line of the Roll back submenu."""
+
+    version: int | None  # None: the plain base model
+    label: str
+    active: bool
+
+
+@dataclass(frozen=True)
+class TrayState:
+    mode: str  # IDLE / TRAINING / ATTENTION
+    percent: int | None  # training progress, when training
+    status: str  # first menu line: ratings and the active version
+    next_training: str  # second menu line: what the next training waits for
+    problems: tuple[str, ...]  # why the icon asks for attention, one sentence each
+    paused: bool  # automatic training paused
+    training: bool
+    snoozed_until: str | None  # local "HH:MM" / "tomorrow HH:MM", None when not snoozed
+    versions: tuple[VersionChoice, ...] = field(default=())
+
+    @property
+    def tooltip(self) -> str:
+        head = f"rltray — training {self.percent or 0}%" if self.training else "rltray"
+        lines = [head, self.status, *self.problems]
+        return "\n".join(lines)
+
+
+def snapshot(service: Service) -> TrayState:
+    """Read everything the tray shows; never raises (a failing read becomes a problem line)."""
+    from rltray.app import config
+
+    problems: list[str] = []
+    try:
+        settings = config.load_config(service.paths)
+        paused = not settings.training.automatic
+        if not settings.training.base_model:
+            problems.append("No model is set up for training (Open settings → Model).")
+    except Exception as exc:  # a config the user broke: show it, keep the tray up
+        paused = False
+        problems.append(str(exc))
+    status = service.status()
+    training = status["training"]
+    progress = training.get("progress") or {}
+    running = bool(training.get("running"))
+    untrained = int(status.get("untrained") or 0)
+    active = training.get("active_version")
+    line = f"{untrained} new rating{'s' if untrained != 1 else ''} · " + (
+        f"active v{active}" if active else "base model"
+    )
+    problems.extend(_run_problem(service))
+    background = service.background
+    notifier = getattr(background, "notifier", None)
+    if notifier is not None:
+        problems.extend(notifier.delivery_problems())
+    percent = int(float(progress.get("percent") or 0)) if running else None
+    if running:
+        next_line = f"Training now… {percent}%"
+    else:
+        next_line = "Next training: " + str(training.get("next_training") or "not checked yet")
+    snoozed = getattr(background, "snoozed_until", None)
+    return TrayState(
+        mode=TRAINING if running else (ATTENTION if problems else IDLE),
+        percent=percent,
+        status=line,
+        next_training=next_line,
+        problems=tuple(problems),
+        paused=paused,
+        training=running,
+        snoozed_until=None if snoozed is None else _when(snoozed),
+        versions=tuple(_versions(service.versions(), active)),
+    )
+
+
+def _run_problem(service: Service) -> list[str]:
+    """The newest run failed: say so until a later run succeeds."""
+    runs = service.runs(limit=1)
+    if runs and runs[0]["status"] == "failed":
+        error = (runs[0].get("error") or "no reason recorded").strip().splitlines()
+        return [f"The last training run failed: {error[-1][:160] if error else ''}"]
+    return []
+
+
+def _versions(rows: list[dict[str, Any]], active: int | None) -> list[VersionChoice]:
+    choices = []
+    for row in rows:
+        if row.get("status") == "rejected":
+            continue
+        metrics = row.get("metrics") or {}
+        score = metrics.get("auroc_new")
+        date = str(row.get("created_at") or "")[:10]
+        label = f"v{row['version']} · {date}"
+        if isinstance(score, (int, float)):
+            label += f" · held-out {score:.2f}"
+        choices.append(VersionChoice(row["version"], label, row["version"] == active))
+    choices.append(VersionChoice(None, "Base model (no adapter)", active is None))
+    return choices
+
+
+def _when(moment: Any) -> str:
+    from datetime import datetime
+
+    now = datetime.now(moment.tzinfo) if getattr(moment, "tzinfo", None) else datetime.now()
+    return f"{moment:%H:%M}" if moment.date() == now.date() else f"{moment:%a %H:%M}"

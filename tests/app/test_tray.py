@@ -1,0 +1,290 @@
+"""The tray's menu over a real running Service (pystray's dummy backend: no display needed).
+
+What is real: the Service with its lock, worker thread and SQLite store, the
+config file, the training runner with a fake trainer process (the JSON-line
+protocol of tests/app/test_training.py), and pystray's own MenuItem objects,
+whose callbacks are the ones a click runs. The real GTK/AppIndicator tray over
+D-Bus is exercised in test_tray_dbus.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["PYSTRAY_BACKEND"] = "dummy"  # pystray picks its backend at import time
+
+from rltray.app import config
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+from rltray.app.tray import Tray, why_no_tray
+from rltray.app.trayicon import draw
+from rltray.app.traystate import ATTENTION, IDLE, TRAINING, snapshot
+from test_training import FAKE_TRAINER
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> str:
+    script = tmp_path / "fake-python"
+    script.write_text(FAKE_TRAINER.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.fixture
+def service(rltray_home: Path, fake_python: str, monkeypatch) -> Iterator[Service]:
+    monkeypatch.setenv("FAKE_MODE", "done")
+    paths = Paths.from_env()
+    paths.ensure()
+    config.set_value(paths, "training.base_model", "/models/tiny")
+    config.set_value(paths, "training.python", fake_python)
+    svc = Service(paths)
+    svc.start(notifications=False, scheduler=False, api=False)
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
+@pytest.fixture
+def tray(service: Service) -> Tray:
+    return Tray(service)
+
+
+def add_turns(service: Service, n: int) -> list[int]:
+    ids = []
+    for i in range(n):
+        turn_id, _ = service.store.add_turn(
+            {"agent": "claude-code", "session": "s", "turn": f"t{i}",
+             "prompt": f"question {i}", "response": f"answer {i}"}
+        )  # fmt: skip
+        ids.append(turn_id)
+    return ids
+
+
+def labels(items: Any) -> list[str]:
+    return [str(item.text) for item in items if str(item.text) not in ("", "- - - -")]
+
+
+def find(tray: Tray, *path: str) -> Any:
+    """The menu item under ``path`` (top label, then submenu labels), as pystray built it."""
+    tray.state = snapshot(tray.service)  # what the refresher would show now
+    items: Any = tray.icon.menu.items
+    for depth, name in enumerate(path):
+        item = next((i for i in items if str(i.text).startswith(name)), None)
+        assert item is not None, f"no {name!r} in {labels(items)}"
+        if depth == len(path) - 1:
+            return item
+        items = item.submenu.items
+
+
+def click(tray: Tray, *path: str) -> None:
+    find(tray, *path)(tray.icon)
+    drain(tray.service)
+
+
+def drain(service: Service) -> None:
+    """Wait until the worker ran everything submitted so far."""
+    import threading
+
+    done = threading.Event()
+    assert service.background is not None
+    service.background.submit(done.set)
+    assert done.wait(10)
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def events(service: Service) -> list[str]:
+    return [e["message"] for e in service.store.events(limit=20) if e["kind"] == "tray"]
+
+
+# -- what the menu says ------------------------------------------------------------
+
+
+def test_the_first_lines_say_ratings_active_version_and_what_training_waits_for(
+    tray: Tray,
+) -> None:
+    service = tray.service
+    ids = add_turns(service, 3)
+    service.store.rate(ids[0], 1, "cli")
+    service.store.rate(ids[1], -1, "cli")
+    service.set_gate_reason("waiting for 8 more ratings")
+    state = snapshot(service)
+    assert state.status == "2 new ratings · base model"
+    assert state.next_training == "Next training: waiting for 8 more ratings"
+    assert state.mode == IDLE and state.problems == ()
+    tray.state = state
+    top = labels(tray.icon.menu.items)
+    assert top[:2] == ["2 new ratings · base model", "Next training: waiting for 8 more ratings"]
+    assert top[2:] == [
+        "Rate last answer", "Train now", "Pause automatic training", "Snooze notifications",
+        "Roll back", "Open settings", "Quit rltray",
+    ]  # fmt: skip
+    assert not find(tray, "2 new ratings").enabled  # information, not a button
+
+
+def test_no_model_configured_asks_for_attention(tray: Tray) -> None:
+    config.set_value(tray.service.paths, "training.base_model", "")
+    state = snapshot(tray.service)
+    assert state.mode == ATTENTION
+    assert state.problems == ("No model is set up for training (Open settings → Model).",)
+    assert "No model is set up" in state.tooltip
+    tray.state = state
+    assert labels(tray.icon.menu.items)[2].startswith("⚠ No model is set up")
+
+
+def test_a_failed_run_asks_for_attention_until_a_later_run_succeeds(tray: Tray) -> None:
+    store = tray.service.store
+    store.add_run("r1")
+    store.finish_run("r1", "failed", error="loading the model\nRuntimeError: out of memory")
+    state = snapshot(tray.service)
+    assert state.mode == ATTENTION
+    assert state.problems == ("The last training run failed: RuntimeError: out of memory",)
+    store.add_run("r2")
+    store.finish_run("r2", "done")
+    assert snapshot(tray.service).mode == IDLE
+
+
+# -- what each item does -------------------------------------------------------------
+
+
+def test_rate_last_answer_good_rates_the_newest_turn_from_the_tray(tray: Tray) -> None:
+    ids = add_turns(tray.service, 2)
+    click(tray, "Rate last answer", "Good")
+    turn = tray.service.store.get_turn(ids[-1])
+    assert turn is not None and turn.rating is not None
+    assert (turn.rating.value, turn.rating.source) == (1, "tray")
+    assert tray.service.store.get_turn(ids[0]).rating is None  # type: ignore[union-attr]
+    assert events(tray.service)[0].startswith(f"Rated good: turn {ids[-1]} — question 1")
+
+
+def test_rate_bad_after_good_changes_the_rating_and_keeps_history(tray: Tray) -> None:
+    (turn_id,) = add_turns(tray.service, 1)
+    click(tray, "Rate last answer", "Good")
+    click(tray, "Rate last answer", "Bad")
+    history = tray.service.store.rating_history(turn_id)
+    assert [r.value for r in history] == [1, -1] and history[0].withdrawn_at is not None
+
+
+def test_rating_with_no_turn_says_so_instead_of_failing(tray: Tray) -> None:
+    click(tray, "Rate last answer", "Good")
+    assert events(tray.service)[0].startswith("No turn has been captured yet")
+
+
+def test_pause_automatic_training_is_a_checkbox_kept_in_config(tray: Tray) -> None:
+    paths = tray.service.paths
+    assert find(tray, "Pause automatic training").checked is False
+    click(tray, "Pause automatic training")
+    assert config.load_config(paths).training.automatic is False
+    assert find(tray, "Pause automatic training").checked is True
+    click(tray, "Pause automatic training")
+    assert config.load_config(paths).training.automatic is True
+    assert events(tray.service)[:2] == [
+        "Automatic training resumed.",
+        "Automatic training paused.",
+    ]
+
+
+def test_snooze_for_an_hour_then_ask_again(tray: Tray) -> None:
+    background = tray.service.background
+    assert background is not None
+    assert find(tray, "Snooze notifications", "Ask again now").enabled is False
+    click(tray, "Snooze notifications", "For 1 hour")
+    until = background.snoozed_until
+    assert until is not None and 3500 < (until - until.now(until.tzinfo)).total_seconds() <= 3600
+    assert find(tray, "Snooze notifications").text.startswith("Snooze notifications (until ")
+    click(tray, "Snooze notifications", "Ask again now")
+    assert background.snoozed_until is None
+
+
+def test_train_now_trains_then_roll_back_lists_versions_and_switches(tray: Tray) -> None:
+    service = tray.service
+    for turn_id, value in zip(add_turns(service, 12), [1, -1] * 6, strict=True):
+        service.store.rate(turn_id, value, "cli")
+    click(tray, "Train now")
+    wait_until(lambda: service.store.active_adapter() is not None)
+    wait_until(lambda: not service.runner().running())
+    assert events(service)[-1].startswith("Training run ")  # oldest tray event: the start
+    rollback = find(tray, "Roll back").submenu.items
+    assert [str(i.text)[:2] for i in rollback] == ["v1", "Ba"]
+    assert "held-out 0.75" in str(rollback[0].text)
+    assert [i.checked for i in rollback] == [True, False]
+    click(tray, "Roll back", "Base model")
+    assert service.store.active_adapter() is None
+    assert events(service)[0] == "Now using the base model (no adapter)."
+    assert [i.checked for i in find(tray, "Roll back").submenu.items] == [False, True]
+    click(tray, "Roll back", "v1")
+    active = service.store.active_adapter()
+    assert active is not None and active.version == 1
+
+
+def test_training_shows_percent_in_the_icon_and_a_stop_item(
+    tray: Tray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    service = tray.service
+    for turn_id, value in zip(add_turns(service, 12), [1, -1] * 6, strict=True):
+        service.store.rate(turn_id, value, "cli")
+    click(tray, "Train now")
+    wait_until(lambda: (snapshot(service).percent or 0) > 0)
+    state = snapshot(service)
+    assert state.mode == TRAINING and state.training
+    assert state.next_training.startswith("Training now… ")
+    click(tray, "Stop training")
+    wait_until(lambda: not service.runner().running())
+    runs = service.runs(limit=1)
+    assert runs[0]["status"] == "paused"
+    assert events(service)[0].startswith("Training paused")
+
+
+def test_the_refresher_redraws_when_the_state_changes(tray: Tray) -> None:
+    shown: list[str] = []
+    tray.icon.update_menu = lambda: shown.append(tray.state.status)  # type: ignore[method-assign]
+    tray._refresher.start()
+    try:
+        add_turns(tray.service, 1)
+        tray.service.store.rate(1, 1, "cli")
+        tray.refresh()
+        wait_until(lambda: "1 new rating · base model" in shown, timeout=10)
+    finally:
+        tray._stopping.set()
+        tray.refresh()
+
+
+def test_quit_stops_the_icon(tray: Tray) -> None:
+    stopped: list[bool] = []
+    tray.icon.stop = lambda: stopped.append(True)  # type: ignore[method-assign]
+    find(tray, "Quit rltray")(tray.icon)
+    assert stopped == [True] and tray._stopping.is_set()
+
+
+# -- pictures and where a tray can show ------------------------------------------------
+
+
+def test_each_mode_draws_a_different_icon() -> None:
+    pictures = [
+        draw(mode, pct).tobytes()
+        for mode, pct in ((IDLE, None), (ATTENTION, None), (TRAINING, 0), (TRAINING, 60))
+    ]
+    assert len(set(pictures)) == 4
+    assert draw(TRAINING, 60).size == (64, 64)
+
+
+def test_why_no_tray_names_the_missing_display() -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the display check is Linux-only")
+    reason = why_no_tray({"PATH": "/usr/bin"})
+    assert reason == "there is no display (DISPLAY and WAYLAND_DISPLAY are unset)"
+    assert why_no_tray({"PYSTRAY_BACKEND": "dummy"}) is None
