@@ -1,0 +1,85 @@
+"""Fixtures for the settings web app: a real Service over a temp data folder, signed-in clients.
+
+``client`` went through the real launch URL (one-time token -> cookie), so
+every test exercises the same door the window uses.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+from rltray.web.app import create_app
+from rltray.web.security import Guard
+
+
+@pytest.fixture
+def service(rltray_home) -> Iterator[Service]:
+    with Service(Paths.from_env()) as opened:
+        yield opened
+
+
+@pytest.fixture
+def guard() -> Guard:
+    return Guard()
+
+
+@pytest.fixture
+def app(service: Service, guard: Guard, tmp_path) -> Any:
+    app = create_app(
+        service,
+        guard=guard,
+        options={"ollama_host": "http://127.0.0.1:9", "model_roots": [str(tmp_path / "models")]},
+    )
+    app.config["TESTING"] = True
+    return app
+
+
+@pytest.fixture
+def anonymous(app: Any) -> Any:
+    return app.test_client()
+
+
+@pytest.fixture
+def client(app: Any, guard: Guard) -> Any:
+    """A client signed in through a launch URL; JSON posts carry the CSRF header."""
+    c = app.test_client()
+    launch = c.get(f"/launch/{guard.launch_token('')}")
+    assert launch.status_code == 303
+    c.csrf = guard.csrf
+    return c
+
+
+def post_json(client: Any, url: str, body: Any = None, **kw: Any) -> Any:
+    headers = {"X-CSRF-Token": client.csrf, **kw.pop("headers", {})}
+    return client.post(url, json=body, headers=headers, **kw)
+
+
+@pytest.fixture
+def add_turns(service: Service) -> Callable[..., list[int]]:
+    """Store ``n`` captured turns through the real store; returns their ids, oldest first."""
+    counter = itertools.count(1)
+
+    def add(n: int = 1, **fields: Any) -> list[int]:
+        ids = []
+        for _ in range(n):
+            k = next(counter)
+            rec = {
+                "agent": "claude-code",
+                "session": "s1",
+                "turn": f"t{k}",
+                "prompt": f"Question {k}: how do I fix the parser?",
+                "response": f"Answer {k}:\n\n```python\nprint({k})\n```",
+                "context": [{"role": "user", "content": f"earlier {k}"}],
+                "cwd": "/work/project",
+                "captured_at": f"2025-03-01T10:{k // 60 % 60:02d}:{k % 60:02d}Z",
+            }
+            rec.update(fields)
+            ids.append(service.store.add_turn(rec)[0])
+        return ids
+
+    return add

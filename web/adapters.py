@@ -1,0 +1,86 @@
+"""Adapters screen: trained versions with lineage, metrics, gate verdict and where published.
+
+Activating or rolling back is ``Service.rollback(version)`` (0 = the base
+model), the same call as `rltray rollback`, so the runner's rules apply: a
+rejected version or a missing folder is refused in one sentence. Deleting
+removes an old version's folder and row; the active one is never deleted.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, jsonify, render_template, request
+from rltray.app.errors import UserError
+from rltray.web.state import state
+
+bp = Blueprint("adapters", __name__)
+
+
+def version_rows() -> list[dict[str, Any]]:
+    """``Service.versions()`` plus what the page shows: ratings used, verdict, reasons."""
+    rows = []
+    for v in state().service.versions():
+        m = v["metrics"] if isinstance(v["metrics"], dict) else {}
+        reasons = m.get("reasons") or []
+        notes = m.get("notes") or []
+        rows.append(
+            {
+                **v,
+                "ratings": (m.get("fresh") or 0) + (m.get("heldout") or 0) or None,
+                "auroc": m.get("auroc_new"),
+                "auroc_parent": m.get("auroc_parent"),
+                "kl": m.get("kl_to_base"),
+                "verdict": "accepted" if m.get("accepted", True) else "rejected",
+                "reasons": [*reasons, *notes],
+                "folder_exists": Path(v["path"]).is_dir(),
+            }
+        )
+    return rows
+
+
+@bp.get("/adapters")
+def page() -> Any:
+    service = state().service
+    return render_template(
+        "adapters.html",
+        versions=version_rows(),
+        active=service.training_status()["active_version"],
+    )
+
+
+def _version() -> int:
+    body = request.get_json(silent=True)
+    raw = body.get("version") if isinstance(body, dict) else None
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise UserError('Say which version, like {"version": 3} (0 for the base model).')
+    from rltray.app.service import parse_version
+
+    version = parse_version(raw)
+    assert version is not None
+    return version
+
+
+@bp.get("/api/adapters")
+def api_list() -> Any:
+    return jsonify(version_rows())
+
+
+@bp.post("/api/adapters/activate")
+def api_activate() -> Any:
+    """Make a version active (an older one: a rollback; 0: the base model)."""
+    return jsonify(state().service.rollback(_version()))
+
+
+@bp.post("/api/adapters/delete")
+def api_delete() -> Any:
+    service = state().service
+    version = _version()
+    gone = service.store.delete_adapter(version)
+    folder = Path(gone.path)
+    if folder.is_dir() and folder.resolve().parent == service.paths.adapters.resolve():
+        shutil.rmtree(folder, ignore_errors=True)
+    service.store.log_event("adapters", f"deleted v{version}", {"version": version})
+    return jsonify({"deleted": version})

@@ -1,0 +1,191 @@
+"""The settings web app's factory: one Flask app over one Service, one blueprint per screen.
+
+Why it looks like this (flaskr, Datasette): ``create_app`` builds everything
+from its arguments, so tests make as many apps as they like over real data
+folders; screens are blueprints (wizard, dashboard, ratings, adapters,
+settings) that reach the service through ``state()``; every refusal and error
+leaves through one place: a JSON body ``{"error": {"code", "message"}}``
+(``app/api.error_body``) under ``/api/``, the same sentence in a page elsewhere,
+never a stack trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rltray.web.security import COOKIE, CSRF_FIELD, CSRF_HEADER, Guard, Refused
+from rltray.web.state import KEY, WebState
+
+if TYPE_CHECKING:
+    from flask import Flask, Response
+    from rltray.app.secrets import Secrets
+    from rltray.app.service import Service
+
+HERE = Path(__file__).resolve().parent
+NAV = (
+    ("dashboard.page", "Dashboard"),
+    ("ratings.page", "Ratings"),
+    ("adapters.page", "Adapters"),
+    ("settings.page", "Settings"),
+    ("wizard.page", "Setup"),
+)
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; "
+    "base-uri 'none'"
+)
+
+
+def create_app(
+    service: Service,
+    *,
+    guard: Guard | None = None,
+    secrets: Secrets | None = None,
+    options: dict[str, Any] | None = None,
+) -> Flask:
+    """The app over ``service``; ``guard`` holds its tokens (a fresh one when not given)."""
+    from flask import Flask
+    from rltray.app.secrets import Secrets
+    from rltray.web import adapters, dashboard, ratings, settings, wizard
+    from rltray.web.jobs import Jobs
+
+    app = Flask(
+        "rltray.web",
+        root_path=str(HERE),
+        template_folder="templates",
+        static_folder="static",
+        instance_path=str(HERE / "instance"),  # given: Flask cannot find it in a namespace package
+    )
+    app.config.update(
+        MAX_CONTENT_LENGTH=4 * 1024 * 1024,
+        SEND_FILE_MAX_AGE_DEFAULT=0,
+        JSON_SORT_KEYS=False,
+    )
+    app.extensions[KEY] = WebState(
+        service=service,
+        guard=guard or Guard(),
+        secrets=secrets or Secrets(),
+        jobs=Jobs(),
+        options=dict(options or {}),
+    )
+    _install_guard(app)
+    _install_errors(app)
+    _install_templates(app)
+    for module in (dashboard, ratings, adapters, settings, wizard):
+        app.register_blueprint(module.bp)
+    return app
+
+
+def _install_guard(app: Flask) -> None:
+    from flask import make_response, redirect, request
+
+    @app.before_request
+    def guard_request() -> Any:
+        guard = app.extensions[KEY].guard
+        guard.check_host(request.host)
+        guard.check_origin(request.headers.get("Origin"), request.host)
+        if request.endpoint == "launch":
+            return None
+        guard.check_cookie(request.cookies.get(COOKIE))
+        form_token = request.form.get(CSRF_FIELD) if request.mimetype in _FORMS else None
+        guard.check_csrf(request.method, request.headers.get(CSRF_HEADER), form_token)
+        return None
+
+    @app.get("/launch/<token>", endpoint="launch")
+    def launch(token: str) -> Any:
+        state: WebState = app.extensions[KEY]
+        page = state.guard.spend(token)
+        if page is None:
+            raise Refused(
+                401,
+                "launch_token",
+                "This launch link was already used or has expired; open the settings again "
+                "from the tray menu or with `rltray settings`.",
+            )
+        response = make_response(redirect(page, code=303))
+        response.set_cookie(COOKIE, state.guard.session, **state.guard.cookie_options())
+        return response
+
+    @app.after_request
+    def headers(response: Response) -> Response:
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def wants_json() -> bool:
+    from flask import request
+
+    return request.path.startswith("/api/")
+
+
+def fail(status: int, code: str, message: str) -> Any:
+    """The one error answer: JSON under /api/, otherwise a page with the same sentence."""
+    from flask import jsonify, render_template
+    from rltray.app.api import error_body
+
+    if wants_json():
+        response = jsonify(error_body(code, message))
+    else:
+        from flask import make_response
+
+        response = make_response(
+            render_template("error.html", status=status, code=code, message=message)
+        )
+    response.status_code = status
+    return response
+
+
+def _install_errors(app: Flask) -> None:
+    from rltray.app.errors import UserError
+    from rltray.app.store import StoreError
+    from werkzeug.exceptions import HTTPException
+
+    @app.errorhandler(Refused)
+    def refused(exc: Refused) -> Any:
+        return fail(exc.status, exc.code, exc.message)
+
+    @app.errorhandler(UserError)
+    def user_error(exc: UserError) -> Any:
+        return fail(400, type(exc).__name__, str(exc))
+
+    @app.errorhandler(StoreError)
+    def store_error(exc: StoreError) -> Any:
+        return fail(400, "StoreError", str(exc))
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Any:
+        from flask import request
+
+        code = (exc.name or "error").lower().replace(" ", "_")
+        messages = {
+            404: f"There is no page {request.path}.",
+            405: f"{request.method} is not allowed on {request.path}.",
+        }
+        return fail(exc.code or 500, code, messages.get(exc.code or 0, exc.description or code))
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Any:
+        app.logger.exception("unexpected error")
+        return fail(500, "internal", f"Something went wrong: {type(exc).__name__}: {exc}")
+
+
+def _install_templates(app: Flask) -> None:
+    from rltray.web import render
+
+    @app.context_processor
+    def globals_() -> dict[str, Any]:
+        state: WebState = app.extensions[KEY]
+        return {"csrf_token": state.guard.csrf, "nav": NAV}
+
+    app.jinja_env.filters["markdown"] = render.markdown
+    app.jinja_env.filters["localtime"] = render.local_time
+    app.jinja_env.filters["version"] = render.version
+    app.jinja_env.filters["number"] = render.number

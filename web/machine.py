@@ -1,0 +1,115 @@
+"""This machine's training backend: which interpreter trains, what it can import, CUDA / MPS / MLX.
+
+The service never imports torch or mlx (tests/app/test_light_imports.py), so
+the trainer interpreter is asked in a child process: a few lines that import
+what is there and print JSON. A separate trainer environment is a venv under
+the data folder with the packages the detected backend needs; creating it is
+a `web.jobs` job (pip's real progress), and the result becomes
+``training.python``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PROBE = r"""
+import importlib.util, json, platform, sys
+out = {"python": sys.version.split()[0], "executable": sys.executable,
+       "platform": sys.platform, "machine": platform.machine()}
+for name in ("torch", "transformers", "peft", "mlx", "mlx_lm"):
+    out[name] = importlib.util.find_spec(name) is not None
+if out["torch"]:
+    try:
+        import torch
+        out["torch_version"] = torch.__version__
+        out["cuda"] = bool(torch.cuda.is_available())
+        count = torch.cuda.device_count() if out["cuda"] else 0
+        out["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(count)]
+        mps = getattr(torch.backends, "mps", None)
+        out["mps"] = bool(mps and mps.is_available())
+    except Exception as exc:
+        out["torch_error"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+PROBE_TIMEOUT_S = 60.0
+TORCH_CPU = "torch==2.13.0"  # the CPU build `make` pins; a bare `torch` pulls GBs of CUDA
+
+
+def trainer_python(configured: str) -> str:
+    """The interpreter that trains: the setting when given, else rltray's own."""
+    return configured.strip() or sys.executable
+
+
+def probe(python: str) -> dict[str, Any]:
+    """What ``python`` can train with; ``error`` when it cannot even be run."""
+    try:
+        done = subprocess.run(
+            [python, "-c", PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"executable": python, "error": f"{python} could not be run: {exc}."}
+    if done.returncode != 0:
+        tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        return {"executable": python, "error": f"{python} failed: {tail[0]}"}
+    try:
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return {"executable": python, "error": f"{python} printed no answer."}
+
+
+def backend(info: dict[str, Any]) -> dict[str, Any]:
+    """The backend the trainer would use, and a sentence saying why (or what is missing)."""
+    if info.get("error"):
+        return {"name": None, "message": info["error"]}
+    torch_ok = info.get("torch") and info.get("transformers") and info.get("peft")
+    if info.get("mlx") and info.get("mlx_lm") and info.get("platform") == "darwin":
+        return {"name": "mlx", "message": "MLX on Apple silicon."}
+    if torch_ok and info.get("cuda"):
+        names = ", ".join(info.get("cuda_devices") or []) or "a CUDA GPU"
+        return {"name": "cuda", "message": f"PyTorch with CUDA on {names}."}
+    if torch_ok and info.get("mps"):
+        return {"name": "mps", "message": "PyTorch on Apple MPS."}
+    if torch_ok:
+        return {"name": "cpu", "message": "PyTorch on the CPU (slow but works for small models)."}
+    if info.get("mlx") and info.get("mlx_lm"):
+        return {"name": "mlx-cpu", "message": "MLX on the CPU."}
+    return {
+        "name": None,
+        "message": "This interpreter has neither torch + transformers + peft nor mlx + mlx-lm; "
+        "create a trainer environment below.",
+    }
+
+
+def env_packages(plat: str | None = None, machine: str | None = None) -> list[str]:
+    """What a new trainer environment needs on this machine (torch CPU build elsewhere)."""
+    plat = sys.platform if plat is None else plat
+    machine = platform.machine() if machine is None else machine
+    if plat == "darwin" and machine == "arm64":
+        return ["mlx>=0.29", "mlx-lm>=0.28"]
+    return [TORCH_CPU, "transformers>=4.56", "peft>=0.17", "safetensors>=0.4"]
+
+
+def env_steps(folder: Path, packages: list[str], pip_args: list[str] | None = None) -> list:
+    """The commands that create the environment in ``folder`` and install ``packages``."""
+    python = env_python(folder)
+    return [
+        ("Creating the environment", [sys.executable, "-m", "venv", str(folder)]),
+        (
+            "Installing " + ", ".join(p.split("=")[0].split(">")[0] for p in packages),
+            [str(python), "-m", "pip", "install", "--disable-pip-version-check",
+             "--progress-bar", "raw", *(pip_args or []), *packages],
+        ),
+    ]  # fmt: skip
+
+
+def env_python(folder: Path) -> Path:
+    return folder / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")

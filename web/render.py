@@ -1,0 +1,69 @@
+"""How captured text and numbers look in the pages: Markdown with highlighted code, local times.
+
+Captured text is untrusted (an agent may have echoed anything): Markdown is
+rendered with raw HTML off, so a ``<script>`` in an answer is shown as text,
+and markdown-it refuses ``javascript:`` links. Code blocks are highlighted by
+Pygments into CSS classes (the stylesheet is ``highlight_css``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from markupsafe import Markup
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+
+
+def _highlight(code: str, lang: str, _attrs: Any) -> str:
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        lexer = get_lexer_by_name(lang or "text")
+    except ClassNotFound:
+        lexer = get_lexer_by_name("text")
+    return highlight(code, lexer, HtmlFormatter(cssclass="hl", wrapcode=True))
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable("table")
+
+
+def markdown(text: str | None) -> Markup:
+    """Captured Markdown as safe HTML (raw HTML escaped, code highlighted)."""
+    return Markup(_parser().render(text or ""))
+
+
+@lru_cache(maxsize=1)
+def highlight_css() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(style="friendly").get_style_defs(".hl")
+
+
+def local_time(iso: str | None) -> str:
+    from rltray.app.service import local_time as to_local
+
+    return to_local(iso)
+
+
+def version(v: int | None) -> str:
+    return "base model" if v is None else f"v{v}"
+
+
+def number(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)

@@ -1,0 +1,189 @@
+"""Settings screen: every setting of config.py's single declaration, validated, with its help.
+
+The page is drawn from ``config.describe()``, so a new setting appears here
+without touching this file (a test checks each one does). Values are saved
+one key at a time through ``config.set_value`` (the same validation and
+comment-keeping write as `rltray config set`); a bad value keeps the others
+and shows its one sentence beside the field. The Hugging Face token goes to
+the keyring and is shown back only as its last four characters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify, redirect, render_template, request, url_for
+from rltray.web.state import state
+
+bp = Blueprint("settings", __name__)
+SECRET = "hf-token"
+SECTION_TITLES = {
+    "agents": "Agents",
+    "notify": "Notifications",
+    "training": "Training",
+    "ollama": "Ollama",
+}
+
+
+def _form_value(setting: Any, form: Any) -> Any:
+    """A form's text for one setting; a checkbox's absence means false (hidden field first)."""
+    values = form.getlist(setting.key)
+    if setting.type == "bool":
+        return "true" if "true" in values else "false"
+    return values[-1] if values else None
+
+
+def save_values(values: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """Set each given key; returns (errors by key, keys changed). Valid keys are kept."""
+    from rltray.app import config
+
+    paths = state().service.paths
+    errors: dict[str, str] = {}
+    changed: list[str] = []
+    known = {s.key: s for s in config.describe()}
+    for key, value in values.items():
+        if key not in known:
+            errors[key] = f"There is no setting {key!r}."
+            continue
+        try:
+            before = config.load_config(paths).get(key)
+            after = config.set_value(paths, key, value).get(key)
+        except config.ConfigError as exc:
+            errors[key] = str(exc)
+            continue
+        if before != after:
+            changed.append(key)
+    if changed:
+        state().service.store.log_event("settings", "changed " + ", ".join(changed))
+    return errors, changed
+
+
+def masked_secret() -> dict[str, Any]:
+    """Whether the token is set, its last four characters, and why the keyring cannot be used."""
+    from rltray.app.secrets import SecretsUnavailable
+
+    secrets = state().secrets
+    try:
+        value = secrets.get(SECRET)
+    except SecretsUnavailable as exc:  # pragma: no cover - Secrets falls back itself
+        return {"set": False, "hint": "", "problem": str(exc)}
+    problem = str(secrets.unavailable) if secrets.unavailable is not None else ""
+    return {"set": bool(value), "hint": ("…" + value[-4:]) if value else "", "problem": problem}
+
+
+def _page(errors: dict[str, str] | None = None, form: Any = None, status: int = 200) -> Any:
+    from rltray.app import config
+
+    settings = config.describe()
+    try:
+        current = config.load_config(state().service.paths)
+        load_error = ""
+    except config.ConfigError as exc:
+        current, load_error = config.Config(), str(exc)
+    sections: dict[str, list[dict[str, Any]]] = {}
+    for s in settings:
+        value = current.get(s.key)
+        if form is not None and s.key in (errors or {}):
+            value = _form_value(s, form)
+        sections.setdefault(s.section, []).append({"s": s, "value": value})
+    html = render_template(
+        "settings.html",
+        sections=sections,
+        titles=SECTION_TITLES,
+        errors=errors or {},
+        load_error=load_error,
+        saved=request.args.get("saved"),
+        secret=masked_secret(),
+        config_path=str(state().service.paths.config),
+    )
+    return html, status
+
+
+@bp.get("/settings")
+def page() -> Any:
+    return _page()
+
+
+@bp.post("/settings")
+def save() -> Any:
+    from rltray.app import config
+
+    values = {}
+    current = config.load_config(state().service.paths)
+    for s in config.describe():
+        text = _form_value(s, request.form)
+        if text is None:
+            continue
+        if s.type != "str" and str(text).strip().lower() == str(current.get(s.key)).lower():
+            continue
+        if s.type == "str" and text == current.get(s.key):
+            continue
+        values[s.key] = text
+    errors, changed = save_values(values)
+    if errors:
+        return _page(errors, request.form, 400)
+    return redirect(url_for("settings.page", saved=len(changed)), code=303)
+
+
+@bp.post("/settings/secret")
+def save_secret() -> Any:
+    secrets = state().secrets
+    if request.form.get("action") == "remove":
+        secrets.delete(SECRET)
+        state().service.store.log_event("settings", "removed the Hugging Face token")
+        return redirect(url_for("settings.page", saved="token-removed"), code=303)
+    token = "".join((request.form.get("hf_token") or "").split())
+    if not token:
+        return _page({"hf_token": "Paste a token first (it starts with hf_)."}, request.form, 400)
+    secrets.set(SECRET, token)
+    state().service.store.log_event("settings", "saved a Hugging Face token")
+    return redirect(url_for("settings.page", saved="token"), code=303)
+
+
+# -- JSON ------------------------------------------------------------------------
+
+
+@bp.get("/api/settings")
+def api_list() -> Any:
+    from rltray.app import config
+
+    current = config.load_config(state().service.paths)
+    return jsonify(
+        {
+            "settings": [
+                {
+                    "key": s.key,
+                    "value": current.get(s.key),
+                    "default": s.default,
+                    "type": s.type,
+                    "help": s.help,
+                    "choices": list(s.choices) if s.choices else None,
+                    "minimum": s.minimum,
+                    "maximum": s.maximum,
+                }
+                for s in config.describe()
+            ],
+            "hf_token": masked_secret(),
+        }
+    )
+
+
+@bp.post("/api/settings")
+def api_save() -> Any:
+    from rltray.app.errors import UserError
+
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise UserError('Send a JSON object of settings, like {"training.preset": "careful"}.')
+    errors, changed = save_values(body)
+    if errors:
+        from rltray.app.api import error_body
+
+        first = next(iter(errors.values()))
+        payload = error_body("invalid_setting", first)
+        payload["error"]["fields"] = errors
+        payload["changed"] = changed
+        response = jsonify(payload)
+        response.status_code = 400
+        return response
+    return jsonify({"changed": changed})

@@ -1,0 +1,33 @@
+"""What every screen of the web app reaches through: the service, the guard, the secrets.
+
+Kept in ``app.extensions`` (no module-level state), so two apps over two data
+folders can run in one test; ``state()`` is how a view finds its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rltray.app.secrets import Secrets
+    from rltray.app.service import Service
+    from rltray.web.jobs import Jobs
+    from rltray.web.security import Guard
+
+KEY = "rltray"
+
+
+@dataclass
+class WebState:
+    service: Service
+    guard: Guard
+    secrets: Secrets
+    jobs: Jobs
+    options: dict[str, Any] = field(default_factory=dict)  # tests: ollama host, scan roots
+
+
+def state() -> WebState:
+    from flask import current_app
+
+    return current_app.extensions[KEY]

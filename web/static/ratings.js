@@ -1,0 +1,143 @@
+// Ratings browser: keyboard (j/k move, g/b rate, u unrate, x select, Enter open), the detail
+// drawer, per-turn and bulk actions. Every change is a JSON call; the row is redrawn from the answer.
+"use strict";
+(() => {
+  const table = document.getElementById("turns");
+  const drawer = document.getElementById("detail");
+  const rows = () => (table ? Array.from(table.tBodies[0].rows) : []);
+  let current = null;
+
+  function focusRow(row, open = false) {
+    if (!row) return;
+    rows().forEach((r) => r.classList.toggle("current", r === row));
+    current = row;
+    row.focus({ preventScroll: true });
+    row.scrollIntoView({ block: "nearest" });
+    if (open || !drawer.hidden) openDetail(row.dataset.id);
+  }
+
+  async function openDetail(id) {
+    const response = await fetch(`/ratings/turn/${id}`, { credentials: "same-origin" });
+    if (!response.ok) { rltray.say(`Turn ${id} could not be opened (HTTP ${response.status}).`, "error"); return; }
+    drawer.innerHTML = await response.text();
+    drawer.hidden = false;
+    drawer.dataset.id = id;
+  }
+
+  function closeDetail() { drawer.hidden = true; drawer.innerHTML = ""; }
+
+  function rowOf(id) { return rows().find((r) => r.dataset.id === String(id)); }
+
+  function redraw(turn) {
+    const row = rowOf(turn.id);
+    if (row) {
+      const cell = row.querySelector(".rating");
+      cell.textContent = "";
+      const r = turn.rating;
+      cell.append(rltray.el("span", { class: "badge " + (r ? (r.value > 0 ? "good" : "bad") : "") }, r ? (r.value > 0 ? "good" : "bad") : "—"));
+      if (r && r.comment) cell.append(" ", rltray.el("span", { class: "muted", title: r.comment }, "✎"));
+      const tags = row.querySelector(".tags");
+      tags.textContent = "";
+      turn.tags.forEach((t) => tags.append(rltray.el("span", { class: "tag" }, t)));
+    }
+    if (!drawer.hidden && drawer.dataset.id === String(turn.id)) openDetail(turn.id);
+  }
+
+  async function rate(id, value) {
+    const turn = await rltray.call("POST", `/api/turns/${id}/rating`, { value });
+    redraw(turn);
+    rltray.say(value === 0 ? `Turn ${id}: rating withdrawn.` : `Turn ${id} rated ${value > 0 ? "good" : "bad"}.`);
+  }
+
+  async function remove(ids) {
+    if (!confirm(`Delete ${ids.length === 1 ? "this turn" : ids.length + " turns"} for good? It is removed from the database and from every later export and training job.`)) return;
+    const result = await rltray.call("POST", "/api/turns/bulk", { ids, action: "delete" });
+    ids.forEach((id) => { const row = rowOf(id); if (row) row.remove(); });
+    if (ids.includes(Number(drawer.dataset.id))) closeDetail();
+    rltray.say(`Deleted ${result.changed} turn${result.changed === 1 ? "" : "s"}.`);
+    updateCount();
+  }
+
+  function selected() { return rows().filter((r) => r.querySelector(".pick").checked).map((r) => Number(r.dataset.id)); }
+  function updateCount() {
+    const n = selected().length;
+    document.getElementById("selected-count").textContent = `${n} selected`;
+    const link = document.getElementById("export-link");
+    if (!link.dataset.base) link.dataset.base = link.getAttribute("href");
+    link.setAttribute("href", n ? "/ratings/export.jsonl?" + selected().map((id) => "id=" + id).join("&") : link.dataset.base);
+  }
+
+  document.addEventListener("change", (event) => {
+    if (event.target.id === "select-all") {
+      rows().forEach((r) => { r.querySelector(".pick").checked = event.target.checked; });
+    }
+    if (event.target.classList.contains("pick") || event.target.id === "select-all") updateCount();
+    const pick = event.target.closest(".tagpick input");
+    if (pick) saveTags();
+  });
+
+  async function saveTags(extra) {
+    const id = drawer.dataset.id;
+    const tags = Array.from(drawer.querySelectorAll(".tagpick input:checked")).map((i) => i.value);
+    if (extra) tags.push(extra);
+    const turn = await rltray.call("POST", `/api/turns/${id}/tags`, { tags });
+    redraw(turn);
+    rltray.say(`Turn ${id}: tags saved.`);
+  }
+
+  document.addEventListener("click", async (event) => {
+    const t = event.target;
+    const bulk = t.closest("[data-bulk]");
+    if (bulk) {
+      const ids = selected();
+      if (!ids.length) { rltray.say("Select turns first (x, or the boxes).", "error"); return; }
+      const action = bulk.dataset.bulk;
+      if (action === "delete") return remove(ids);
+      const body = { ids, action };
+      if (action === "tag" || action === "untag") body.tag = document.getElementById("bulk-tag").value;
+      const result = await rltray.call("POST", "/api/turns/bulk", body);
+      rltray.say(`${action}: ${result.changed} turn${result.changed === 1 ? "" : "s"} changed.`);
+      setTimeout(() => location.reload(), 500);
+      return;
+    }
+    if (t.closest("[data-close]")) return closeDetail();
+    const id = drawer.dataset.id;
+    const rateButton = t.closest("[data-rate]");
+    if (rateButton && drawer.contains(rateButton)) return rate(Number(id), Number(rateButton.dataset.rate));
+    if (t.closest("[data-delete]") && drawer.contains(t)) return remove([Number(id)]);
+    if (t.closest("[data-add-tag]")) {
+      const input = drawer.querySelector(".new-tag");
+      const name = input.value.trim();
+      if (name) { input.value = ""; return saveTags(name); }
+      return;
+    }
+    const row = t.closest("#turns tbody tr");
+    if (row && !t.closest(".pick")) focusRow(row, true);
+  });
+
+  document.addEventListener("submit", async (event) => {
+    const form = event.target.closest("[data-comment]");
+    if (!form) return;
+    event.preventDefault();
+    const id = drawer.dataset.id;
+    const turn = await rltray.call("POST", `/api/turns/${id}/comment`, { comment: form.querySelector("textarea").value });
+    redraw(turn);
+    rltray.say(`Turn ${id}: comment saved.`);
+  });
+
+  document.addEventListener("keydown", (event) => {
+    if (event.target.closest("input, textarea, select") || event.ctrlKey || event.metaKey || event.altKey) return;
+    const list = rows();
+    if (!list.length) return;
+    const index = current ? list.indexOf(current) : -1;
+    const key = event.key;
+    if (key === "j") focusRow(list[Math.min(list.length - 1, index + 1)]);
+    else if (key === "k") focusRow(list[Math.max(0, index - 1)]);
+    else if (key === "Enter" && current) focusRow(current, true);
+    else if (key === "Escape") closeDetail();
+    else if ((key === "g" || key === "b" || key === "u") && current) rate(Number(current.dataset.id), key === "g" ? 1 : key === "b" ? -1 : 0);
+    else if (key === "x" && current) { const box = current.querySelector(".pick"); box.checked = !box.checked; updateCount(); }
+    else return;
+    event.preventDefault();
+  });
+})();

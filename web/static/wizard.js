@@ -1,0 +1,205 @@
+// Setup wizard: six steps on one page. Each step draws live state from /api/setup/* and
+// saves through /api/settings, so what the wizard writes is exactly what Settings shows.
+"use strict";
+(() => {
+  const { call, say, el } = rltray;
+  const steps = Array.from(document.querySelectorAll(".step"));
+  const links = Array.from(document.querySelectorAll("#steps a"));
+  let index = Math.max(0, steps.findIndex((s) => "#" + s.id === location.hash));
+  let agentTimer = null;
+  let chosenModel = null;
+
+  function show(i) {
+    index = i;
+    steps.forEach((s, n) => { s.hidden = n !== i; });
+    links.forEach((a, n) => a.classList.toggle("on", n === i));
+    document.getElementById("back").disabled = i === 0;
+    document.getElementById("next").textContent = i === steps.length - 1 ? "Finish" : "Next";
+    history.replaceState(null, "", "#" + steps[i].id);
+    clearInterval(agentTimer);
+    if (steps[i].id === "agents") { loadAgents(); agentTimer = setInterval(loadAgents, 2000); }
+    if (steps[i].id === "model" && !document.getElementById("model-list").dataset.loaded) loadModels();
+    if (steps[i].id === "backend") loadBackend();
+  }
+
+  // -- saving the fields of a step ----------------------------------------------------
+  function values(step) {
+    const out = {};
+    step.querySelectorAll("input[name], select[name]").forEach((input) => {
+      if (input.type === "radio" && !input.checked) return;
+      out[input.name] = input.type === "checkbox" ? input.checked : input.value;
+    });
+    return out;
+  }
+
+  async function save(step) {
+    const data = values(step);
+    if (!Object.keys(data).length) return true;
+    step.querySelectorAll(".field .error").forEach((e) => e.remove());
+    try {
+      const result = await call("POST", "/api/settings", data);
+      document.getElementById("save-status").textContent = result.changed.length ? "Saved." : "";
+      return true;
+    } catch (err) {
+      const fields = (err.data && err.data.error && err.data.error.fields) || {};
+      for (const [key, message] of Object.entries(fields)) {
+        const input = step.querySelector(`[name="${key}"]`);
+        if (input) input.closest(".field, .presets").append(el("p", { class: "error" }, message));
+      }
+      return false;
+    }
+  }
+
+  document.getElementById("next").addEventListener("click", async () => {
+    if (!(await save(steps[index]))) return;
+    if (index < steps.length - 1) { show(index + 1); return; }
+    await call("POST", "/api/setup/finish");
+    say("Setup finished. rltray will ask for ratings and train on its own.");
+    setTimeout(() => { location.href = "/"; }, 800);
+  });
+  document.getElementById("back").addEventListener("click", () => show(Math.max(0, index - 1)));
+  links.forEach((a, n) => a.addEventListener("click", async (e) => { e.preventDefault(); if (await save(steps[index])) show(n); }));
+  document.querySelectorAll("[data-mirror]").forEach((input) => {
+    const other = document.getElementById(input.dataset.mirror);
+    input.addEventListener("input", () => { other.value = input.value; });
+    other.addEventListener("input", () => { input.value = other.value; });
+  });
+
+  // -- 1. agents -----------------------------------------------------------------------
+  async function loadAgents() {
+    const agents = await call("GET", "/api/setup/agents");
+    const box = document.getElementById("agent-list");
+    box.textContent = "";
+    for (const a of agents) {
+      let state;
+      if (!a.detected) state = el("span", { class: "muted" }, "not found on this machine");
+      else if (!a.installed) state = el("span", {}, a.stale ? "hooks point elsewhere: install again" : "hooks not installed");
+      else if (a.waiting) state = el("span", { class: "waiting" }, "installed · waiting for the first event…");
+      else state = el("span", { class: "ok" }, `installed · ${a.turns} turn${a.turns === 1 ? "" : "s"} arrived`);
+      const button = a.installed
+        ? el("button", { type: "button", "data-agent": a.name, "data-action": "uninstall" }, "Uninstall")
+        : el("button", { type: "button", "data-agent": a.name, "data-action": "install", disabled: !a.detected, class: "primary" }, "Install hooks");
+      const notes = a.notes.map((n) => el("p", { class: "note" }, n));
+      box.append(el("div", { class: "agent", "data-name": a.name }, el("strong", {}, a.display_name), " ", state, " ", button, ...notes));
+    }
+  }
+  document.getElementById("agent-list").addEventListener("click", async (event) => {
+    const button = event.target.closest("[data-agent]");
+    if (!button) return;
+    button.disabled = true;
+    const result = await call("POST", `/api/setup/agents/${button.dataset.agent}/${button.dataset.action}`).catch(() => null);
+    if (result) {
+      const report = document.getElementById("agent-report");
+      report.textContent = result.lines.join("\n");
+      report.hidden = false;
+    }
+    loadAgents();
+  });
+
+  // -- 2. model ------------------------------------------------------------------------
+  async function loadModels(folder) {
+    const list = document.getElementById("model-list");
+    const url = "/api/setup/models" + (folder ? "?folder=" + encodeURIComponent(folder) : "");
+    const data = await call("GET", url);
+    list.dataset.loaded = "1";
+    list.textContent = "";
+    if (!data.models.length) list.append(el("p", { class: "muted" }, "No model folders found in the Hugging Face cache or ~/models; name a folder above."));
+    for (const m of data.models) {
+      const shape = m.error ? m.error : `${m.model_type || "?"} · ${m.layers ?? "?"} layers · hidden ${m.hidden_size ?? "?"} · vocab ${m.vocab_size ?? "?"}`;
+      const fit = m.memory && m.memory.message ? m.memory.message : "";
+      list.append(el("label", { class: "choice" },
+        el("input", { type: "radio", name: "model-pick", value: m.path, disabled: !!m.error, checked: m.path === data.chosen.base_model }),
+        " ", el("strong", {}, m.name), " ", el("span", { class: "badge" }, m.source), el("br"),
+        el("span", { class: "muted small" }, shape), el("br"),
+        el("span", { class: m.memory && m.memory.fits === false ? "warn small" : "muted small" }, fit)));
+    }
+    const ollama = document.getElementById("ollama-list");
+    ollama.textContent = "";
+    ollama.append(el("h3", {}, "Ollama"));
+    if (!data.ollama.running) ollama.append(el("p", { class: "warn" }, data.ollama.error));
+    const select = el("select", { id: "ollama-pick", "aria-label": "Ollama model" }, el("option", { value: "" }, "(none: do not publish)"));
+    for (const o of data.ollama.models) {
+      select.append(el("option", { value: o.name, selected: o.name === data.chosen.ollama },
+        `${o.name} — ${o.architecture || "?"}, ${o.layers ?? "?"} layers, hidden ${o.hidden_size ?? "?"}`));
+    }
+    ollama.append(select);
+    chosenModel = data.chosen.base_model || null;
+    document.getElementById("model-save").disabled = !chosenModel;
+  }
+  document.getElementById("model-look").addEventListener("click", () => loadModels(document.getElementById("model-folder").value));
+  document.getElementById("model-list").addEventListener("change", (e) => {
+    if (e.target.name === "model-pick") { chosenModel = e.target.value; document.getElementById("model-save").disabled = false; }
+  });
+  document.getElementById("model-save").addEventListener("click", async () => {
+    const ollama = document.getElementById("ollama-pick");
+    const result = await call("POST", "/api/setup/model", { path: chosenModel, ollama: ollama ? ollama.value : "" });
+    const box = document.getElementById("model-result");
+    box.textContent = "";
+    box.append(el("p", { class: "ok" }, "Saved."));
+    if (result.mismatches.length) {
+      box.append(el("p", { class: "warn" }, "This pair does not match, so an adapter trained on it would not load in Ollama:"),
+        el("ul", {}, result.mismatches.map((m) => el("li", {}, m))));
+    } else if (ollama && ollama.value) box.append(el("p", { class: "ok" }, "The two models match."));
+    if (result.memory && result.memory.message) box.append(el("p", { class: result.memory.fits === false ? "warn" : "muted" }, result.memory.message));
+  });
+
+  // -- 3. backend ----------------------------------------------------------------------
+  let jobTimer = null;
+  async function loadBackend() {
+    const data = await call("GET", "/api/setup/backend");
+    const box = document.getElementById("backend-info");
+    box.textContent = "";
+    const info = data.info;
+    box.append(
+      el("p", {}, "Trainer interpreter: ", el("code", {}, data.python), info.python ? ` (Python ${info.python})` : ""),
+      el("p", { class: data.backend.name ? "ok" : "warn" }, data.backend.name ? `Backend: ${data.backend.name} — ${data.backend.message}` : data.backend.message),
+      el("p", { class: "muted small" }, ["torch", "transformers", "peft", "mlx", "mlx_lm"].map((n) => `${n} ${info[n] ? "✓" : "✗"}`).join("  ")));
+    document.getElementById("env-folder").textContent = data.env_folder;
+    document.getElementById("env-packages").textContent = data.packages.join(", ");
+    document.getElementById("env-box").hidden = false;
+    if (data.job) followJob(data.job.id);
+  }
+  function followJob(id) {
+    clearInterval(jobTimer);
+    const bar = document.getElementById("env-progress");
+    const log = document.getElementById("env-log");
+    bar.hidden = false; log.hidden = false;
+    document.getElementById("env-create").disabled = true;
+    const tick = async () => {
+      const job = await call("GET", `/api/jobs/${id}`);
+      document.getElementById("env-fill").style.width = (job.percent ?? 5) + "%";
+      document.getElementById("env-step").textContent = job.status === "running" ? job.step + (job.percent != null ? ` (${job.percent}%)` : "…") : job.status === "done" ? "Done." : job.error;
+      log.textContent = job.log.join("\n");
+      if (job.status !== "running") {
+        clearInterval(jobTimer);
+        document.getElementById("env-create").disabled = false;
+        if (job.status === "done") { say("Trainer environment ready."); loadBackend(); }
+      }
+    };
+    tick();
+    jobTimer = setInterval(tick, 1000);
+  }
+  document.getElementById("env-create").addEventListener("click", async () => {
+    const job = await call("POST", "/api/setup/trainer-env");
+    followJob(job.id);
+  });
+
+  // -- 6. notifications ----------------------------------------------------------------
+  document.getElementById("test-notify").addEventListener("click", async (event) => {
+    event.target.disabled = true;
+    const out = document.getElementById("notify-result");
+    out.textContent = "Sending…";
+    try {
+      const result = await call("POST", "/api/setup/test-notification");
+      out.textContent = result.message;
+      out.className = result.shown ? "ok" : "warn";
+    } catch (err) { out.textContent = err.message; out.className = "warn"; }
+    event.target.disabled = false;
+  });
+  document.querySelectorAll("[data-snooze]").forEach((b) => b.addEventListener("click", async () => {
+    const result = await call("POST", "/api/setup/snooze", { minutes: Number(b.dataset.snooze) });
+    say(result.snoozed_until ? "Notifications snoozed for an hour." : "Snooze ended.");
+  }));
+
+  show(index);
+})();
