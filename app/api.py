@@ -93,6 +93,7 @@ def create_api(service: Service, token: str) -> Flask:
             ),
         ),
         "/api/ingest": ("POST", lambda: service.ingest_now()),
+        "/api/settings-window": ("POST", lambda: settings_window(service, body())),
     }
     for path, (method, handler) in routes.items():
         app.add_url_rule(
@@ -102,6 +103,15 @@ def create_api(service: Service, token: str) -> Flask:
             methods=[method],
         )
     return app
+
+
+def settings_window(service: Service, body: dict[str, Any]) -> dict[str, str]:
+    """A one-time settings launch URL (`rltray settings --print-url`), or open the window."""
+    page = str(body.get("page") or "")
+    if page not in ("", "setup"):
+        raise UserError(f"page is \"\" (the dashboard) or \"setup\", not {page!r}.")
+    url = service.open_settings(page) if body.get("open") else service.settings_url(page)
+    return {"url": url}
 
 
 class ApiServer:

@@ -10,6 +10,7 @@ data folders can run in one test.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from rltray.app.publisher import Publisher
     from rltray.app.store import Rating, Store, Turn
     from rltray.app.training import TrainingRunner
+    from rltray.web.server import WebServer
 
 PREVIEW_CHARS = 72
 
@@ -84,6 +86,8 @@ class Service:
         self._manual_run: str | None = None
         self._gate_reason = "not checked yet"
         self.background: Background | None = None
+        self.web: WebServer | None = None  # the settings web app, started on first use
+        self._web_lock = threading.Lock()  # the tray and the API thread may both open it
 
     @classmethod
     def open(cls, env: dict[str, str] | None = None) -> Service:
@@ -92,7 +96,14 @@ class Service:
     def close(self) -> None:
         if self.background is not None:
             self.background.stop()
+        self.stop_web()
         self.store.close()
+
+    def stop_web(self) -> None:
+        with self._web_lock:
+            if self.web is not None:
+                self.web.stop()
+                self.web = None
 
     def __enter__(self) -> Service:
         return self
@@ -233,16 +244,25 @@ class Service:
 
     # -- windows -------------------------------------------------------------
 
-    def open_settings(self, page: str = "") -> str:
-        """Show the settings (tray menu, `rltray settings`); returns what was opened.
+    def settings_url(self, page: str = "") -> str:
+        """A one-time launch URL of the settings web app ("" dashboard, "setup" the wizard).
 
-        Until the web settings window exists this opens the data folder in the
-        file manager, where config.toml and the adapters live.
+        The web server starts on first use and lives on this object until close().
         """
-        from rltray.app.desktop import open_path
+        with self._web_lock:
+            if self.web is None:
+                from rltray.web.server import WebServer
 
-        open_path(self.paths.home)
-        return str(self.paths.home)
+                self.web = WebServer(self).start()
+            return self.web.launch_url(page)
+
+    def open_settings(self, page: str = "") -> str:
+        """Open the settings window (tray menu, `rltray settings`); returns its launch URL."""
+        from rltray.web.server import open_window
+
+        url = self.settings_url(page)
+        open_window(url)
+        return url
 
     # -- training ------------------------------------------------------------
 
@@ -363,6 +383,7 @@ class Service:
         if self.background is not None:
             self.background.stop()
             self.background = None
+        self.stop_web()
 
 
 def parse_version(text: int | str | None) -> int | None:
