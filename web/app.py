@@ -174,7 +174,7 @@ def _install_errors(app: Flask) -> None:
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Any:
         app.logger.exception("unexpected error")
-        return fail(500, "internal", f"Something went wrong: {type(exc).__name__}: {exc}")
+        return fail(500, "internal", f"Something went wrong ({type(exc).__name__}: {exc}).")
 
 
 def _install_templates(app: Flask) -> None:

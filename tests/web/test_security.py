@@ -1,0 +1,161 @@
+"""The web app's door (ARCHITECTURE "Security model"): launch token -> cookie, 401 without it,
+403 for a foreign Host or Origin and for a change without the CSRF token — and nothing changes."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from http.cookiejar import CookieJar
+
+import pytest
+from conftest import post_json
+from rltray.app import config
+from rltray.web.security import COOKIE, Guard
+from rltray.web.server import WebServer
+
+STATE_CHANGES = [
+    ("/api/turns/1/rating", {"value": 1}),
+    ("/api/turns/bulk", {"ids": [1], "action": "delete"}),
+    ("/api/settings", {"training.preset": "aggressive"}),
+    ("/api/adapters/activate", {"version": 0}),
+    ("/api/tags", {"name": "evil"}),
+]
+
+
+def _unchanged(service, turn_id: int) -> None:
+    turn = service.store.get_turn(turn_id)
+    assert turn is not None and turn.rating is None
+    assert config.load_config(service.paths).training.preset == "balanced"
+    assert "evil" not in [t["name"] for t in service.store.list_tags()]
+
+
+def assert_error(response, status: int, code: str) -> None:
+    assert response.status_code == status
+    body = response.get_json()
+    assert body == {"error": {"code": code, "message": body["error"]["message"]}}
+    assert body["error"]["message"].endswith(".")
+
+
+def test_without_the_cookie_every_route_is_401(anonymous, app, add_turns, service) -> None:
+    (turn_id,) = add_turns(1)
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint in ("launch", "static"):
+            continue
+        url = rule.rule.replace("<int:turn_id>", str(turn_id)).replace("<job_id>", "x")
+        url = url.replace("<name>", "codex").replace("<action>", "install")
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            response = anonymous.open(url, method=method, json={})
+            assert response.status_code == 401, (method, url)
+            if url.startswith("/api/"):
+                assert_error(response, 401, "unauthorized")
+            else:
+                assert b"not signed in" in response.data and b"Traceback" not in response.data
+    assert anonymous.get("/static/app.css").status_code == 401
+    _unchanged(service, turn_id)
+
+
+def test_a_launch_token_works_once_and_sets_a_strict_httponly_cookie(app, guard) -> None:
+    c = app.test_client()
+    token = guard.launch_token("setup")
+    first = c.get(f"/launch/{token}")
+    assert first.status_code == 303 and first.headers["Location"] == "/setup"
+    cookie = first.headers["Set-Cookie"]
+    assert f"{COOKIE}={guard.session}" in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert c.get("/setup").status_code == 200
+    again = app.test_client().get(f"/launch/{token}")
+    assert again.status_code == 401 and b"already used or has expired" in again.data
+    assert app.test_client().get("/launch/made-up").status_code == 401
+    with pytest.raises(ValueError, match="Unknown page"):
+        guard.launch_token("/etc/passwd")
+
+
+def test_an_expired_launch_token_is_refused(app, guard, monkeypatch) -> None:
+    import rltray.web.security as security
+
+    monkeypatch.setattr(security, "LAUNCH_TTL_S", -1.0)
+    token = guard.launch_token("")
+    assert app.test_client().get(f"/launch/{token}").status_code == 401
+
+
+def test_a_wrong_cookie_is_401(app) -> None:
+    c = app.test_client()
+    c.set_cookie(COOKIE, "guess")
+    assert_error(c.get("/api/dashboard"), 401, "unauthorized")
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.2", "[::2]"])
+def test_a_foreign_host_is_403_even_with_the_cookie(client, host, add_turns, service) -> None:
+    (turn_id,) = add_turns(1)
+    assert_error(client.get("/api/dashboard", headers={"Host": host}), 403, "forbidden_host")
+    url = f"/api/turns/{turn_id}/rating"
+    response = post_json(client, url, {"value": 1}, headers={"Host": host})
+    assert_error(response, 403, "forbidden_host")
+    _unchanged(service, turn_id)
+
+
+def test_a_foreign_origin_is_403_even_with_cookie_and_csrf(client, add_turns, service) -> None:
+    (turn_id,) = add_turns(1)
+    for origin in ("http://evil.example", "null", "http://127.0.0.1:1"):
+        for url, body in STATE_CHANGES:
+            response = post_json(
+                client, url.replace("/1/", f"/{turn_id}/"), body, headers={"Origin": origin}
+            )
+            assert_error(response, 403, "forbidden_origin")
+    _unchanged(service, turn_id)
+    ok = post_json(client, f"/api/turns/{turn_id}/rating", {"value": 1},
+                   headers={"Origin": "http://localhost"})  # fmt: skip
+    assert ok.status_code == 200
+
+
+def test_changes_without_the_csrf_token_are_403_and_change_nothing(client, add_turns, service):
+    (turn_id,) = add_turns(1)
+    for url, body in STATE_CHANGES:
+        url = url.replace("/1/", f"/{turn_id}/")
+        assert_error(client.post(url, json=body), 403, "csrf")
+        wrong = client.post(url, json=body, headers={"X-CSRF-Token": "nope"})
+        assert_error(wrong, 403, "csrf")
+    # a cross-site HTML form post: the browser sends the cookie only if SameSite allowed it;
+    # even with it, a form without our token is refused
+    form = client.post(
+        "/settings",
+        data={"training.preset": "aggressive"},
+        headers={"Sec-Fetch-Site": "cross-site"},
+    )
+    assert form.status_code == 403 and b"CSRF" in form.data
+    secret = client.post("/settings/secret", data={"hf_token": "hf_evil", "action": "save"})
+    assert secret.status_code == 403
+    _unchanged(service, turn_id)
+    assert service.store.get_turn(turn_id) is not None
+
+
+def test_the_real_server_binds_localhost_and_checks_host_and_port(service) -> None:
+    server = WebServer(service).start()
+    try:
+        assert server._server.server_address[0] == "127.0.0.1"
+        jar = CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        with opener.open(server.launch_url(""), timeout=10) as page:
+            html = page.read().decode()
+            assert page.url == server.base_url + "/" and "<title>Dashboard · rltray</title>" in html
+        assert [c.name for c in jar] == [COOKIE]
+        with opener.open(server.base_url + "/api/dashboard", timeout=10) as api:
+            assert "counts" in json.loads(api.read())
+        for host in (f"localhost:{server.port + 1}", "attacker.example"):
+            req = urllib.request.Request(server.base_url + "/api/dashboard", headers={"Host": host})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                opener.open(req, timeout=10)
+            assert refused.value.code == 403
+        with pytest.raises(urllib.error.HTTPError) as anon:
+            urllib.request.urlopen(server.base_url + "/", timeout=10)
+        assert anon.value.code == 401
+    finally:
+        server.stop()
+
+
+def test_guards_of_two_apps_do_not_share_secrets() -> None:
+    a, b = Guard(), Guard()
+    assert a.session != b.session and a.csrf != b.csrf
+    token = a.launch_token("")
+    assert b.spend(token) is None and a.spend(token) == "/"

@@ -1,0 +1,97 @@
+"""Settings page: every declared setting documented and on the page; validated saves; the token
+kept in the keyring and never shown back in full."""
+
+from __future__ import annotations
+
+from conftest import post_json
+from markupsafe import escape
+from rltray.app import config
+
+
+def test_every_declared_setting_is_documented_and_on_the_page(client) -> None:
+    page = client.get("/settings")
+    assert page.status_code == 200 and b"<title>Settings \xc2\xb7 rltray</title>" in page.data
+    text = page.data.decode()
+    settings = config.describe()
+    assert len(settings) >= 15
+    for s in settings:
+        assert s.help.strip().endswith((".", ")")), f"{s.key} has no help sentence"
+        assert f'name="{s.key}"' in text, f"{s.key} is not on the settings page"
+        assert str(escape(s.help)) in text, f"{s.key}'s help is not on the settings page"
+    listed = {item["key"] for item in client.get("/api/settings").get_json()["settings"]}
+    assert listed == {s.key for s in settings}
+
+
+def _form(client, **changes: str) -> dict[str, object]:
+    """The page's form as a browser would send it, with ``changes`` applied."""
+    current = config.load_config(client.application.extensions["rltray"].service.paths)
+    data: dict[str, object] = {"csrf_token": client.csrf}
+    for s in config.describe():
+        value = changes.get(s.key.replace(".", "__"), current.get(s.key))
+        if s.type == "bool":
+            data[s.key] = ["false", "true"] if str(value).lower() == "true" else "false"
+        else:
+            data[s.key] = str(value)
+    return data
+
+
+def test_the_form_saves_valid_values_and_keeps_comments(client, service) -> None:
+    service.paths.config.write_text('# mine\n[training]\npreset = "balanced"  # keep me\n')
+    response = client.post(
+        "/settings",
+        data=_form(client, training__preset="careful", notify__every_nth="5",
+                   agents__codex="false", notify__quiet_hours="22:00-07:00"),
+    )  # fmt: skip
+    assert response.status_code == 303 and "saved=4" in response.headers["Location"]
+    current = config.load_config(service.paths)
+    assert current.training.preset == "careful" and current.notify.every_nth == 5
+    assert current.agents.codex is False and current.notify.quiet_hours == "22:00-07:00"
+    text = service.paths.config.read_text()
+    assert "# mine" in text and "# keep me" in text
+    assert b"Saved." in client.get(response.headers["Location"]).data
+    unchanged = client.post("/settings", data=_form(client))
+    assert "saved=0" in unchanged.headers["Location"]
+
+
+def test_a_bad_value_is_shown_beside_its_field_and_the_rest_is_saved(client, service) -> None:
+    response = client.post(
+        "/settings",
+        data=_form(client, training__min_ratings="2", notify__quiet_hours="late",
+                   training__preset="aggressive"),
+    )  # fmt: skip
+    assert response.status_code == 400
+    text = response.data.decode()
+    assert "training.min_ratings must be a whole number from 4 to 10000" in text
+    assert "notify.quiet_hours must be empty or a time range" in text
+    assert 'value="late"' in text  # what the user typed stays in the field
+    current = config.load_config(service.paths)
+    assert current.training.preset == "aggressive" and current.training.min_ratings == 32
+
+
+def test_json_settings_api(client, service) -> None:
+    ok = post_json(client, "/api/settings", {"training.require_idle_minutes": 5,
+                                             "notify.ask": "long"})  # fmt: skip
+    assert ok.status_code == 200 and sorted(ok.get_json()["changed"]) == [
+        "notify.ask", "training.require_idle_minutes"]  # fmt: skip
+    bad = post_json(client, "/api/settings", {"notify.ask": "sometimes", "nope.x": 1})
+    body = bad.get_json()
+    assert bad.status_code == 400 and body["error"]["code"] == "invalid_setting"
+    assert set(body["error"]["fields"]) == {"notify.ask", "nope.x"}
+    assert config.load_config(service.paths).notify.ask == "long"
+
+
+def test_the_token_goes_to_the_keyring_and_is_never_shown_in_full(client, memory_keyring):
+    token = "hf_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    form = {"csrf_token": client.csrf, "hf_token": token, "action": "save"}
+    saved = client.post("/settings/secret", data=form)
+    assert saved.status_code == 303
+    assert memory_keyring.items[("rltray", "hf-token")] == token
+    for url in ("/settings", "/api/settings", "/", "/setup"):
+        body = client.get(url).data.decode()
+        assert token not in body and token[3:-4] not in body, url
+    page = client.get("/settings").data.decode()
+    assert "…6789" in page and "set</strong>" in page
+    empty = client.post("/settings/secret", data={"csrf_token": client.csrf, "hf_token": " "})
+    assert empty.status_code == 400 and b"Paste a token first" in empty.data
+    removed = client.post("/settings/secret", data={"csrf_token": client.csrf, "action": "remove"})
+    assert removed.status_code == 303 and ("rltray", "hf-token") not in memory_keyring.items
