@@ -1,0 +1,285 @@
+"""`rltray run` as a real process with a real tray, clicked over D-Bus like a desktop panel would.
+
+What is real: Xvfb, a private dbus-daemon, the `rltray run` process with
+pystray's AppIndicator backend (GTK + libayatana-appindicator), its exported
+DBusMenu, desktop-notifier talking to a notification server on the bus, the
+hook command installed by `rltray hooks install` and run exactly as Claude Code
+runs it, the training runner with a fake trainer process, and the SQLite store.
+Fakes: the StatusNotifierWatcher (a panel) and the notification server, both
+speaking the real protocols (tests/app/traybus.py, dbus_fixtures.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    BusThread,
+    NotificationServer,
+    PrivateSessionBus,
+    notification_server_fixture,
+    session_bus_fixture,
+    xvfb,
+)
+from rltray.app import config
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+from test_training import FAKE_TRAINER
+from traybus import WATCHER, WATCHER_PATH, DBusMenu, FakeWatcher
+
+CHECK_GTK = (
+    "import gi; gi.require_version('Gtk', '3.0'); "
+    "gi.require_version('AyatanaAppIndicator3', '0.1'); "
+    "from gi.repository import Gtk, AyatanaAppIndicator3"
+)
+
+
+def _missing() -> str | None:
+    if shutil.which("Xvfb") is None:
+        return "needs Xvfb (Debian: apt install xvfb; `make test` installs it as root)"
+    probe = subprocess.run([sys.executable, "-c", CHECK_GTK], capture_output=True, text=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return (
+            "needs PyGObject with GTK 3 and AyatanaAppIndicator3 (Debian: apt install "
+            "gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1 libgirepository1.0-dev "
+            f"libcairo2-dev, then pip install 'pygobject<3.51'; `make test` does both): {last}"
+        )
+    return None
+
+
+@pytest.fixture
+def display() -> Iterator[str]:
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    with xvfb() as name:
+        yield name
+
+
+@pytest.fixture
+def watcher(session_bus: PrivateSessionBus) -> Iterator[tuple[FakeWatcher, BusThread]]:
+    thread = BusThread(session_bus.address)
+    fake = FakeWatcher()
+    thread.export(WATCHER_PATH, fake, WATCHER)
+    try:
+        yield fake, thread
+    finally:
+        thread.close()
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> str:
+    script = tmp_path / "fake-python"
+    script.write_text(FAKE_TRAINER.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    return str(script)
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
+    """Poll ``check`` until it is truthy; an AssertionError inside means "not yet"."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            value = None
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
+        time.sleep(0.05)
+
+
+def read_store(paths: Paths, fn: Callable[[Store], Any]) -> Any:
+    with Store(paths.db) as store:
+        return fn(store)
+
+
+def start_tray(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rltray.app.cli", "run"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+    )
+
+
+def fire_claude_hook(home: Path, cwd: Path, session: str, prompt: str, answer: str) -> None:
+    """Run the installed UserPromptSubmit and Stop commands exactly as Claude Code does."""
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+
+    def command(event: str) -> str:
+        (cmd,) = [h["command"] for g in settings["hooks"][event] for h in g["hooks"]]
+        return cmd
+
+    common = {"session_id": session, "cwd": str(cwd), "transcript_path": None}
+    for event, extra in (
+        ("UserPromptSubmit", {"prompt": prompt}),
+        ("Stop", {"stop_hook_active": False, "last_assistant_message": answer}),
+    ):
+        payload = {**common, "hook_event_name": event, **extra}
+        done = subprocess.run(
+            command(event), shell=True, input=json.dumps(payload), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(os.name != "posix", reason="drives Xvfb, D-Bus and a POSIX shell")
+def test_the_real_tray_menu_does_what_each_item_says(
+    display: str,
+    session_bus: PrivateSessionBus,
+    notification_server: NotificationServer,
+    watcher: tuple[FakeWatcher, BusThread],
+    fake_python: str,
+    rltray_home: Path,
+    tmp_path: Path,
+) -> None:
+    fake_watcher, thread = watcher
+    home = Path(os.environ["HOME"])
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").write_text("{}")
+    env = {
+        **session_bus.env,
+        "DISPLAY": display,
+        "PYSTRAY_BACKEND": "appindicator",
+        "FAKE_MODE": "done",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "rltray.app.cli", "hooks", "install", "--agent", "claude-code"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    paths = Paths.from_env()
+    config.set_value(paths, "training.base_model", "/models/tiny")
+    config.set_value(paths, "training.python", fake_python)
+    config.set_value(paths, "notify.ask", "every")
+    log = tmp_path / "tray.log"
+    proc = start_tray(env, log)
+    try:
+        menu = DBusMenu.of_item(thread, fake_watcher.wait_for_item())
+        top = [e.label for e in menu.layout().children if e.label]
+        assert top[0] == "0 new ratings · base model", log.read_text()
+        assert top[1].startswith("Next training: ")
+        assert top[2:] == [
+            "Rate last answer", "Train now", "Pause automatic training", "Snooze notifications",
+            "Roll back", "Open settings", "Quit rltray",
+        ]  # fmt: skip
+
+        # A turn finishes in Claude Code: the hook records it, the service asks about it.
+        project = tmp_path / "shop-api"
+        project.mkdir()
+        fire_claude_hook(home, project, "s1", "add a /health route", "Added GET /health.")
+        asked = wait_until(
+            lambda: [
+                c
+                for c in notification_server.calls
+                if c.action_pairs and ("good", "Good") in c.action_pairs
+            ],
+            what="the question",
+        )
+        assert asked[0].summary.endswith("shop-api") and "Added GET /health." in asked[0].body
+        notification_server.invoke_action(asked[0].id, "bad")
+        first = wait_until(lambda: read_store(paths, lambda s: s.newest_turn()).rating,
+                           what="the notification's rating")  # fmt: skip
+        assert (first.value, first.source) == (-1, "notification")
+
+        # Rate last answer ▸ Good: a second turn, rated from the tray menu.
+        fire_claude_hook(home, project, "s1", "now add a test", "Added test_health.")
+        wait_until(lambda: read_store(paths, lambda s: s.counts()["turns"]) == 2)
+        menu.click("Rate last answer", "Good")
+        rating = wait_until(lambda: read_store(paths, lambda s: s.newest_turn()).rating)
+        assert (rating.value, rating.source) == (1, "tray")
+        told = wait_until(lambda: [c for c in notification_server.calls
+                                   if c.body.startswith("Rated good: turn 2")])  # fmt: skip
+        assert told[0].action_pairs in ([], [("default", "")]) or all(
+            k == "default" for k, _ in told[0].action_pairs
+        )
+        wait_until(lambda: menu.layout().children[0].label == "2 new ratings · base model",
+                   what="the status line to follow")  # fmt: skip
+
+        # Pause automatic training: a checkbox kept in config.toml.
+        menu.click("Pause automatic training")
+        wait_until(lambda: not config.load_config(paths).training.automatic)
+        wait_until(lambda: menu.layout().find("Pause automatic training").toggle_state == 1)
+
+        # Train now → v1 active, listed checked under Roll back; then back to the base model.
+        for i in range(10):
+            fire_claude_hook(home, project, f"s{i + 2}", f"question {i}", f"answer {i}")
+        wait_until(lambda: read_store(paths, lambda s: s.counts()["turns"]) == 12)
+        with Store(paths.db) as store:
+            for turn in store.list_turns(limit=10):
+                store.rate(turn.id, 1 if turn.id % 2 else -1, "cli")
+        menu.click("Train now")
+        wait_until(lambda: read_store(paths, lambda s: s.active_adapter()), what="v1 active")
+        wait_until(lambda: menu.layout().find("Roll back", "v1").toggle_state == 1)
+        menu.click("Roll back", "Base model")
+        wait_until(lambda: read_store(paths, lambda s: s.active_adapter()) is None)
+
+        menu.click("Quit rltray")
+        assert proc.wait(30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "rltray is running in the tray" in text and "rltray stopped." in text
+    assert not paths.endpoint.exists()  # the API said goodbye
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals")
+def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
+    display: str,
+    session_bus: PrivateSessionBus,
+    notification_server: NotificationServer,
+    watcher: tuple[FakeWatcher, BusThread],
+    rltray_home: Path,
+    tmp_path: Path,
+) -> None:
+    fake_watcher, _thread = watcher
+    env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator"}
+    proc = start_tray(env, tmp_path / "one.log")
+    try:
+        fake_watcher.wait_for_item()
+        second = subprocess.run(
+            [sys.executable, "-m", "rltray.app.cli", "run"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert second.returncode == 5
+        assert "already running" in second.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "rltray stopped." in (tmp_path / "one.log").read_text()
+
+
+def test_without_a_display_run_says_why_and_serves_headless(
+    session_bus: PrivateSessionBus, rltray_home: Path, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in session_bus.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.pop("PYSTRAY_BACKEND", None)
+    log = tmp_path / "headless.log"
+    proc = start_tray(env, log)
+    try:
+        wait_until(lambda: "running headless" in log.read_text(), what="the headless start")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "No tray icon: there is no display (DISPLAY and WAYLAND_DISPLAY are unset)." in text
