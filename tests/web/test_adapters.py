@@ -1,0 +1,65 @@
+"""Adapters screen: versions with lineage and gate verdicts; activate, roll back, delete."""
+
+from __future__ import annotations
+
+from conftest import post_json
+
+
+def make_versions(service) -> None:
+    """v1 (accepted, parent of v2), v2 active, v3 rejected by the gate — real folders."""
+    adapters = service.paths.adapters
+    for v, parent, accepted in ((1, None, True), (2, 1, True), (3, 2, False)):
+        folder = adapters / f"v{v:04d}"
+        folder.mkdir(parents=True)
+        (folder / "adapter_config.json").write_text("{}")
+        service.store.add_adapter(
+            "/models/tiny", folder, parent_version=parent, version=v,
+            status="candidate" if accepted else "rejected",
+            metrics={"accepted": accepted, "reasons": [] if accepted else ["KL 0.4 > cap 0.2"],
+                     "auroc_new": 0.6 + v / 10, "kl_to_base": 0.01 * v, "fresh": 16, "heldout": 4},
+        )  # fmt: skip
+    service.store.set_adapter_status(1, "active")
+    service.store.set_adapter_status(2, "active")
+    service.store.set_adapter_ollama_tag(2, "qwen2.5-coder:rltray-v2")
+
+
+def test_the_page_shows_lineage_metrics_and_verdicts(client, service) -> None:
+    make_versions(service)
+    page = client.get("/adapters")
+    text = page.data.decode()
+    assert page.status_code == 200 and "<title>Adapters · rltray</title>" in text
+    assert 'id="active-version">v2<' in text and "qwen2.5-coder:rltray-v2" in text
+    assert "KL 0.4 &gt; cap 0.2" in text and "rejected" in text
+    rows = {r["version"]: r for r in client.get("/api/adapters").get_json()}
+    assert rows[2]["parent"] == 1 and rows[2]["ratings"] == 20 and rows[2]["active"]
+    assert rows[3]["verdict"] == "rejected" and rows[1]["verdict"] == "accepted"
+
+
+def test_roll_back_activate_and_base_model(client, service) -> None:
+    make_versions(service)
+    assert post_json(client, "/api/adapters/activate", {"version": 1}).get_json() == {"active": 1}
+    assert service.store.active_adapter().version == 1
+    assert service.store.get_adapter(2).status == "rolled-back"
+    refused = post_json(client, "/api/adapters/activate", {"version": 3})
+    assert refused.status_code == 400 and "no usable adapter version 3" in refused.text
+    assert post_json(client, "/api/adapters/activate", {"version": "v2"}).get_json() == {
+        "active": 2}  # fmt: skip
+    assert post_json(client, "/api/adapters/activate", {"version": 0}).get_json() == {
+        "active": None}  # fmt: skip
+    assert service.store.active_adapter() is None
+
+
+def test_delete_old_versions_never_the_active_one(client, service) -> None:
+    make_versions(service)
+    refused = post_json(client, "/api/adapters/delete", {"version": 2})
+    assert refused.status_code == 400 and "in use" in refused.get_json()["error"]["message"]
+    assert (service.paths.adapters / "v0002").is_dir()
+    assert post_json(client, "/api/adapters/delete", {"version": 1}).get_json() == {"deleted": 1}
+    assert not (service.paths.adapters / "v0001").exists()
+    assert service.store.get_adapter(1) is None
+    assert service.store.get_adapter(2).parent_version is None
+    assert post_json(client, "/api/adapters/delete", {"version": True}).status_code == 400
+
+
+def test_no_versions_yet(client) -> None:
+    assert b"No trained versions yet" in client.get("/adapters").data

@@ -1,0 +1,108 @@
+"""Ratings browser: filters, the rendered turn, rate / re-rate / unrate / comment / tag, bulk
+actions, real deletion and the JSONL export."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import post_json
+
+
+def test_filters_and_pages(client, add_turns, service) -> None:
+    a = add_turns(3, agent="claude-code", cwd="/work/alpha")
+    b = add_turns(2, agent="codex", cwd="/work/beta", response="uses a global variable")
+    service.store.rate(a[0], 1, "cli")
+    service.store.rate(b[0], -1, "cli")
+    page = client.get("/ratings")
+    assert page.status_code == 200 and b"<title>Ratings \xc2\xb7 rltray</title>" in page.data
+    assert b"5 turns" in page.data and page.data.count(b"<tr data-id=") == 5
+
+    def ids(query: str) -> list[int]:
+        return [t["id"] for t in client.get("/api/turns?" + query).get_json()["turns"]]
+
+    assert ids("agent=codex") == b[::-1]
+    assert ids("project=/work/alpha") == a[::-1]
+    assert ids("rating=good") == [a[0]] and ids("rating=bad") == [b[0]]
+    assert ids("rating=unrated") == [b[1], a[2], a[1]]
+    assert ids("q=GLOBAL+variable") == b[::-1]
+    assert ids("since=2030-01-01") == [] and len(ids("until=2030-01-01")) == 5
+    filtered = client.get("/ratings?agent=codex&rating=bad")
+    assert b"1 turn " in filtered.data and f'data-id="{b[0]}"'.encode() in filtered.data
+
+
+def test_the_turn_is_rendered_safely_with_code_highlighted(client, add_turns) -> None:
+    (turn_id,) = add_turns(
+        1,
+        prompt="Why does <script>alert(1)</script> run?",
+        response="Use this:\n\n```python\ndef f():\n    return 1\n```\n[x](javascript:alert(1))",
+    )
+    detail = client.get(f"/ratings/turn/{turn_id}").data.decode()
+    assert "<script>alert(1)</script>" not in detail and "&lt;script&gt;" in detail
+    assert 'class="hl"' in detail and '<span class="k">def</span>' in detail
+    assert 'href="javascript' not in detail
+    assert "earlier 1" in detail  # the context
+
+
+def test_rate_rerate_unrate_comment_and_tag(client, add_turns, service) -> None:
+    (turn_id,) = add_turns(1)
+    url = f"/api/turns/{turn_id}"
+    good = post_json(client, url + "/rating", {"value": 1}).get_json()
+    assert good["rating"]["value"] == 1
+    commented = post_json(client, url + "/comment", {"comment": "clear and short"}).get_json()
+    assert commented["rating"] == {**good["rating"], "comment": "clear and short"}
+    bad = post_json(client, url + "/rating", {"value": -1}).get_json()
+    assert bad["rating"]["value"] == -1 and bad["rating"]["comment"] == "clear and short"
+    assert post_json(client, url + "/rating", {"value": 0}).get_json()["rating"] is None
+    history = service.store.rating_history(turn_id)
+    assert [r.value for r in history] == [1, -1] and all(r.source == "web" for r in history)
+    assert all(not r.active for r in history)
+    tagged = post_json(client, url + "/tags", {"tags": ["wrong", "too slow"]}).get_json()
+    assert tagged["tags"] == ["too slow", "wrong"]
+    assert {t["name"] for t in client.get("/api/tags").get_json()} >= {"too slow", "wrong"}
+    assert post_json(client, url + "/tags", {"tags": []}).get_json()["tags"] == []
+
+
+def test_bulk_actions_on_a_selection(client, add_turns, service) -> None:
+    ids = add_turns(4)
+    sel = ids[:3]
+    assert post_json(client, "/api/turns/bulk", {"ids": sel, "action": "good"}).get_json() == {
+        "action": "good", "changed": 3}  # fmt: skip
+    again = post_json(client, "/api/turns/bulk", {"ids": sel, "action": "good"}).get_json()
+    assert again["changed"] == 0  # already good: no new history rows
+    tag = {"ids": sel, "action": "tag", "tag": "verbose"}
+    assert post_json(client, "/api/turns/bulk", tag).get_json()["changed"] == 3
+    post_json(client, "/api/turns/bulk", {"ids": [ids[0]], "action": "untag", "tag": "verbose"})
+    assert service.store.tags_of(ids) == {ids[1]: ["verbose"], ids[2]: ["verbose"]}
+    post_json(client, "/api/turns/bulk", {"ids": sel[:2], "action": "unrate"})
+    assert [service.store.get_turn(i).rating is None for i in ids] == [True, True, False, True]
+    explode = post_json(client, "/api/turns/bulk", {"ids": sel, "action": "explode"})
+    assert explode.status_code == 400
+
+
+def test_delete_is_real_and_excluded_from_export(client, add_turns, service) -> None:
+    ids = add_turns(3)
+    for i in ids:
+        service.store.rate(i, 1, "cli")
+    post_json(client, f"/api/turns/{ids[1]}/tags", {"tags": ["wrong"]})
+    done = post_json(client, "/api/turns/bulk", {"ids": [ids[1]], "action": "delete"})
+    assert done.get_json() == {"action": "delete", "changed": 1}
+    assert service.store.get_turn(ids[1]) is None
+    assert client.get(f"/api/turns/{ids[1]}").status_code == 400
+    assert f'data-id="{ids[1]}"'.encode() not in client.get("/ratings").data
+    assert {e["turn_id"] for e in service.store.training_examples()} == {ids[0], ids[2]}
+    export = client.get("/ratings/export.jsonl")
+    assert export.status_code == 200 and export.mimetype == "application/x-ndjson"
+    assert "attachment" in export.headers["Content-Disposition"]
+    rows = [json.loads(line) for line in export.data.decode().splitlines()]
+    assert [r["id"] for r in rows] == [ids[0], ids[2]]
+    assert rows[0]["rating"]["value"] == 1 and rows[0]["tags"] == []
+    picked = client.get(f"/ratings/export.jsonl?id={ids[2]}").data.decode().splitlines()
+    assert [json.loads(line)["id"] for line in picked] == [ids[2]]
+
+
+def test_tag_list_is_editable(client) -> None:
+    assert post_json(client, "/api/tags", {"name": "  needs  tests "}).get_json() == {
+        "name": "needs tests"}  # fmt: skip
+    assert post_json(client, "/api/tags/delete", {"name": "needs tests"}).status_code == 200
+    gone = post_json(client, "/api/tags/delete", {"name": "needs tests"})
+    assert gone.status_code == 400 and "no tag" in gone.get_json()["error"]["message"]
