@@ -93,6 +93,8 @@ def create_api(service: Service, token: str) -> Flask:
             ),
         ),
         "/api/ingest": ("POST", lambda: service.ingest_now()),
+        "/api/health": ("GET", lambda: service.health()),
+        "/api/snooze": ("POST", lambda: service.snooze(body().get("until"))),
         "/api/settings-window": ("POST", lambda: settings_window(service, body())),
     }
     for path, (method, handler) in routes.items():
@@ -126,6 +128,7 @@ class ApiServer:
         )
         self.port = int(self._server.server_port)
         self._token = token if token_in_file else None
+        self.token_in_file = token_in_file
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="rltray-api", daemon=True
         )

@@ -18,6 +18,7 @@ from pathlib import Path
 from rltray.app.errors import UserError
 from rltray.app.fileio import write_private_atomic
 
+RESERVED = ' \t\n"\'\\><~|&;$*?#()`'  # Exec characters that need quoting
 LABEL = "dev.rltray.tray"  # LaunchAgent label and file name
 RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
 RUN_VALUE = "rltray"
@@ -54,21 +55,65 @@ def _plist_file(env: dict[str, str]) -> Path:
     return _home(env) / "Library" / "LaunchAgents" / f"{LABEL}.plist"
 
 
-def _desktop_entry(cmd: list[str]) -> str:
-    # The Exec key has its own quoting rules; shlex.join's single quotes are not
-    # among them, so quote each argument with double quotes and escapes.
-    def quote(arg: str) -> str:
-        if arg and not any(c in arg for c in " \t\"'\\$`"):
-            return arg
-        escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
-        return '"' + escaped.replace("`", "\\`") + '"'
+def _exec_line(cmd: list[str]) -> str:
+    """The desktop-entry ``Exec`` value: its quoting rule, then the string escape rule.
 
+    (Desktop Entry spec, "The Exec key"; shlex's single quotes are not allowed there.)
+    """
+
+    def quote(arg: str) -> str:
+        if arg and not any(c in arg for c in RESERVED):
+            return arg
+        return '"' + "".join("\\" + c if c in '"`$\\' else c for c in arg) + '"'
+
+    return " ".join(quote(a) for a in cmd).replace("\\", "\\\\")
+
+
+def _split_exec(value: str) -> list[str]:
+    """Read an ``Exec`` value back into arguments (the inverse of ``_exec_line``)."""
+    text, i = [], 0
+    while i < len(value):  # the string escape rule first
+        if value[i] == "\\" and i + 1 < len(value):
+            text.append({"s": " ", "n": "\n", "t": "\t", "r": "\r"}.get(value[i + 1], value[i + 1]))
+            i += 2
+        else:
+            text.append(value[i])
+            i += 1
+    line = "".join(text)
+    args: list[str] = []
+    current: list[str] | None = None
+    quoted, i = False, 0
+    while i < len(line):
+        c = line[i]
+        if quoted:
+            if c == "\\" and i + 1 < len(line):
+                current.append(line[i + 1])  # type: ignore[union-attr]
+                i += 1
+            elif c == '"':
+                quoted = False
+            else:
+                current.append(c)  # type: ignore[union-attr]
+        elif c == '"':
+            quoted, current = True, current if current is not None else []
+        elif c == " ":
+            if current is not None:
+                args.append("".join(current))
+            current = None
+        else:
+            current = (current or []) + [c]
+        i += 1
+    if current is not None:
+        args.append("".join(current))
+    return args
+
+
+def _desktop_entry(cmd: list[str]) -> str:
     return (
         "[Desktop Entry]\n"
         "Type=Application\n"
         "Name=rltray\n"
         "Comment=Rate your coding agent's answers and train your local model\n"
-        f"Exec={' '.join(quote(a) for a in cmd)}\n"
+        f"Exec={_exec_line(cmd)}\n"
         "Icon=rltray\n"
         "Terminal=false\n"
         "X-GNOME-Autostart-enabled=true\n"
@@ -131,7 +176,7 @@ def status(env: dict[str, str] | None = None, platform: str = sys.platform) -> A
         (ln[5:] for ln in path.read_text(errors="replace").splitlines() if ln.startswith("Exec=")),
         "",
     )
-    return _checked(True, str(path), shlex.split(exec_line) if exec_line else None)
+    return _checked(True, str(path), _split_exec(exec_line) if exec_line else None)
 
 
 def _checked(enabled: bool, where: str, cmd: list[str] | None) -> AutostartStatus:

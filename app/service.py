@@ -10,6 +10,7 @@ data folders can run in one test.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -241,6 +242,19 @@ class Service:
             raise UserError(f"Snooze for an 'hour' or until 'tomorrow', not {until!r}.")
         self.background.snoozed_until = end
         return {"snoozed_until": None if end is None else end.isoformat(timespec="minutes")}
+
+    def health(self) -> dict[str, Any]:
+        """What only the running service knows, for `rltray doctor`: delivery problems, snooze."""
+        background = self.background
+        notifier = getattr(background, "notifier", None)
+        snoozed = getattr(background, "snoozed_until", None)
+        api = getattr(background, "api", None)
+        return {
+            "pid": os.getpid(),
+            "notifications": None if notifier is None else notifier.delivery_problems(),
+            "snoozed_until": None if snoozed is None else snoozed.isoformat(timespec="minutes"),
+            "token_in_file": bool(getattr(api, "token_in_file", False)),
+        }
 
     # -- windows -------------------------------------------------------------
 

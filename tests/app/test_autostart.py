@@ -1,0 +1,101 @@
+"""`rltray autostart`: the per-user login entry each OS reads, written, read back and removed.
+
+Linux and macOS files are real files in the test's HOME, parsed back with the
+same parsers their OS uses (an INI-style desktop entry, a plist). The Windows
+Run key needs Windows; there only the command line is checked here.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import plistlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rltray.app import autostart
+
+
+def env_for(home: Path) -> dict[str, str]:
+    return {"HOME": str(home)}
+
+
+def test_linux_entry_runs_this_rltray_and_is_removed_again(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    state = autostart.enable(env, platform="linux")
+    path = tmp_path / ".config" / "autostart" / "rltray.desktop"
+    assert state.enabled and state.where == str(path) and state.problem is None
+    entry = configparser.ConfigParser(interpolation=None)
+    entry.optionxform = str  # type: ignore[assignment,method-assign]
+    entry.read(path)
+    desktop = entry["Desktop Entry"]
+    assert desktop["Type"] == "Application" and desktop["X-GNOME-Autostart-enabled"] == "true"
+    assert autostart._split_exec(desktop["Exec"]) == autostart.command()
+    assert autostart.command()[-1] == "run"
+    assert autostart.disable(env, platform="linux").enabled is False
+    assert not path.exists()
+    assert autostart.disable(env, platform="linux").enabled is False  # twice is fine
+
+
+def test_xdg_config_home_is_respected(tmp_path: Path) -> None:
+    env = {**env_for(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    assert autostart.enable(env, platform="linux").where == str(
+        tmp_path / "cfg" / "autostart" / "rltray.desktop"
+    )
+
+
+def test_a_path_with_spaces_and_quotes_survives_the_exec_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    odd = tmp_path / 'my "tools" $HOME \\x `y`' / "rltray"
+    odd.parent.mkdir()
+    odd.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(autostart, "command", lambda: [str(odd), "run"])
+    state = autostart.enable(env_for(tmp_path), platform="linux")
+    assert state.command == [str(odd), "run"] and state.problem is None
+
+
+def test_an_entry_whose_program_is_gone_is_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(autostart, "command", lambda: [str(tmp_path / "gone" / "rltray"), "run"])
+    state = autostart.enable(env_for(tmp_path), platform="linux")
+    assert state.enabled and state.problem is not None
+    assert "does not exist any more" in state.problem
+
+
+def test_macos_launch_agent_is_a_plist_that_runs_at_load(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    state = autostart.enable(env, platform="darwin")
+    path = tmp_path / "Library" / "LaunchAgents" / "dev.rltray.tray.plist"
+    assert state.where == str(path)
+    plist = plistlib.loads(path.read_bytes())
+    assert plist["Label"] == "dev.rltray.tray" and plist["RunAtLoad"] is True
+    assert plist["ProgramArguments"] == autostart.command()
+    assert autostart.status(env, platform="darwin").enabled
+    assert autostart.disable(env, platform="darwin").enabled is False and not path.exists()
+
+
+def test_the_windows_run_value_splits_back_into_the_command() -> None:
+    cmd = [r"C:\Program Files\rltray\rltray.exe", "run"]
+    line = autostart.subprocess_line(cmd)
+    assert line == r'"C:\Program Files\rltray\rltray.exe" run'
+    assert autostart._split_windows(line) == cmd
+
+
+@pytest.mark.skipif(sys.platform != "win32", reason="the Run key exists on Windows only")
+def test_windows_run_key_round_trip() -> None:  # pragma: no cover - Windows only
+    assert autostart.enable().enabled
+    assert autostart.disable().enabled is False
+
+
+def test_the_cli_reports_json(tmp_path: Path) -> None:
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    done = subprocess.run(
+        [sys.executable, "-m", "rltray.app.cli", "autostart", "status", "--json"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert '"enabled": false' in done.stdout
