@@ -37,7 +37,7 @@ $(TRAIN): $(APP)
 
 $(FULL): $(APP)
 	$(PIP) "$(TORCH)"
-	$(PIP) -e ".[torch,mlx,bench,test]" "$(TORCH)"
+	$(PIP) -e ".[torch,mlx,bench,test,export]" "$(TORCH)"
 	touch $(FULL) $(TRAIN)
 
 run: $(TRAIN)
@@ -48,6 +48,9 @@ test: $(FULL)
 	@$(BIN)/python -c "import gi" 2>/dev/null || $(PIP) "pygobject<3.51" \
 	  || echo "PyGObject did not build: the real-tray tests will be skipped"
 	@$(BIN)/python packaging/fetch_test_model.py >/dev/null || echo "tests that need SmolLM2 will be skipped"
+	@$(BIN)/python -c "import llama_cpp" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 10 \
+	  $(PIP) "llama-cpp-python==0.3.36" \
+	  || echo "llama-cpp-python did not build: the llama.cpp export tests will be skipped"
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

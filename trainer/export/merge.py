@@ -1,0 +1,178 @@
+"""GGUF-native merge: base GGUF + PEFT adapter -> one complete GGUF (what Ollama >= 0.34.1 takes).
+
+Why merge in GGUF and not in Hugging Face weights: the user's Ollama serves a
+quantized GGUF; merging there touches only the adapted tensors and keeps every
+metadata key (tokenizer, chat template, rope settings) and every other tensor
+byte for byte, so the new model is the user's model plus our delta and nothing
+else. No second download, no re-conversion.
+
+Per adapted tensor: dequantize (``gguf.quants``), add ``alpha / rank * B @ A`` in
+llama.cpp's row order (q/k permuted, see :mod:`.gguf_adapter`), store as:
+
+* ``q8_0`` (default): near-lossless, about 1.06 bytes per weight;
+* ``f16``: exact to half precision, 2 bytes per weight;
+* ``base``: the base tensor's own type where the ``gguf`` library can quantize it
+  (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16, F32); K-quants and i-quants fall back to
+  Q8_0 (re-quantizing those needs llama.cpp's quantizer, which we do not call).
+
+A row length Q8_0 cannot block (not a multiple of 32) falls back to F16.
+Tensors are streamed one at a time: peak memory is one dequantized tensor, not the model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OUT_TYPES = ("q8_0", "f16", "base")
+
+
+@dataclass
+class MergeReport:
+    """What the merge wrote, for the user and the adapters table."""
+
+    out: Path
+    size: int
+    base_size: int
+    merged: int  # tensors changed
+    types: dict[str, int] = field(default_factory=dict)  # merged tensors by stored type
+    base_types: dict[str, int] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        merged = "+".join(sorted(self.types)) or "none"
+        base = "+".join(sorted(self.base_types)) or "none"
+        return f"{merged} merged layers, rest as the base ({base})"
+
+
+def _gguf_quantizable() -> set[Any]:
+    from gguf import GGMLQuantizationType as Q
+
+    return {Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0}
+
+
+def choose_type(out_type: str, base_type: Any, row: int) -> Any:
+    """The stored type of a merged tensor (see module docstring)."""
+    from gguf import GGML_QUANT_SIZES
+    from gguf import GGMLQuantizationType as Q
+
+    if out_type not in OUT_TYPES:
+        raise ValueError(f"merged type must be one of {', '.join(OUT_TYPES)}, not {out_type!r}")
+    if out_type == "f16":
+        wanted = Q.F16
+    elif out_type == "base" and base_type in _gguf_quantizable():
+        wanted = base_type
+    else:
+        wanted = Q.Q8_0
+    block = GGML_QUANT_SIZES[wanted][0]
+    return wanted if row % block == 0 else Q.F16
+
+
+def _store(values: np.ndarray, qtype: Any) -> np.ndarray:
+    from gguf import GGMLQuantizationType as Q
+    from gguf import quants
+
+    if qtype == Q.F32:
+        return np.ascontiguousarray(values, dtype=np.float32)
+    if qtype == Q.F16:
+        return np.ascontiguousarray(values, dtype=np.float16)
+    return quants.quantize(np.ascontiguousarray(values, dtype=np.float32), qtype)
+
+
+def copy_fields(reader: Any, writer: Any) -> None:
+    """Every metadata key of ``reader`` into ``writer``, same order, same types."""
+    from gguf import GGUFValueType
+
+    for name, fld in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue  # the header counts; the architecture the writer adds first
+        vtype = fld.types[0]
+        sub = None
+        if vtype == GGUFValueType.ARRAY:
+            if len(fld.types) > 2:
+                raise ValueError(f"nested arrays in {name} are not supported")
+            sub = fld.types[-1]
+        writer.add_key_value(name, fld.contents(), vtype, sub_type=sub)
+
+
+def merge(
+    base_gguf: Path | str,
+    adapter_dir: Path | str,
+    out: Path | str,
+    *,
+    out_type: str = "q8_0",
+) -> MergeReport:
+    """Write ``out``: ``base_gguf`` with the adapter's delta added to each adapted tensor."""
+    import gguf
+    from gguf import quants
+
+    from .gguf_adapter import ArchInfo, read_pairs
+
+    base_gguf, out = Path(base_gguf), Path(out)
+    reader = gguf.GGUFReader(base_gguf)
+    arch = ArchInfo.from_gguf(reader)
+    pairs, alpha, rank = read_pairs(Path(adapter_dir), arch)
+    scale = alpha / rank
+    by_name = {p.gguf_name + ".weight": p for p in pairs}
+    tensors = {t.name: t for t in reader.tensors}
+    problems = [f"the base has no tensor {n}" for n in by_name if n not in tensors]
+    for name, pair in by_name.items():
+        t = tensors.get(name)
+        want = (int(pair.b.shape[0]), int(pair.a.shape[1]))
+        if t is not None and (int(t.shape[1]), int(t.shape[0])) != want:
+            problems.append(f"{name} is {int(t.shape[1])}x{int(t.shape[0])} in the base")
+    if problems:
+        raise ValueError("the adapter does not fit this GGUF: " + "; ".join(problems[:5]))
+
+    tmp = out.with_name(out.name + ".partial")
+    writer = gguf.GGUFWriter(tmp, arch.arch)
+    writer.data_alignment = reader.alignment
+    copy_fields(reader, writer)
+    plan: list[tuple[Any, Any]] = []  # (reader tensor, stored type or None for a raw copy)
+    stored: Counter[str] = Counter()
+    base_types: Counter[str] = Counter(t.tensor_type.name for t in reader.tensors)
+    for t in reader.tensors:
+        if t.name in by_name:
+            rows, row = int(t.shape[1]), int(t.shape[0])
+            qtype = choose_type(out_type, t.tensor_type, row)
+            stored[qtype.name] += 1
+            if qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.F32):
+                dtype = np.float16 if qtype == gguf.GGMLQuantizationType.F16 else np.float32
+                shape: tuple[int, ...] = (rows, row)
+                nbytes = rows * row * np.dtype(dtype).itemsize
+            else:
+                dtype = np.uint8
+                shape = quants.quant_shape_to_byte_shape((rows, row), qtype)
+                nbytes = int(np.prod(shape))
+            writer.add_tensor_info(t.name, shape, np.dtype(dtype), nbytes, raw_dtype=qtype)
+            plan.append((t, qtype))
+        else:
+            writer.add_tensor_info(
+                t.name, t.data.shape, t.data.dtype, int(t.n_bytes), raw_dtype=t.tensor_type
+            )
+            plan.append((t, None))
+    writer.write_header_to_file(tmp)
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for t, qtype in plan:
+        if qtype is None:
+            writer.write_tensor_data(t.data)
+            continue
+        pair = by_name[t.name]
+        weights = quants.dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
+        weights = weights.reshape(int(t.shape[1]), int(t.shape[0]))
+        weights = weights + np.float32(scale) * (pair.b @ pair.a)
+        writer.write_tensor_data(_store(weights, qtype))
+    writer.close()
+    tmp.replace(out)
+    return MergeReport(
+        out=out,
+        size=out.stat().st_size,
+        base_size=base_gguf.stat().st_size,
+        merged=len(by_name),
+        types=dict(stored),
+        base_types=dict(base_types),
+    )

@@ -1,0 +1,274 @@
+"""Train on the very GGUF that Ollama serves: materialize it once into a cached HF folder.
+
+Why: the user already has the model as a quantized GGUF (an Ollama blob or any
+``.gguf``). Downloading the matching Hugging Face weights again costs gigabytes
+and may not even match. Transformers' GGUF loader dequantizes the file (and
+undoes llama.cpp's q/k permutation); we save the result once as a plain HF
+folder — safetensors, config, tokenizer and the chat template from the GGUF —
+that both backends load like any other model folder.
+
+The folder is keyed by the file's sha256, so the same blob is never converted
+twice and a changed file never reuses a stale folder. An Ollama blob is named
+``sha256-<hex>`` by its content already, so its name is the key; any other file
+is hashed once and the hash remembered by (path, size, mtime).
+
+Weights are stored as float16 (bfloat16 when the GGUF itself holds bf16
+tensors): every GGUF quant dequantizes to fp16-scaled values, and it halves the
+disk cost against float32. Cost: about 2 bytes per parameter on disk (7B: ~14 GB)
+and, while converting, the dequantized model in memory (``estimate``).
+
+Also here: the pairing check between a Hugging Face folder the user chose and
+the Ollama model adapters will be published on (architecture, layers, hidden
+size, vocabulary, chat template), reported all at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "RLTRAY_GGUF_CACHE"
+MARKER = "rltray-gguf.json"
+_OLLAMA_BLOB = re.compile(r"^sha256-([0-9a-f]{64})$")
+
+
+class GGUFBaseError(ValueError):
+    """The GGUF cannot become a training base; the message is one sentence."""
+
+
+def cache_root() -> Path:
+    """``$RLTRAY_GGUF_CACHE`` or the per-user cache folder's ``gguf-bases``."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("rltray")) / "gguf-bases"
+
+
+def is_gguf(path: Path | str) -> bool:
+    """A regular file that starts with the GGUF magic (Ollama blobs have no extension)."""
+    p = Path(path).expanduser()
+    try:
+        with open(p, "rb") as fh:
+            return p.is_file() and fh.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def file_sha256(path: Path, root: Path | None = None) -> str:
+    """The file's sha256 (an Ollama blob's name; else remembered by path, size and mtime)."""
+    match = _OLLAMA_BLOB.match(path.name)
+    if match:
+        return match.group(1)
+    root = root or cache_root()
+    index_file = root / "hashes.json"
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        index = json.loads(index_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        index = {}
+    if key in index:
+        return str(index[key])
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(chunk)
+    index[key] = digest.hexdigest()
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = index_file.with_name(f".hashes.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(index, indent=1), encoding="utf-8")
+    tmp.replace(index_file)
+    return str(index[key])
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """Architecture, parameter count and tensor types of a GGUF (header only, no weights)."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    fld = reader.fields.get("general.architecture")
+    arch = str(fld.contents()) if fld is not None else "unknown"
+    types = sorted({t.tensor_type.name for t in reader.tensors})
+    return {
+        "architecture": arch,
+        "parameters": int(sum(int(t.n_elements) for t in reader.tensors)),
+        "tensor_types": types,
+        "file_bytes": path.stat().st_size,
+    }
+
+
+def estimate(path: Path) -> dict[str, Any]:
+    """What materializing costs, for the wizard and `rltray doctor` (bytes)."""
+    head = read_header(path)
+    params = head["parameters"]
+    return {
+        **head,
+        "disk_bytes": params * 2,  # fp16/bf16 safetensors
+        # transformers dequantizes to float32 numpy, then casts: ~4 B + 2 B per parameter
+        "peak_memory_bytes": params * 6,
+    }
+
+
+def supported_architectures() -> set[str]:
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    return {a.replace("_", "") for a in GGUF_SUPPORTED_ARCHITECTURES} - {"general", "tokenizer"}
+
+
+def materialize(path: Path | str, cache: Path | None = None) -> Path:
+    """The cached HF folder for GGUF ``path``, converting it on first use."""
+    path = Path(path).expanduser()
+    if not is_gguf(path):
+        raise GGUFBaseError(f"{path} is not a GGUF file.")
+    root = Path(cache) if cache is not None else cache_root()
+    sha = file_sha256(path, root)
+    folder = root / sha
+    if (folder / MARKER).is_file():
+        return folder
+    head = read_header(path)
+    arch = head["architecture"]
+    if arch.replace("_", "") not in supported_architectures():
+        raise _unsupported(arch)
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free
+    if free < head["parameters"] * 2.2:
+        raise GGUFBaseError(
+            f"Converting {path.name} for training needs about "
+            f"{head['parameters'] * 2 / 1e9:.1f} GB in {root} and only {free / 1e9:.1f} GB is "
+            "free: free some space or set RLTRAY_GGUF_CACHE to a bigger disk."
+        )
+    tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=root))
+    try:
+        _convert(path, tmp, head)
+        (tmp / MARKER).write_text(
+            json.dumps(
+                {"source": str(path), "sha256": sha, "created": time.time(), **head}, indent=2
+            ),
+            encoding="utf-8",
+        )
+        try:
+            tmp.replace(folder)
+        except OSError:
+            if not (folder / MARKER).is_file():  # another process won the race: use theirs
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _unsupported(arch: str) -> GGUFBaseError:
+    return GGUFBaseError(
+        f"Transformers cannot dequantize GGUF models of architecture {arch!r}: set "
+        "training.base_model to the matching Hugging Face weights (a folder or hub id) instead."
+    )
+
+
+def _convert(path: Path, out: Path, head: dict[str, Any]) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = torch.bfloat16 if "BF16" in head["tensor_types"] else torch.float16
+    with tempfile.TemporaryDirectory(dir=out) as link_dir:
+        # Transformers wants a folder + file name; an Ollama blob has no .gguf suffix.
+        link = Path(link_dir) / "model.gguf"
+        link.symlink_to(path.resolve())
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(link_dir, gguf_file=link.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                link_dir, gguf_file=link.name, dtype=dtype, **_dense_kwargs()
+            )
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            if "not supported" in str(exc) or "architecture" in str(exc).lower():
+                raise _unsupported(head["architecture"]) from exc
+            raise GGUFBaseError(
+                f"Transformers could not read {path.name}: {str(exc).splitlines()[0]}"
+            ) from exc
+    # Transformers >= 5 marks a GGUF-loaded model as quantized even when dequantized;
+    # the weights are dense here, so save them as a plain model.
+    model.hf_quantizer = None
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    del model
+
+
+def _dense_kwargs() -> dict[str, Any]:
+    """Ask for dense weights: Transformers >= 5 keeps GGUF blocks packed unless told not to."""
+    try:
+        from transformers import GgufConfig
+    except ImportError:  # 4.x always dequantizes
+        return {}
+    return {"quantization_config": GgufConfig(dequantize=True)}
+
+
+# -- pairing: an HF folder against the Ollama model adapters are published on ------------
+
+_ARCH_ALIASES = {"mistral": "llama", "qwen2moe": "qwen2moe", "qwen3moe": "qwen3moe"}
+
+
+def _norm_arch(name: str) -> str:
+    key = str(name).lower().replace("_", "")
+    return _ARCH_ALIASES.get(key, key)
+
+
+def _norm_template(text: str | None) -> str:
+    return " ".join(str(text or "").split())
+
+
+def pairing_problems(
+    hf_folder: Path, model_info: dict[str, Any], gguf_template: str | None = None
+) -> list[str]:
+    """Every difference that makes ``hf_folder`` the wrong weights for the Ollama model.
+
+    ``model_info`` is ``/api/show``'s ``model_info``; ``gguf_template`` the Jinja chat
+    template in the model's GGUF (``tokenizer.chat_template``), when readable.
+    """
+    config = json.loads((Path(hf_folder) / "config.json").read_text(encoding="utf-8"))
+    arch = str(model_info.get("general.architecture") or "")
+    problems = []
+    if _norm_arch(config.get("model_type", "")) != _norm_arch(arch):
+        problems.append(f"architecture {config.get('model_type')!r} vs Ollama's {arch!r}")
+    for ours, theirs, label in (
+        ("num_hidden_layers", "block_count", "layers"),
+        ("hidden_size", "embedding_length", "hidden size"),
+        ("vocab_size", "vocab_size", "vocabulary"),
+    ):
+        want = model_info.get(f"{arch}.{theirs}")
+        got = config.get(ours)
+        if want is not None and got is not None and int(want) != int(got):
+            problems.append(f"{label} {got} vs Ollama's {want}")
+    template = gguf_template or model_info.get("tokenizer.chat_template")
+    if template:
+        ours_t = _hf_chat_template(Path(hf_folder))
+        if ours_t is not None and _norm_template(ours_t) != _norm_template(template):
+            problems.append("the chat template differs")
+    return problems
+
+
+def _hf_chat_template(folder: Path) -> str | None:
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    cfg = folder / "tokenizer_config.json"
+    if cfg.is_file():
+        value = json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+        return value if isinstance(value, str) else None
+    return None
+
+
+def gguf_chat_template(path: Path) -> str | None:
+    import gguf
+
+    fld = gguf.GGUFReader(path).fields.get("tokenizer.chat_template")
+    return str(fld.contents()) if fld is not None else None
