@@ -99,14 +99,18 @@ def env_packages(plat: str | None = None, machine: str | None = None) -> list[st
 
 
 def env_steps(folder: Path, packages: list[str], pip_args: list[str] | None = None) -> list:
-    """The commands that create the environment in ``folder`` and install ``packages``."""
+    """The commands that create the environment in ``folder`` and install ``packages``.
+
+    rltray's own pip installs into the new environment (``pip --python``): the
+    pip a fresh venv gets from ensurepip may be too old for ``--progress-bar raw``.
+    """
     python = env_python(folder)
     return [
         ("Creating the environment", [sys.executable, "-m", "venv", str(folder)]),
         (
             "Installing " + ", ".join(p.split("=")[0].split(">")[0] for p in packages),
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check",
-             "--progress-bar", "raw", *(pip_args or []), *packages],
+            [sys.executable, "-m", "pip", "--python", str(python), "install",
+             "--disable-pip-version-check", "--progress-bar", "raw", *(pip_args or []), *packages],
         ),
     ]  # fmt: skip
 

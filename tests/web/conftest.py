@@ -83,3 +83,105 @@ def add_turns(service: Service) -> Callable[..., list[int]]:
         return ids
 
     return add
+
+
+# -- a small Ollama for the wizard: /api/tags and /api/show, as Ollama documents them ----------
+
+LLAMA_SHOW = {
+    "details": {"family": "llama", "parameter_size": "0.1M", "quantization_level": "F16"},
+    "model_info": {
+        "general.architecture": "llama",
+        "llama.block_count": 2,
+        "llama.embedding_length": 64,
+        "llama.vocab_size": 512,
+    },
+}
+
+
+@pytest.fixture
+def ollama() -> Iterator[str]:
+    """An HTTP server answering /api/tags and /api/show for two models; yields its URL."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    shapes = {
+        "tiny:latest": LLAMA_SHOW,
+        "other:7b": {
+            "details": {"parameter_size": "7B"},
+            "model_info": {"general.architecture": "qwen2", "qwen2.block_count": 28,
+                           "qwen2.embedding_length": 3584, "qwen2.vocab_size": 152064},
+        },
+    }  # fmt: skip
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/api/tags":
+                self._send(200, {"models": [{"name": n, "size": 1000} for n in shapes]})
+            else:
+                self._send(404, {"error": "not found"})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/api/show" and body.get("model") in shapes:
+                self._send(200, shapes[body["model"]])
+            else:
+                self._send(404, {"error": f"model '{body.get('model')}' not found"})
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def write_model_folder(folder: Any, layers: int = 2, hidden: int = 64, vocab: int = 512) -> Any:
+    """A model folder as the trainer reads it (config.json + a weights file of the right size)."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+              "num_hidden_layers": layers, "hidden_size": hidden, "vocab_size": vocab}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").write_bytes(b"\0" * 1024)
+    return folder
+
+
+def build_wheel(folder: Any, name: str = "rltray_probe_pkg", version: str = "1.0") -> Any:
+    """A minimal pure-Python wheel, so pip installs something real with no network."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {
+        f"{name}/__init__.py": b"VALUE = 42\n",
+        f"{name}-{version}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+        ),
+        f"{name}-{version}.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{name}-{version}.dist-info/RECORD,,")
+    files[f"{name}-{version}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+    return wheel

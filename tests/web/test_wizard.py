@@ -1,0 +1,163 @@
+"""Setup wizard routes over real parts: agent config files, model folders, an Ollama HTTP server,
+the trainer interpreter in a child process, a real venv + pip for the trainer environment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import build_wheel, post_json, write_model_folder
+from rltray.app import config
+from rltray.web import models
+from rltray.web.wizard import needs_setup
+
+
+def test_the_page_has_six_steps(client, service) -> None:
+    page = client.get("/setup").data.decode()
+    assert "<title>Setup · rltray</title>" in page
+    for step in ("Agents", "Model", "Backend", "Preset", "Schedule", "Notifications"):
+        assert f". {step}</h2>" in page
+    for preset in ("careful", "balanced", "aggressive", "custom"):
+        assert f'value="{preset}"' in page
+    assert needs_setup(service.paths.home)
+    assert post_json(client, "/api/setup/finish").get_json() == {"done": True}
+    assert not needs_setup(service.paths.home)
+
+
+def test_agents_install_uninstall_and_first_event(client, service, add_turns) -> None:
+    home = Path.home()
+    (home / ".claude").mkdir()
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text('model = "gpt-5-codex"\n')
+    rows = {a["name"]: a for a in client.get("/api/setup/agents").get_json()}
+    assert rows["claude-code"]["detected"] and not rows["claude-code"]["installed"]
+    done = post_json(client, "/api/setup/agents/claude-code/install").get_json()
+    assert done["lines"] and any("settings.json" in line for line in done["lines"])
+    rows = {a["name"]: a for a in done["agents"]}
+    assert rows["claude-code"]["installed"] and rows["claude-code"]["waiting"]
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert "Stop" in settings["hooks"]
+    codex = post_json(client, "/api/setup/agents/codex/install").get_json()
+    codex_row = next(a for a in codex["agents"] if a["name"] == "codex")
+    assert codex_row["installed"] and any("/hooks" in n for n in codex_row["notes"])
+    add_turns(1, agent="claude-code")
+    rows = {a["name"]: a for a in client.get("/api/setup/agents").get_json()}
+    assert not rows["claude-code"]["waiting"] and rows["claude-code"]["turns"] == 1
+    post_json(client, "/api/setup/agents/codex/uninstall")
+    assert (home / ".codex" / "config.toml").read_text() == 'model = "gpt-5-codex"\n'
+    missing = post_json(client, "/api/setup/agents/nobody/install")
+    assert missing.status_code == 400 and "Unknown agent" in missing.get_json()["error"]["message"]
+
+
+def test_install_refuses_an_agent_that_is_not_there(client) -> None:
+    refused = post_json(client, "/api/setup/agents/codex/install")
+    assert refused.status_code == 400 and "not found" in refused.get_json()["error"]["message"]
+
+
+def test_models_ollama_pairing_and_memory(client, app, service, ollama, tmp_path) -> None:
+    app.extensions["rltray"].options["ollama_host"] = ollama
+    write_model_folder(tmp_path / "models" / "tiny-llama")
+    write_model_folder(tmp_path / "models" / "broken").joinpath("config.json").write_text("{")
+    hf = Path.home() / ".cache" / "huggingface" / "hub" / "models--org--small" / "snapshots" / "abc"
+    write_model_folder(hf, layers=4, hidden=128, vocab=1000)
+    data = client.get("/api/setup/models").get_json()
+    by_name = {m["name"]: m for m in data["models"]}
+    assert set(by_name) == {"tiny-llama", "broken", "org/small"}
+    assert by_name["org/small"]["source"] == "huggingface" and by_name["org/small"]["layers"] == 4
+    assert "no readable config.json" in by_name["broken"]["error"]
+    fit = by_name["tiny-llama"]["memory"]
+    assert fit["fits"] is True and "this machine has" in fit["message"]
+    assert data["ollama"]["running"] and [m["name"] for m in data["ollama"]["models"]] == [
+        "tiny:latest", "other:7b"]  # fmt: skip
+    tiny = str(tmp_path / "models" / "tiny-llama")
+    matched = post_json(client, "/api/setup/model", {"path": tiny, "ollama": "tiny:latest"})
+    assert matched.get_json()["mismatches"] == []
+    current = config.load_config(service.paths)
+    assert current.training.base_model == tiny and current.ollama.model == "tiny:latest"
+    other = post_json(client, "/api/setup/model", {"path": tiny, "ollama": "other:7b"}).get_json()
+    assert other["mismatches"] == [
+        "Architecture differs: the trainable model is llama, Ollama's is qwen2.",
+        "The layers differs: 2 in the trainable model, 28 in Ollama's.",
+        "The hidden size differs: 64 in the trainable model, 3584 in Ollama's.",
+        "The vocabulary differs: 512 in the trainable model, 152064 in Ollama's.",
+    ]
+    nope = post_json(client, "/api/setup/model", {"path": str(tmp_path)})
+    assert nope.status_code == 400
+
+
+def test_without_ollama_the_wizard_says_so(client) -> None:
+    data = client.get("/api/setup/models").get_json()
+    assert data["ollama"]["running"] is False
+    assert "Ollama does not answer at http://127.0.0.1:9" in data["ollama"]["error"]
+
+
+def test_memory_fit_figures() -> None:
+    big = {"layers": 80, "hidden_size": 8192, "vocab_size": 128256}
+    big["params"] = models.estimate_params(big)
+    verdict = models.memory_fit(big, 16 * 2**30)
+    assert verdict["fits"] is False and "does not fit" in verdict["message"]
+    assert verdict["need_gib"] > 100 and verdict["have_gib"] == 16.0
+
+
+def test_backend_asks_the_trainer_interpreter(client, service) -> None:
+    data = client.get("/api/setup/backend").get_json()
+    info = data["info"]
+    assert data["python"] == info["executable"] and info["python"].count(".") == 2
+    assert info["torch"] is True  # the test environment has the torch extra
+    assert data["backend"]["name"] in ("cpu", "cuda", "mps")
+    config.set_value(service.paths, "training.python", "/nonexistent/python")
+    broken = client.get("/api/setup/backend").get_json()
+    assert broken["backend"]["name"] is None and "could not be run" in broken["backend"]["message"]
+
+
+@pytest.mark.slow
+def test_trainer_environment_is_created_with_pip(client, app, service, tmp_path) -> None:
+    wheel = build_wheel(tmp_path)
+    app.extensions["rltray"].options.update(
+        env_packages=[str(wheel)], pip_args=["--no-index", "--no-cache-dir"]
+    )
+    job = post_json(client, "/api/setup/trainer-env").get_json()
+    assert job["status"] == "running"
+    again = post_json(client, "/api/setup/trainer-env").get_json()
+    assert again["id"] == job["id"]  # one at a time
+    deadline = time.monotonic() + 240
+    while job["status"] == "running":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.5)
+        job = client.get(f"/api/jobs/{job['id']}").get_json()
+    assert job["status"] == "done", job
+    python = job["result"]["python"]
+    assert config.load_config(service.paths).training.python == python
+    out = subprocess.run([python, "-c", "import rltray_probe_pkg as p; print(p.VALUE)"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == "42"
+    assert any("Successfully installed rltray-probe-pkg" in line for line in job["log"])
+
+
+def test_a_failing_environment_step_fails_the_job(client, app, tmp_path) -> None:
+    app.extensions["rltray"].options.update(env_packages=[str(tmp_path / "missing.whl")],
+                                            pip_args=["--no-index"])  # fmt: skip
+    job = post_json(client, "/api/setup/trainer-env").get_json()
+    deadline = time.monotonic() + 240
+    while job["status"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+        job = client.get(f"/api/jobs/{job['id']}").get_json()
+    assert job["status"] == "failed" and "failed (exit code" in job["error"]
+    assert client.get("/api/jobs/nope").status_code == 400
+
+
+def test_test_notification_reports_what_happened(client) -> None:
+    result = post_json(client, "/api/setup/test-notification").get_json()
+    assert isinstance(result["shown"], bool)
+    if not result["shown"]:  # no notification server on this machine: say why
+        assert result["message"].startswith("The test notification was not shown: ")
+        assert len(result["message"]) > len("The test notification was not shown: ") + 5
+
+
+def test_snooze_needs_a_running_service(client) -> None:
+    refused = post_json(client, "/api/setup/snooze", {"minutes": 60})
+    assert refused.status_code == 400 and "not running" in refused.get_json()["error"]["message"]
