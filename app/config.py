@@ -157,6 +157,32 @@ class OllamaSettings(_Section):
         description="URL of the Ollama server.",
         json_schema_extra={"expect": "an http:// or https:// URL"},
     )
+    keep_versions: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description=(
+            "How many published versions keep their own Ollama tag (<model>-rltray:vN); older "
+            "tags are deleted, never the active one's."
+        ),
+    )
+    num_ctx: int = Field(
+        65536,
+        ge=2048,
+        le=1048576,
+        description=(
+            "Context length (tokens) set on the published models; coding agents need at least "
+            "64k, while Ollama defaults to 4k on small GPUs."
+        ),
+    )
+    merged_type: Literal["q8_0", "f16", "base"] = Field(
+        "q8_0",
+        description=(
+            "How merged layers are stored when Ollama needs a merged model (0.34.1 and later): "
+            "q8_0 is near-lossless, f16 exact but larger, base keeps the base's own "
+            "quantization where possible (smallest, least exact)."
+        ),
+    )
 
     @field_validator("host")
     @classmethod
