@@ -32,6 +32,9 @@ EXPECTED = {
     "training.trust_remote_code": ("bool", False),
     "ollama.model": ("str", ""),
     "ollama.host": ("str", "http://127.0.0.1:11434"),
+    "ollama.keep_versions": ("int", 3),
+    "ollama.num_ctx": ("int", 65536),
+    "ollama.merged_type": ("choice", "q8_0"),
 }
 
 
