@@ -9,6 +9,7 @@ this says so once, naming what is missing.
 
 from __future__ import annotations
 
+import os
 import sys
 import webbrowser
 
@@ -32,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         print(usage, file=sys.stderr)
         return 2
     url = args[0]
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return fallback(url, "no graphical display: DISPLAY and WAYLAND_DISPLAY are unset")
     try:
         import webview
     except ImportError:
