@@ -144,7 +144,7 @@ class Background:
             self.on_ingest(report)
         for turn_id in report.new_turns:
             self._ordinal += 1
-            self._maybe_ask(turn_id)
+            self._maybe_ask(turn_id, report.durations.get(turn_id))
 
     def _backup_if_due(self) -> None:
         """The daily database copy: a service that runs for weeks opens the database once."""
@@ -168,7 +168,7 @@ class Background:
     def _rate_from_notification(self, turn_id: int, value: int, comment: str | None) -> None:
         self.service.rate_turn(turn_id, value, comment=comment, source="notification")
 
-    def _maybe_ask(self, turn_id: int) -> None:
+    def _maybe_ask(self, turn_id: int, seconds: float | None = None) -> None:
         if self.notifier is None:
             return
         from rltray.app import config
@@ -180,7 +180,7 @@ class Background:
             return
         settings = config.load_config(self.service.paths).notify
         ask, _reason = should_ask(
-            None,
+            seconds,
             self._ordinal,
             settings,
             datetime.now().astimezone(),

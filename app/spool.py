@@ -60,9 +60,11 @@ class IngestReport:
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
     new_turns: list[int] = field(default_factory=list)  # ids stored by this pass (to ask about)
+    durations: dict[int, float] = field(default_factory=dict)  # seconds each new turn took
 
     def merge(self, other: IngestReport) -> None:
         self.new_turns.extend(other.new_turns)
+        self.durations.update(other.durations)
         self.turns += other.turns
         self.duplicates += other.duplicates
         self.commands += other.commands
@@ -139,6 +141,14 @@ def _context(value: object) -> list[dict[str, str]]:
     return messages
 
 
+def _duration(value: object) -> float | None:
+    """Seconds the turn took (prompt hook to stop hook), or None when unknown or implausible."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    seconds = float(value)
+    return seconds if 0 <= seconds < 7 * 24 * 3600 else None
+
+
 def validate(obj: object) -> dict[str, Any]:
     """The record normalised (known fields only, capped, UTC time) or SpoolError(reason)."""
     if not isinstance(obj, dict):
@@ -166,6 +176,7 @@ def validate(obj: object) -> dict[str, Any]:
             "model": _optional(obj, "model", 200),
             "event": _optional(obj, "event", 40),
             "transcript": _optional(obj, "transcript", 4096),
+            "duration_s": _duration(obj.get("duration_s")),
         }
     if obj.get("kind") == "command":
         command = obj.get("command")
@@ -286,6 +297,8 @@ def _store_record(paths: Paths, store: Store, name: str, report: IngestReport) -
         if inserted:
             report.turns += 1
             report.new_turns.append(turn_id)
+            if rec.get("duration_s") is not None:
+                report.durations[turn_id] = rec["duration_s"]
         else:
             report.duplicates += 1
     else:

@@ -645,6 +645,9 @@ def record_turn(hook, session, state, folder, fields):
     """Spool a turn unless this turn was already written with everything it now carries."""
     rec = {"kind": "turn", "agent": hook.agent, "session": session, **fields,
            "captured_at": iso_now()}
+    asked_at = _num(state.get("prompt_at"))  # the prompt hook's clock: how long the turn took
+    if asked_at and asked_at >= _num(state.get("last_turn_at")):
+        rec["duration_s"] = round(max(0.0, time.time() - asked_at), 3)
     rec["prompt"], rec["response"] = cap(rec["prompt"]), cap(rec["response"])
     filled = {k for k in ("prompt", "response", "context", "cwd", "model") if rec.get(k)}
     written = state.get("written") if isinstance(state.get("written"), dict) else {}

@@ -188,6 +188,23 @@ def test_claude_prompt_then_stop_pairs_prompt_and_answer(home: Path, transcript:
     assert hook_log(home) == ""
 
 
+def test_a_stop_after_a_prompt_records_how_long_the_turn_took(
+    home: Path, transcript: Path
+) -> None:
+    """Needed by notify.ask = "long": the prompt hook's clock starts the turn."""
+    prompt = fixture(CLAUDE / "prompt.json", transcript_path=str(transcript))
+    run_hook(home, "claude-prompt", prompt)
+    time.sleep(0.3)
+    run_hook(home, "claude-stop", fixture(CLAUDE / "stop.json", transcript_path=str(transcript)))
+    (rec,) = spooled(home)
+    assert 0.3 <= rec["duration_s"] < 30
+    # A second Stop for the same prompt (no new prompt since) has no duration to claim.
+    stop = fixture(CLAUDE / "stop.json", transcript_path=str(transcript))
+    stop["last_assistant_message"] = "a later, different answer"
+    run_hook(home, "claude-stop", stop)
+    assert all("duration_s" not in later for later in spooled(home)[1:])
+
+
 @posix_only
 def test_files_are_private(home: Path) -> None:
     run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "p"})

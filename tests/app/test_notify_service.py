@@ -1,0 +1,94 @@
+"""Which finished turns the running service asks about, end to end through the spool.
+
+Real parts: a running Service (watcher, worker, notifier), hook records in the
+spool folder, a notification server on a private D-Bus. The policy itself is
+unit-tested in test_notify_policy.py; this pins the wiring (the duration the
+hook measured reaches the policy, an already-rated turn is never asked about).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    NotificationServer,
+    PrivateSessionBus,
+    notification_server_fixture,
+    session_bus_fixture,
+)
+from rltray.app import config
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+
+
+def spool(home: Path, turn: str, response: str, **extra: object) -> None:
+    incoming = home / "spool" / "incoming"
+    incoming.mkdir(parents=True, exist_ok=True)
+    record = {"v": 1, "kind": "turn", "agent": "codex", "session": "s1", "turn": turn,
+              "prompt": "p", "response": response, "context": [], "cwd": "/work/shop",
+              "captured_at": "2026-11-22T10:00:00Z", "event": "stop", **extra}  # fmt: skip
+    name = f"{time.time_ns():020d}-{os.getpid()}-{turn:>8}.json"
+    (incoming / (name + ".tmp")).write_text(json.dumps(record))
+    (incoming / (name + ".tmp")).rename(incoming / name)
+
+
+@pytest.fixture
+def service(
+    notification_server: NotificationServer, rltray_home: Path
+) -> Iterator[Service]:
+    paths = Paths.from_env()
+    paths.ensure()
+    svc = Service(paths)
+    yield svc
+    svc.close()
+
+
+def asked(server: NotificationServer) -> list[str]:
+    return [c.body for c in server.calls if ("good", "Good") in c.action_pairs]
+
+
+def wait_turns(service: Service, n: int) -> None:
+    deadline = time.monotonic() + 15
+    while service.store.counts()["turns"] < n:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_long_mode_asks_only_about_turns_that_took_long_enough(
+    service: Service, notification_server: NotificationServer
+) -> None:
+    config.set_value(service.paths, "notify.ask", "long")
+    config.set_value(service.paths, "notify.min_turn_seconds", 20)
+    service.start(scheduler=False, api=False)
+    spool(service.paths.home, "quick", "a quick answer", duration_s=3.5)
+    spool(service.paths.home, "unknown", "an answer of unknown length")
+    spool(service.paths.home, "slow", "a slow answer", duration_s=95.0)
+    wait_turns(service, 3)
+    notification_server.wait_for_calls(1)
+    time.sleep(0.5)  # any wrong question would be sent by now (the worker asks in order)
+    assert asked(notification_server) == ["a slow answer"]
+
+
+def test_a_turn_rated_with_rl_before_the_service_saw_it_is_not_asked_about(
+    service: Service, notification_server: NotificationServer
+) -> None:
+    config.set_value(service.paths, "notify.ask", "every")
+    home = service.paths.home
+    spool(home, "t1", "rated already")
+    command = {"v": 1, "kind": "command", "agent": "codex", "session": "s1", "command": "good",
+               "target_turn": "t1", "captured_at": "2026-11-22T10:00:05Z"}  # fmt: skip
+    name = f"{time.time_ns():020d}-{os.getpid()}-cmd.json"
+    (home / "spool" / "incoming" / name).write_text(json.dumps(command))
+    spool(home, "t2", "fresh answer")
+    service.start(scheduler=False, api=False)  # stores all three in one pass, in order
+    wait_turns(service, 2)
+    notification_server.wait_for_calls(1)
+    time.sleep(0.5)
+    assert asked(notification_server) == ["fresh answer"]
+    rating = service.store.turn_by_source_key("codex:s1:t1").rating  # type: ignore[union-attr]
+    assert rating is not None and rating.source == "agent"
