@@ -6,6 +6,7 @@ outside the token band, with padding, a gated example and an empty example.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -77,7 +78,8 @@ def analytic_grad(batch: dict[str, np.ndarray], h: SimpleNamespace) -> np.ndarra
     drift = (mask * np.where(valid, n - f, 0.0)).sum(1) / t
     g = ~(((adv > 0) & (drift > h.delta_hi)) | ((adv < 0) & (drift < h.delta_lo)))
     fn = np.where(valid, f - n, 0.0)
-    per_tok = -(m * g[:, None] * rho * adv[:, None]) + h.beta * (1.0 - np.exp(fn))
+    k3_slope = np.exp(np.minimum(fn, ob.K3_LINEAR_FROM)) - 1.0  # bounded k3: tangent beyond
+    per_tok = -(m * g[:, None] * rho * adv[:, None]) - h.beta * k3_slope
     return w[:, None] * mask * per_tok / t[:, None]
 
 
@@ -153,7 +155,8 @@ def test_kl_gradient_remains_on_off_band_and_gated_tokens(backend: str) -> None:
     _, _, grad = (torch_loss if backend == "torch" else mlx_loss)(b, h)
     valid, out_of_band = _case_masks(b, h)
     t = b["mask"].sum(1, keepdims=True)
-    kl_only = b["weight"][:, None] * h.beta * (1.0 - np.exp(b["f"] - b["n"])) / np.maximum(t, 1.0)
+    slope = np.exp(np.minimum(b["f"] - b["n"], ob.K3_LINEAR_FROM)) - 1.0
+    kl_only = -b["weight"][:, None] * h.beta * slope / np.maximum(t, 1.0)
     np.testing.assert_allclose(grad[0], kl_only[0] * b["mask"][0], rtol=1e-5, atol=1e-8)
     assert np.all(grad[0][valid[0]] != 0.0)
     np.testing.assert_allclose(grad[out_of_band], kl_only[out_of_band], rtol=1e-5, atol=1e-8)
@@ -329,3 +332,46 @@ def test_torch_loss_on_cuda_matches_cpu_with_numpy_constants() -> None:
     assert loss.item() == pytest.approx(cpu_loss, rel=1e-5)
     assert stats["masked_tokens"] == pytest.approx(cpu_stats["masked_tokens"])
     np.testing.assert_allclose(n.grad.cpu().numpy(), cpu_grad, atol=1e-6)
+
+
+def test_k3_is_bounded_far_below_the_base_and_exact_near_it() -> None:
+    """A token pushed 100 nats below the base: finite loss, a bounded pull (the
+    held-out aggressive run saw k3 95,412 and gradient norm 88,815 unbounded)."""
+    h = hyper(beta=1.0)
+    n = np.array([[-1.0, -101.0, -1.0]], np.float32)
+    f = np.array([[-1.5, -1.0, -1.0]], np.float32)
+    args = (n, f, np.ones_like(n), np.ones(1, np.float32), np.ones(1, np.float32), h)
+    loss, stats, grad = torch_loss({"n": n, "o": n.copy(), "f": f, "mask": args[2],
+                                    "adv": np.zeros(1, np.float32), "weight": args[4]}, h)
+    slope = math.expm1(ob.K3_LINEAR_FROM)
+    exact_near = math.exp(-0.5) + 0.5 - 1.0  # token 0: x = f - n = -0.5, below the bound
+    tangent = math.exp(4.0) - 4.0 - 1.0 + slope * (100.0 - 4.0)
+    assert stats["kl"] == pytest.approx((exact_near + tangent) / 3, rel=1e-5)
+    assert np.isfinite(loss) and abs(grad[0, 1]) == pytest.approx(slope / 3, rel=1e-5)
+    assert grad[0, 0] == pytest.approx(-(math.exp(-0.5) - 1.0) / 3, rel=1e-5)
+    m_loss, _, m_grad = mlx_loss({"n": n, "o": n.copy(), "f": f, "mask": args[2],
+                                        "adv": np.zeros(1, np.float32), "weight": args[4]}, h)
+    assert m_loss == pytest.approx(loss, rel=1e-5)
+    np.testing.assert_allclose(m_grad, grad, rtol=1e-5)
+    np_loss, _ = ob.mispo_loss_numpy(n, n, f, np.ones_like(n), np.zeros(1), np.ones(1), h)
+    assert np_loss == pytest.approx(loss, rel=1e-5)
+    assert ob.k3_bounded_numpy(np.array([0.0]))[0] == 0.0
+
+
+def test_class_weights_balance_push_not_counts_with_the_baseline() -> None:
+    """Balanced classes, baseline -0.5: the old count weights pushed good 3:1 over bad."""
+    ratings = [1, -1] * 5
+    adv = ob.advantages(ratings, -0.5)
+    old = ob.class_weights(ratings)
+    assert ob.push_ratio(ratings, adv, old) == pytest.approx(3.0)  # the finding
+    w = ob.class_weights(ratings, adv)
+    assert ob.push_ratio(ratings, adv, w) == pytest.approx(1.0)
+    assert sum(wi * abs(a) for wi, a in zip(w, adv, strict=True)) == pytest.approx(
+        sum(abs(a) for a in adv))  # overall step size kept
+    for ratings, b in (([1] + [-1] * 9, -0.8), ([1] * 7 + [-1] * 2, 0.6), ([1, -1], 0.0)):
+        adv = ob.advantages(ratings, b)
+        ratio = ob.push_ratio(ratings, adv, ob.class_weights(ratings, adv))
+        assert 3 / 4 <= ratio <= 4 / 3
+    assert ob.class_weights([-1, -1], ob.advantages([-1, -1], -0.5)) == [1.0, 1.0]
+    # a class with zero push (b = 1, good ones have A = 0) falls back to count balance
+    assert ob.class_weights([1, -1, -1], [0.0, -2.0, -2.0]) == ob.class_weights([1, -1, -1])
