@@ -13,6 +13,9 @@ Why this is careful (see TRAINER-SPEC "Tokenisation"):
 * The response region ends after the last special token of the assistant turn
   (its end-of-turn token, e.g. ``<|eot_id|>``, ``<|im_end|>``), so the model learns
   to stop; template trailers after it (a newline) are not trained and are cut.
+* A response the example marks ``truncated`` (cut off where it was captured)
+  ends *without* its end-of-turn token: the answer did not end there, and
+  training that token would teach the model to stop mid-answer.
 * Too long: drop the oldest context messages first (system messages last, because
   they are instructions rather than history), then truncate the response at its
   end (the end-of-turn token goes too: the response did not end there). When not
@@ -164,11 +167,13 @@ def _render_plain(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[
     return _ids(tokenizer, prompt, special=True), _ids(tokenizer, full, special=True)
 
 
-def render(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[int], int, int]:
+def render(tokenizer: Any, messages: list[dict[str, str]], *, truncated: bool = False
+           ) -> tuple[list[int], int, int]:
     """Tokenise a conversation whose last message is the rated assistant response.
 
     Returns ``(ids, start, end)``: the response region is ``ids[start:end]`` (the
-    response and its end-of-turn token); ``ids`` is already cut at ``end``.
+    response and its end-of-turn token, or the response alone when ``truncated``);
+    ``ids`` is already cut at ``end``.
     """
     render_fn = _render_template if _has_template(tokenizer) else _render_plain
     prompt_ids, full_ids = render_fn(tokenizer, messages)
@@ -182,7 +187,7 @@ def render(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[int], i
     specials = _special_ids(tokenizer)
     for j in range(len(full_ids) - 1, start - 1, -1):
         if full_ids[j] in specials:
-            end = j + 1
+            end = j if truncated else j + 1
             break
     return full_ids[:end], start, end
 
@@ -212,11 +217,12 @@ def encode(tokenizer: Any, example: Any, max_seq_len: int, *, index: int | None 
     ex_id = str(getattr(example, "id", ""))
     context = list(getattr(example, "messages", ()) or ())
     order = _drop_order(context)
+    cut = bool(getattr(example, "truncated", False))
 
     def attempt(drop: int) -> tuple[list[int], int, int]:
         gone = set(order[:drop])
         kept = [m for i, m in enumerate(context) if i not in gone]
-        return render(tokenizer, _conversation(example, kept))
+        return render(tokenizer, _conversation(example, kept), truncated=cut)
 
     try:
         ids, start, end = attempt(0)
@@ -245,7 +251,10 @@ def encode(tokenizer: Any, example: Any, max_seq_len: int, *, index: int | None 
     region = end - start
     if region <= 0:
         return Skip(f"example {ex_id}: the response has no tokens after the chat template", ex_id)
-    truncated = False
+    truncated = cut
+    if cut:
+        notes.append("the response was cut off when captured: its end-of-turn token is not "
+                     "trained")
     if len(ids) > max_seq_len:
         if start >= max_seq_len:
             return Skip(

@@ -48,7 +48,10 @@ JOB_KEYS: dict[str, tuple[bool, Any]] = {
     "trust_remote_code": (False, False),
 }
 
-EXAMPLE_KEYS = ("id", "messages", "prompt", "response", "rating", "rated_at", "behaviour_logprobs")
+EXAMPLE_KEYS = (
+    "id", "messages", "prompt", "response", "rating", "rated_at", "behaviour_logprobs",
+    "truncated", "replay",
+)
 EXAMPLE_REQUIRED = ("id", "prompt", "response", "rating", "rated_at")
 
 
@@ -63,6 +66,11 @@ class Example:
     ``messages`` is the chat context *before* the prompt, as ``{"role", "content"}``
     dicts. ``behaviour_logprobs`` are per-response-token log-probs from the local
     model that really wrote the response (rare; ``None`` for cloud-written text).
+    ``truncated``: the response was cut off where it was captured (the agent hit
+    its token limit, the capture was clipped), so it has no real end: its
+    end-of-turn token is never trained (the model must not learn to stop there).
+    ``replay``: an older, already-trained rating replayed in this round; it is
+    trained on but not counted again in the reward baseline.
     ``line`` is the 1-based line in the source file, for messages about it.
     """
 
@@ -73,6 +81,8 @@ class Example:
     rated_at: str
     messages: tuple[dict[str, str], ...] = ()
     behaviour_logprobs: tuple[float, ...] | None = None
+    truncated: bool = False
+    replay: bool = False
     line: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,6 +97,8 @@ class Example:
             "behaviour_logprobs": (
                 list(self.behaviour_logprobs) if self.behaviour_logprobs is not None else None
             ),
+            "truncated": self.truncated,
+            "replay": self.replay,
         }
 
 
@@ -326,8 +338,15 @@ def example_from_dict(obj: Any, *, where: str = "the example", line: int = 0) ->
             raise JobError(f"{where}: 'behaviour_logprobs' must be a list of finite log-probs "
                            f"(numbers <= 0) or null")
         lps = tuple(float(v) for v in lps)
+    flags = {}
+    for key in ("truncated", "replay"):
+        value = obj.get(key, False)
+        if not isinstance(value, bool):
+            raise JobError(f"{where}: {key!r} must be true or false, not {value!r}")
+        flags[key] = value
     return Example(id=ex_id, prompt=obj["prompt"], response=obj["response"], rating=int(rating),
-                   rated_at=rated_at, messages=messages, behaviour_logprobs=lps, line=line)
+                   rated_at=rated_at, messages=messages, behaviour_logprobs=lps, line=line,
+                   **flags)
 
 
 def _messages(value: Any, where: str) -> tuple[dict[str, str], ...]:

@@ -211,3 +211,20 @@ def test_batches_group_similar_lengths_deterministically(tiny_tokenizer: Any) ->
     assert padding_fraction(encs, grouped) < padding_fraction(encs, plain)
     with pytest.raises(ValueError):
         batches(encs, 0)
+
+
+def test_a_cut_off_response_never_trains_its_end_token(tiny_tokenizer: Any) -> None:
+    """An answer marked ``truncated`` (cut where it was captured) ends without <|end|>:
+    training the end token there would teach the model to stop mid-answer."""
+    whole = example("def f(x):\n    return")
+    cut = Example(**{**whole.__dict__, "truncated": True})
+    enc_whole, enc_cut = encode(tiny_tokenizer, whole, 512), encode(tiny_tokenizer, cut, 512)
+    assert isinstance(enc_whole, Encoded) and isinstance(enc_cut, Encoded)
+    assert masked_text(tiny_tokenizer, enc_whole) == whole.response + "<|end|>"
+    assert masked_text(tiny_tokenizer, enc_cut) == whole.response
+    assert tiny_tokenizer.eos_token_id not in enc_cut.input_ids[enc_cut.response_start:]
+    assert enc_cut.truncated and enc_cut.input_ids == enc_whole.input_ids[:-1]
+    tiny_tokenizer.chat_template = None  # the plain fallback format drops its eos too
+    enc_plain = encode(tiny_tokenizer, cut, 512)
+    assert isinstance(enc_plain, Encoded)
+    assert masked_text(tiny_tokenizer, enc_plain).endswith("return")

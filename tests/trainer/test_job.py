@@ -182,3 +182,22 @@ def test_output_line_helpers() -> None:
                              "baseline": 0.1}
     assert error_line("bad", "job") == {"type": "error", "message": "bad", "kind": "job"}
     assert isinstance(Example(id="x", prompt="p", response="r", rating=1, rated_at="t"), Example)
+
+
+def test_example_truncated_and_replay_flags(tmp_path) -> None:
+    from rltray.trainer.job import JobError, example_from_dict
+
+    base = {"id": "a", "prompt": "p", "response": "r", "rating": 1,
+            "rated_at": "2025-01-01T00:00:00Z"}
+    plain = example_from_dict(base)
+    assert plain.truncated is False and plain.replay is False
+    flagged = example_from_dict({**base, "truncated": True, "replay": True})
+    assert flagged.truncated and flagged.replay
+    assert example_from_dict(flagged.to_dict()) == flagged  # round-trips through JSONL
+    for key in ("truncated", "replay"):
+        try:
+            example_from_dict({**base, key: "yes"}, where="x.jsonl, line 3")
+        except JobError as exc:
+            assert str(exc) == f"x.jsonl, line 3: {key!r} must be true or false, not 'yes'"
+        else:
+            raise AssertionError("a non-boolean flag was accepted")
