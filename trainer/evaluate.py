@@ -1,14 +1,33 @@
 """Evaluation of a trained adapter and the publish gate.
 
-An adapter is published only if it is better and still safe (TRAINER-SPEC
-"Evaluation and the publish gate"):
+An adapter is published only if it is safe and not measurably worse
+(TRAINER-SPEC "Evaluation and the publish gate"):
 
-* **Held-out AUROC** of the implicit reward ``mean_t(n_t − f_t)`` against the
-  ratings, for the new adapter and its parent; the new one may not be worse by
-  more than ``hyper.auroc_tolerance``.
-* **Drift**: exact mean per-token KL(policy ‖ base) over the whole vocabulary on
-  the bundled neutral texts; must not exceed ``hyper.kl_cap``.
+* **Drift, per round and in total**, measured where it matters: exact KL over the
+  vocabulary, with the model's chat template, at the *response positions* of the
+  user's held-out rated turns (the answers it will write) and at their *prompt
+  positions* (general text in the user's own domain and the model's own
+  tokenizer — a fixed English file is out of vocabulary for some models and says
+  nothing about a code model's use). Each is measured against the **parent**
+  (this round's change, capped by ``hyper.kl_cap``) and against the **base**
+  (the cumulative change, capped by ``hyper.kl_cap_total``). A cap on the base
+  alone filled up round after round (0.0087 → 0.0275 in round 2) and would have
+  locked a long-lived user out at about round 5 with no explanation; the per
+  round cap bounds every step and the larger total cap bounds the sum (the
+  numbers and their reasoning are in ``presets.py``).
+* **Held-out preference** (the AUROC of the implicit reward ``mean_t(n_t − f_t)``
+  against the held-out ratings, new vs parent), judged with its standard error:
+  a new adapter is rejected only when it is *measurably* worse (a drop beyond
+  the preset's tolerance and beyond twice the standard error); it is reported
+  as *measurably better* only when the gain exceeds twice the standard error.
+  With fewer than :data:`MIN_HELDOUT_PER_CLASS` held-out ratings of a class the
+  check is skipped, the verdict says so, and drift and sanity decide alone.
 * **Sanity**: finite tensors, shapes that match the base, a scale present.
+
+Gate profiles (``hyper.gate_profile``, see :data:`GATE_PROFILES`): ``standard``
+for every real model; ``tiny-test`` for the randomly initialised tiny models of
+the test suite only, whose "preferences" are noise — it turns the held-out
+preference check off (said in the notes) and keeps drift and sanity.
 
 Importing this module pulls in neither torch, MLX nor numpy: :func:`auroc`,
 :func:`gate` and :class:`Verdict` are pure python so the tray can re-check or
@@ -16,13 +35,18 @@ display a verdict; the tensor helpers import their library inside the function.
 
 The gate reads a plain ``metrics`` dict; the keys it understands:
 
+``kl_round``, ``kl_total``
+    floats, required: mean per-token KL(new ‖ parent) and KL(new ‖ base) at the
+    response positions of the drift set (the held-out turns; the newest
+    training turns when nothing is held out). An adapter whose drift was not
+    measured is not published.
+``kl_round_general``, ``kl_total_general``
+    the same at the prompt positions (checked when present).
 ``auroc_new``, ``auroc_parent``
     float or None. For a first round the parent is the base model, whose
     implicit reward is identically 0, so its AUROC is exactly 0.5 — pass 0.5.
 ``heldout_good``, ``heldout_bad``
     how many held-out examples of each class were scored.
-``kl_to_base``
-    float, required: an adapter whose drift was not measured is not published.
 ``sanity_errors``
     list of sentences from the adapter checks (:func:`tensor_sanity_errors`,
     ``adapters.validate``); each one rejects.
@@ -37,11 +61,19 @@ from importlib import resources
 from typing import Any, Protocol
 
 #: Fewest held-out examples of *each* class for an AUROC worth gating on. With
-#: one good and one bad example AUROC can only be 0, 0.5 or 1 — a coin flip, not
-#: evidence — so below this the comparison is skipped (and said so in the
-#: verdict's notes) rather than used to reject: a new user with a handful of
-#: ratings would otherwise never get an adapter.
-MIN_HELDOUT_PER_CLASS = 2
+#: two or three of a class AUROC moves in steps of 1/4 to 1/9 and its standard
+#: error is ~0.2-0.3 — noise, not evidence — so below this the comparison is
+#: skipped (and said so in the verdict's notes) rather than used to reject: a new
+#: user with a handful of ratings would otherwise never get an adapter.
+MIN_HELDOUT_PER_CLASS = 4
+
+#: Gate profiles: what each turns off. ``tiny-test`` exists for the test suite's
+#: randomly initialised tiny models, whose held-out "preference" is noise; never
+#: for a real model (drift and sanity still decide).
+GATE_PROFILES: dict[str, dict[str, bool]] = {
+    "standard": {"preference": True},
+    "tiny-test": {"preference": False},
+}
 
 NEUTRAL_RESOURCE = "neutral.txt"
 
@@ -51,6 +83,8 @@ class GateHyper(Protocol):
 
     auroc_tolerance: float
     kl_cap: float
+    kl_cap_total: float
+    gate_profile: str
 
 
 # --------------------------------------------------------------------------------------
@@ -105,6 +139,16 @@ def auroc(scores: Iterable[float | None], labels: Iterable[float | bool | None])
         i = j + 1
     u = rank_sum_pos - n_pos * (n_pos + 1) / 2.0
     return u / (n_pos * n_neg)
+
+
+def auroc_se(area: float, n_pos: int, n_neg: int) -> float:
+    """Standard error of an AUROC (Hanley & McNeil 1982) from its value and class counts."""
+    if n_pos < 1 or n_neg < 1:
+        return math.inf
+    a = min(max(float(area), 1e-6), 1 - 1e-6)
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    var = (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)
+    return math.sqrt(max(var, 0.0))
 
 
 def implicit_reward(n: Any, f: Any, mask: Any) -> Any:
@@ -294,56 +338,91 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
+#: Drift metrics the gate checks: (key, cap attribute, where, against what, required).
+_DRIFT_CHECKS = (
+    ("kl_round", "kl_cap", "the held-out answers", "the parent", True),
+    ("kl_total", "kl_cap_total", "the held-out answers", "the base model", True),
+    ("kl_round_general", "kl_cap", "the prompt text", "the parent", False),
+    ("kl_total_general", "kl_cap_total", "the prompt text", "the base model", False),
+)
+
+
 def gate(metrics: Mapping[str, Any], hyper: GateHyper) -> Verdict:
     """Decide whether an adapter may be published; see the module doc for the keys.
 
-    Rejects when: the held-out AUROC fell more than ``hyper.auroc_tolerance``
-    below the parent's (only when both exist and the held-out set has at least
-    :data:`MIN_HELDOUT_PER_CLASS` of each class); the KL to the base exceeds
-    ``hyper.kl_cap`` or was not measured; any sanity error is reported.
+    Rejects when: any sanity error is reported; a drift (per round against the
+    parent, in total against the base, on answers and on prompt text) exceeds
+    its cap or a required one was not measured; the held-out AUROC is measurably
+    worse than the parent's (beyond ``hyper.auroc_tolerance`` and twice its
+    standard error). The verdict's ``metrics`` gain ``preference``: ``better``,
+    ``unchanged``, ``worse`` or ``unmeasured``.
     """
     reasons: list[str] = []
     notes: list[str] = []
+    out = dict(metrics)
 
     errors = metrics.get("sanity_errors") or []
     if isinstance(errors, str):
         errors = [errors]
     reasons.extend(f"adapter sanity check failed: {e}" for e in errors)
 
-    kl = metrics.get("kl_to_base")
-    cap = float(hyper.kl_cap)
-    if _missing(kl) or not math.isfinite(float(kl)):
-        reasons.append(
-            f"the KL to the base model was not measured (got {kl!r}), "
-            "so the adapter's drift cannot be checked"
-        )
-    elif float(kl) > cap:
-        reasons.append(
-            f"mean per-token KL to the base model is {float(kl):.4g} nats, above the {cap:.4g} cap"
-        )
+    for key, cap_name, where, against, required in _DRIFT_CHECKS:
+        value = metrics.get(key)
+        cap = float(getattr(hyper, cap_name))
+        if _missing(value) or not math.isfinite(float(value)):
+            if required or key in metrics:
+                reasons.append(
+                    f"the drift from {against} on {where} was not measured (got {value!r}), "
+                    "so the adapter cannot be checked"
+                )
+        elif float(value) > cap:
+            reasons.append(
+                f"mean per-token KL to {against} on {where} is {float(value):.4g} nats, "
+                f"above the {cap:.4g} cap ({cap_name})"
+            )
 
+    out["preference"] = _preference(metrics, hyper, reasons, notes)
+    return Verdict(accept=not reasons, reasons=reasons, metrics=out, notes=notes)
+
+
+def _preference(
+    metrics: Mapping[str, Any], hyper: GateHyper, reasons: list[str], notes: list[str]
+) -> str:
+    """The held-out AUROC comparison; appends to ``reasons``/``notes``, returns the evidence."""
+    profile = str(getattr(hyper, "gate_profile", "standard") or "standard")
+    if not GATE_PROFILES.get(profile, GATE_PROFILES["standard"])["preference"]:
+        notes.append(
+            f"held-out preference check off (gate profile {profile!r}, for tiny test models "
+            "only): decided on drift and sanity alone"
+        )
+        return "unmeasured"
     good, bad = metrics.get("heldout_good"), metrics.get("heldout_bad")
     new, parent = metrics.get("auroc_new"), metrics.get("auroc_parent")
+    if good is None or bad is None or min(good, bad) < MIN_HELDOUT_PER_CLASS:
+        notes.append(
+            f"too few held-out ratings to judge the preference ({good} good, {bad} bad; "
+            f"{MIN_HELDOUT_PER_CLASS} of each needed): decided on drift and sanity alone"
+        )
+        return "unmeasured"
+    if _missing(new):
+        notes.append("held-out AUROC was not computed for the new adapter: decided on drift "
+                     "and sanity alone")
+        return "unmeasured"
+    if _missing(parent):
+        parent = 0.5  # the base model's implicit reward is 0 everywhere
+    new, parent = float(new), float(parent)
+    se = math.hypot(auroc_se(new, int(good), int(bad)), auroc_se(parent, int(good), int(bad)))
+    diff = new - parent
     tol = float(hyper.auroc_tolerance)
-    if good is not None and bad is not None and min(good, bad) < MIN_HELDOUT_PER_CLASS:
-        notes.append(
-            f"held-out AUROC skipped: {good} good and {bad} bad held-out ratings, "
-            f"fewer than {MIN_HELDOUT_PER_CLASS} of each"
-        )
-    elif _missing(new):
-        notes.append("held-out AUROC skipped: it was not computed for the new adapter")
-    elif _missing(parent):
-        notes.append(
-            f"held-out AUROC is {_fmt(float(new))}; the parent has none, so there is "
-            "nothing to compare against"
-        )
-    elif float(new) < float(parent) - tol:
-        reasons.append(
-            f"held-out AUROC fell from {_fmt(float(parent))} to {_fmt(float(new))}, "
-            f"more than the {tol:g} tolerance"
-        )
-
-    return Verdict(accept=not reasons, reasons=reasons, metrics=dict(metrics), notes=notes)
+    told = f"held-out AUROC {_fmt(parent)} -> {_fmt(new)} (standard error of the change {se:.2f})"
+    if diff < -tol and diff < -2 * se:
+        reasons.append(f"{told}: measurably worse, beyond the {tol:g} tolerance")
+        return "worse"
+    if diff > 2 * se:
+        notes.append(f"{told}: measurably better")
+        return "better"
+    notes.append(f"{told}: no measurable change")
+    return "unchanged"
 
 
 # --------------------------------------------------------------------------------------

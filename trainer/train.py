@@ -14,8 +14,14 @@ round:
    weights, then ``epochs`` passes over **all** kept examples in a seeded order,
    one optimizer step per ``step_examples`` examples (micro-batches of
    ``batch_size``, weights normalised over the step);
-4. the new held-out AUROC, exact KL to the base on neutral texts, sanity, the
-   gate's verdict; the adapter folder; the updated EMA baseline.
+   After every step the **drift guard** measures the exact KL to the parent and
+   to the base on a few turns of the drift set (below); when either passes its
+   cap the round stops early and keeps the weights of the step before, so no
+   preset can run a model off a cliff between two gate checks;
+4. the new held-out AUROC, exact drift against the parent and the base on the
+   drift set (the held-out turns, else the newest training turns) at response
+   and prompt positions, sanity, the gate's verdict; the adapter folder; the EMA
+   baseline, updated only when the gate accepts and only over fresh ratings.
 
 ``should_stop()`` is polled between optimizer steps; a stop saves a checkpoint
 (:mod:`.checkpoint`) and returns ``paused``. Running the same job again resumes
@@ -37,6 +43,13 @@ from rltray.trainer import adapters, checkpoint, data, evaluate, objective, roun
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
 
 Emit = Callable[[dict[str, Any]], None]
+
+
+#: Turns of the drift set the drift guard measures after every step (a cheap sample
+#: of what the gate measures on all of them).
+GUARD_TURNS = 8
+#: Training turns used as the drift set when nothing is held out (newest first).
+DRIFT_TRAIN_TURNS = 16
 
 
 @dataclass(frozen=True)
@@ -108,16 +121,77 @@ def train(
         for name in ("auroc_parent", "heldout_good", "heldout_bad"):
             emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
 
-    paused = _optimise(
-        backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started
+    drift = DriftSet.of(enc, kept, held_enc, held_kept, job)
+    how = _optimise(
+        backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started, drift
     )
-    if paused:
+    if how == "paused":
         return Outcome("paused", checkpoint=checkpoint.save(ck_dir, state, backend))
     result = _finish(
-        backend, examples, held_enc, heldout, state, job, hyper, pad_id, data_hash, emit, started
+        backend, examples, held_enc, heldout, state, job, hyper, pad_id, data_hash, emit,
+        started, drift, stopped_early=how,
     )
     checkpoint.remove(ck_dir)
     return Outcome("done", result=result)
+
+
+@dataclass(frozen=True)
+class DriftSet:
+    """Where drift is measured: encoded turns, which of them, and the parent's LoRA.
+
+    The held-out turns when there are any (the user's own prompts, not trained
+    on); else the newest training turns (trained on, so their drift reads high:
+    the conservative side). ``parent`` is the parent adapter's tensors (``None``
+    for a first round: the parent is the base).
+    """
+
+    enc: dict[int, Any]
+    idx: list[int]
+    which: str
+    parent: dict[str, np.ndarray] | None
+
+    @classmethod
+    def of(cls, enc: dict[int, Any], kept: list[int], held_enc: dict[int, Any],
+           held_kept: list[int], job: TrainJob) -> DriftSet:
+        parent = None
+        if job.parent_adapter is not None:
+            parent = adapters.load_adapter_tensors(job.parent_adapter)
+        if held_kept:
+            return cls(held_enc, list(held_kept), "held-out", parent)
+        return cls(enc, list(kept[-DRIFT_TRAIN_TURNS:]), "training", parent)
+
+    def measure(self, backend: Any, hyper: Any, pad_id: int, limit: int | None = None
+                ) -> dict[str, float]:
+        """Mean per-token KL to the parent and the base at response and prompt positions."""
+        idx = self.idx if limit is None else self.idx[:limit]
+        sums = dict.fromkeys(("resp_round", "resp_total", "resp_count", "prompt_round",
+                              "prompt_total", "prompt_count"), 0.0)
+        size = max(1, int(hyper.batch_size))
+        for mb in rounddata.micro_batches(idx, self.enc, size):
+            got = backend.drift_sums(data.collate([self.enc[i] for i in mb], pad_id), self.parent)
+            for k in sums:
+                sums[k] += float(got[k])
+        rc, pc = max(sums["resp_count"], 1.0), max(sums["prompt_count"], 1.0)
+        return {
+            "kl_round": sums["resp_round"] / rc,
+            "kl_total": sums["resp_total"] / rc,
+            "kl_round_general": sums["prompt_round"] / pc,
+            "kl_total_general": sums["prompt_total"] / pc,
+        }
+
+
+def over_cap(drift: dict[str, float], hyper: Any) -> str | None:
+    """A sentence when a drift passes its cap (the guard's test, the gate's caps), else None."""
+    for key, cap_name, where, against in (
+        ("kl_round", "kl_cap", "the held-out answers", "the parent"),
+        ("kl_total", "kl_cap_total", "the held-out answers", "the base"),
+        ("kl_round_general", "kl_cap", "the prompt text", "the parent"),
+        ("kl_total_general", "kl_cap_total", "the prompt text", "the base"),
+    ):
+        cap = float(getattr(hyper, cap_name))
+        if not drift[key] <= cap:  # NaN counts as over
+            return f"KL to {against} on {where} {drift[key]:.4g} passed the {cap:g} cap"
+    return None
 
 
 def round_fingerprint(job: TrainJob, hyper: Any, backend: Any) -> str:
@@ -204,12 +278,18 @@ def _optimise(
     emit: Emit,
     should_stop: Callable[[], bool],
     started: float,
-) -> bool:
-    """Run the remaining optimizer steps; True when stopped (state = the position)."""
+    drift: DriftSet,
+) -> str:
+    """Run the remaining optimizer steps.
+
+    Returns ``"paused"`` when asked to stop (state = the position), ``""`` when all
+    steps ran, or the drift guard's sentence when it stopped the round early (the
+    weights are then those of the step before).
+    """
     kept = state.kept
     ratings = [examples[i].rating for i in kept]
     adv = objective.advantages(ratings, job.baseline, float(hyper.adv_clip))
-    cls_w = objective.class_weights(ratings)
+    cls_w = objective.class_weights(ratings, adv)
     per_step = max(1, int(hyper.step_examples))
     size = max(1, int(hyper.batch_size))
     steps_per_epoch = math.ceil(len(kept) / per_step)
@@ -223,7 +303,7 @@ def _optimise(
         while state.step < steps_per_epoch:
             if should_stop():
                 state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
-                return True
+                return "paused"
             t0 = time.monotonic()
             chunk = state.order[state.step * per_step : (state.step + 1) * per_step]
             weights = objective.step_weights([cls_w[p] for p in chunk])
@@ -240,10 +320,13 @@ def _optimise(
                     np.array([w_of[p] for p in mb], dtype=np.float32),
                 )
                 agg.add(stats, sum(lengths[p] for p in mb))
+            before = backend.lora_state()
             step = backend.step()
             state.step += 1
             state.global_step += 1
             dt = max(time.monotonic() - t0, 1e-9)
+            guard = drift.measure(backend, hyper, pad_id, GUARD_TURNS)
+            why = over_cap(guard, hyper)
             emit(
                 {
                     "type": "progress",
@@ -254,13 +337,23 @@ def _optimise(
                     "grad_norm": step["grad_norm"],
                     "tokens_per_s": round(agg.seq_tokens / dt, 1),
                     "elapsed_s": round(elapsed_before + time.monotonic() - resumed_at, 3),
+                    "kl_round": round(guard["kl_round"], 6),
+                    "kl_total": round(guard["kl_total"], 6),
                 }
             )
+            if why is not None:
+                backend.set_lora_state(before)
+                message = (f"drift guard: {why} after step {state.global_step} of {total}; "
+                           f"stopped early and kept the weights of step {state.global_step - 1}")
+                emit({"type": "log", "message": message})
+                state.global_step -= 1  # the undone step does not count
+                state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
+                return message
         state.epoch += 1
         state.step = 0
         state.order = []
     state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
-    return False
+    return ""
 
 
 class _Agg:
@@ -325,6 +418,8 @@ def _finish(
     data_hash: str,
     emit: Emit,
     started: float,
+    drift: DriftSet,
+    stopped_early: str = "",
 ) -> TrainResult:
     size = max(1, int(hyper.batch_size))
     h_pol = (
@@ -344,7 +439,10 @@ def _finish(
     metrics.update(
         rounddata.heldout_metrics(held_enc, state.held_kept, heldout, h_pol, h_base, "auroc_new")
     )
-    metrics["kl_to_base"] = float(backend.kl_to_base(evaluate.load_neutral_texts()))
+    metrics.update(drift.measure(backend, hyper, pad_id))
+    metrics["kl_to_base"] = metrics["kl_total"]  # the name earlier rounds stored
+    metrics["drift_set"] = drift.which
+    metrics["stopped_early"] = stopped_early or None
     rank = int(getattr(backend, "rank", hyper.rank))
     alpha = float(getattr(backend, "alpha", hyper.alpha))
     lora = backend.lora_state()
@@ -357,16 +455,24 @@ def _finish(
         examples_skipped=len(examples) - len(state.kept),
         train_seconds=round(state.elapsed_s, 3),
     )
-    for name in ("auroc_new", "kl_to_base"):
+    for name in ("auroc_new", "kl_round", "kl_total", "kl_round_general", "kl_total_general"):
         emit({"type": "metric", "name": name, "value": metrics[name]})
     verdict = evaluate.gate(metrics, hyper)
-    # The EMA folds in every training rating of the round in rated_at order — skipped
-    # (too long) ones too: a rating is a reward whether or not it fits the window.
-    # Held-out ratings are not trained on now and are counted in the round that does.
-    in_order = sorted(examples, key=_rated_key)
-    baseline = objective.ema_update(
-        job.baseline, [e.rating for e in in_order], float(hyper.ema_decay)
-    )
+    if stopped_early and state.global_step == 0:
+        verdict.reasons.append(
+            f"{stopped_early.removeprefix('drift guard: ')}: the drift guard undid the first "
+            "step, so nothing was learned within the drift caps"
+        )
+        verdict = evaluate.Verdict(False, verdict.reasons, verdict.metrics, verdict.notes)
+    metrics["preference"] = verdict.metrics["preference"]
+    # The EMA folds in the round's *fresh* training ratings in rated_at order —
+    # skipped (too long) ones too: a rating is a reward whether or not it fits the
+    # window. Replayed ratings were counted in the round that first trained them;
+    # held-out ones are counted in the round that trains them. A rejected round
+    # trained nothing the user keeps, so it leaves the baseline as it was.
+    fresh = sorted((e for e in examples if not e.replay), key=_rated_key)
+    updated = objective.ema_update(job.baseline, [e.rating for e in fresh], float(hyper.ema_decay))
+    baseline = updated if verdict.accept else float(job.baseline)
     out = adapters.write_adapter(
         job.out,
         lora,
@@ -391,7 +497,8 @@ def _finish(
     problems = adapters.validate_adapter(out, base_shapes=getattr(backend, "base_shapes", None))
     if problems:  # our own writer produced a bad folder: never publish it
         reasons.extend(f"adapter sanity check failed: {p}" for p in problems)
-        _mark_rejected(out, reasons)
+        baseline = float(job.baseline)
+        _mark_rejected(out, reasons, baseline)
     metrics["gate_notes"] = verdict.notes
     return TrainResult(
         adapter=str(out),
@@ -402,13 +509,13 @@ def _finish(
     )
 
 
-def _mark_rejected(folder: Path, reasons: list[str]) -> None:
+def _mark_rejected(folder: Path, reasons: list[str], baseline: float) -> None:
     """Record a late rejection in ``rltray.json`` (temp file + replace: never half-written)."""
     import json
     import os
 
     meta = adapters.read_metadata(folder)
-    meta.update(accepted=False, reasons=reasons)
+    meta.update(accepted=False, reasons=reasons, baseline=baseline)
     tmp = folder / f".{adapters.META_FILE}.tmp"
     tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     os.chmod(tmp, 0o600)

@@ -14,7 +14,8 @@ from rltray.trainer import evaluate as ev
 torch = pytest.importorskip("torch", reason="torch is needed for the torch KL helper")
 mx = pytest.importorskip("mlx.core", reason="mlx is needed for the MLX KL helper")
 
-HYPER = SimpleNamespace(auroc_tolerance=0.05, kl_cap=0.05)
+HYPER = SimpleNamespace(auroc_tolerance=0.05, kl_cap=0.05, kl_cap_total=0.2,
+                        gate_profile="standard")
 
 
 def test_import_pulls_no_tensor_library() -> None:
@@ -168,45 +169,80 @@ def good_metrics(**kw: object) -> dict[str, object]:
     m: dict[str, object] = {
         "auroc_new": 0.72,
         "auroc_parent": 0.70,
-        "heldout_good": 4,
+        "heldout_good": 6,
         "heldout_bad": 9,
-        "kl_to_base": 0.01,
+        "kl_round": 0.01,
+        "kl_total": 0.03,
+        "kl_round_general": 0.002,
+        "kl_total_general": 0.004,
         "sanity_errors": [],
     }
     m.update(kw)
     return m
 
 
-def test_gate_accepts_a_good_adapter() -> None:
+def test_gate_accepts_a_good_adapter_and_says_what_the_preference_shows() -> None:
     v = ev.gate(good_metrics(), HYPER)
-    assert v.accept and v.reasons == [] and v.notes == []
-    assert v.metrics["kl_to_base"] == 0.01
+    assert v.accept and v.reasons == []
+    assert v.metrics["preference"] == "unchanged"  # +0.02 on 6 x 9 ratings is noise
+    assert v.notes[0].endswith("no measurable change")
     # a small drop inside the tolerance is fine
     assert ev.gate(good_metrics(auroc_new=0.66), HYPER).accept
+    v = ev.gate(good_metrics(auroc_new=0.99, auroc_parent=0.5, heldout_good=20,
+                             heldout_bad=20), HYPER)
+    assert v.accept and v.metrics["preference"] == "better"
+    assert v.notes[0].endswith("measurably better")
 
 
-def test_gate_rejects_an_auroc_drop_with_the_numbers() -> None:
+def test_gate_rejects_only_a_measurably_worse_auroc() -> None:
+    # 0.71 -> 0.58 on 6 x 9 ratings: beyond the tolerance but inside the noise
     v = ev.gate(good_metrics(auroc_new=0.58, auroc_parent=0.71), HYPER)
-    assert not v.accept
-    assert v.reasons == ["held-out AUROC fell from 0.710 to 0.580, more than the 0.05 tolerance"]
+    assert v.accept and v.metrics["preference"] == "unchanged"
+    v = ev.gate(good_metrics(auroc_new=0.30, auroc_parent=0.90, heldout_good=20,
+                             heldout_bad=20), HYPER)
+    assert not v.accept and v.metrics["preference"] == "worse"
+    assert v.reasons[0].startswith("held-out AUROC 0.900 -> 0.300")
+    assert "measurably worse, beyond the 0.05 tolerance" in v.reasons[0]
 
 
-def test_gate_rejects_kl_above_cap_and_unmeasured_kl() -> None:
-    v = ev.gate(good_metrics(kl_to_base=0.125), HYPER)
+def test_auroc_standard_error_shrinks_with_more_ratings() -> None:
+    few, many = ev.auroc_se(0.7, 4, 4), ev.auroc_se(0.7, 40, 40)
+    assert 0.15 < few < 0.3 and many < few / 2.5
+    assert ev.auroc_se(0.7, 0, 4) == math.inf
+
+
+def test_gate_rejects_drift_per_round_and_in_total() -> None:
+    v = ev.gate(good_metrics(kl_round=0.125), HYPER)
     assert not v.accept
-    assert v.reasons == ["mean per-token KL to the base model is 0.125 nats, above the 0.05 cap"]
+    assert v.reasons == ["mean per-token KL to the parent on the held-out answers is 0.125 "
+                         "nats, above the 0.05 cap (kl_cap)"]
+    v = ev.gate(good_metrics(kl_total=0.3), HYPER)
+    assert v.reasons == ["mean per-token KL to the base model on the held-out answers is 0.3 "
+                         "nats, above the 0.2 cap (kl_cap_total)"]
+    v = ev.gate(good_metrics(kl_round_general=0.06), HYPER)
+    assert not v.accept and "on the prompt text" in v.reasons[0]
     for missing in (None, float("nan"), float("inf")):
-        v = ev.gate(good_metrics(kl_to_base=missing), HYPER)
+        v = ev.gate(good_metrics(kl_round=missing), HYPER)
         assert not v.accept and "not measured" in v.reasons[0]
-    assert ev.gate(good_metrics(kl_to_base=0.05), HYPER).accept  # at the cap is allowed
+    assert ev.gate(good_metrics(kl_round=0.05, kl_total=0.2), HYPER).accept  # at the caps
+
+
+def test_gate_round_cap_lets_a_long_lived_user_keep_publishing() -> None:
+    """Five rounds of the same small drift: the base KL grows, the per-round KL does not.
+
+    The old gate capped only the KL to the base and locked out at about round 5.
+    """
+    for rnd in range(1, 6):
+        v = ev.gate(good_metrics(kl_round=0.02, kl_total=0.02 * rnd), HYPER)
+        assert v.accept, (rnd, v.reasons)
 
 
 def test_gate_rejects_sanity_errors_and_lists_every_reason() -> None:
     v = ev.gate(
         good_metrics(
             sanity_errors=["tensor x has 3 non-finite values out of 8", "scale missing"],
-            kl_to_base=1.0,
-            auroc_new=0.4,
+            kl_round=1.0,
+            kl_total=1.0,
         ),
         HYPER,
     )
@@ -215,17 +251,28 @@ def test_gate_rejects_sanity_errors_and_lists_every_reason() -> None:
     assert v.reasons[0] == "adapter sanity check failed: tensor x has 3 non-finite values out of 8"
 
 
-def test_gate_skips_auroc_with_too_few_heldout_examples() -> None:
-    v = ev.gate(good_metrics(auroc_new=0.0, auroc_parent=1.0, heldout_good=1), HYPER)
-    assert v.accept
+def test_gate_with_too_few_heldout_of_a_class_decides_on_drift_and_sanity() -> None:
+    v = ev.gate(good_metrics(auroc_new=0.0, auroc_parent=1.0, heldout_good=3), HYPER)
+    assert v.accept and v.metrics["preference"] == "unmeasured"
     assert v.notes == [
-        "held-out AUROC skipped: 1 good and 9 bad held-out ratings, fewer than 2 of each"
+        "too few held-out ratings to judge the preference (3 good, 9 bad; 4 of each needed): "
+        "decided on drift and sanity alone"
     ]
+    v = ev.gate(good_metrics(heldout_good=3, kl_round=0.5), HYPER)
+    assert not v.accept and "KL to the parent" in v.reasons[0]  # drift still decides
 
 
-def test_gate_without_parent_auroc_notes_it() -> None:
+def test_gate_tiny_test_profile_is_explicit_and_keeps_drift() -> None:
+    tiny = SimpleNamespace(**{**vars(HYPER), "gate_profile": "tiny-test"})
+    v = ev.gate(good_metrics(auroc_new=0.0, auroc_parent=1.0, heldout_good=40,
+                             heldout_bad=40), tiny)
+    assert v.accept and "gate profile 'tiny-test'" in v.notes[0]
+    assert not ev.gate(good_metrics(kl_round=0.5), tiny).accept
+
+
+def test_gate_without_parent_auroc_compares_with_the_base() -> None:
     v = ev.gate(good_metrics(auroc_parent=None), HYPER)
-    assert v.accept and "parent has none" in v.notes[0]
+    assert v.accept and "0.500 -> 0.720" in v.notes[0]
     v = ev.gate(good_metrics(auroc_new=None), HYPER)
     assert v.accept and "not computed" in v.notes[0]
 

@@ -86,15 +86,18 @@ def test_tiny_model_dir_info_and_its_rate(tiny_model_dir: Path) -> None:
     info = model_info(json.loads((tiny_model_dir / "config.json").read_text()))
     assert info.total_params == 139_584  # same as the exact count in test_tiny
     hyper = resolve("balanced", info, {})
-    assert hyper.lr == pytest.approx(presets.LR_REFERENCE * 64)  # 4096/64, at the clamp
+    assert hyper.lr == pytest.approx(presets.LR_REFERENCE * 8)  # sqrt(4096/64), at the clamp
     assert hyper.max_seq_len == 512  # capped at the model's positions
     assert hyper.lr > resolve("balanced", model_info(LLAMA3_8B)).lr
 
 
 def test_width_rule_and_preset_order() -> None:
     assert width_lr(4096) == pytest.approx(1e-4)
-    assert width_lr(2048) == pytest.approx(2e-4)
-    assert width_lr(8192) == pytest.approx(5e-5)
+    assert width_lr(2048) == pytest.approx(1e-4 * 2**0.5)
+    assert width_lr(8192) == pytest.approx(5e-5)  # 1/width above the reference (QLoRA)
+    # SmolLM2-135M (hidden 576): sqrt gives 2.67x; the old 1/width rule gave 7.1x
+    assert width_lr(576) == pytest.approx(1e-4 * (4096 / 576) ** 0.5)
+    assert width_lr(576) < 3e-4
     assert width_lr(10**6) == pytest.approx(1e-4 * presets.LR_WIDTH_CLAMP[0])
     assert width_lr(4096, "careful") < width_lr(4096) < width_lr(4096, "aggressive")
     info = model_info(LLAMA3_8B)

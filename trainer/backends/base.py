@@ -157,6 +157,25 @@ class Backend(ABC):
         model (different rank, targets or shapes).
         """
 
+    @abstractmethod
+    def set_lora_state(self, state: dict[str, np.ndarray]) -> None:
+        """Load LoRA weights given under PEFT names (a :meth:`lora_state` dict).
+
+        Modules missing from ``state`` get ``lora_B = 0`` (they add nothing), so a
+        parent adapter that targeted fewer layers is reproduced exactly.
+        """
+
+    @abstractmethod
+    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
+        """Exact KL sums of the current policy against the parent and the base, no gradient.
+
+        ``parent`` is the parent's LoRA state (``None``: the parent is the base).
+        Returns ``resp_round``, ``resp_total`` (Σ over response positions of
+        KL(policy ‖ parent) and KL(policy ‖ base)), ``resp_count``, and the same at
+        prompt positions (``prompt_round``, ``prompt_total``, ``prompt_count``). The
+        policy's own weights are unchanged afterwards.
+        """
+
     # ---- optional helpers with a shared default -------------------------------------
 
     def model_folder(self) -> Path:

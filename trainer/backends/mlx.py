@@ -326,6 +326,50 @@ class MlxBackend(Backend):
             out[adapters.mlx_name(path, "B")] = np.array(layer.lora_b, dtype=np.float32)
         return out
 
+    def set_lora_state(self, state: dict[str, np.ndarray]) -> None:
+        from .. import adapters
+
+        given = adapters.peft_to_mlx({k: np.asarray(v, dtype=np.float32) for k, v in state.items()})
+        full = {}
+        for name, value in self._mlx_lora_numpy().items():
+            if name in given:
+                full[name] = given[name]
+            elif adapters.parse_mlx_name(name)[1] == "B":
+                full[name] = np.zeros_like(value)
+        unknown = sorted(set(given) - set(full))
+        if unknown:
+            raise ValueError(f"LoRA tensor {unknown[0]} is not in this model")
+        self._set_lora(full)
+
+    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
+        import mlx.core as mx
+
+        from ..evaluate import kl_sum_mlx
+
+        ids = self._ids(batch)
+        self.model.eval()
+        resp = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
+        prompt = np.asarray(batch.attention_mask, dtype=np.float32)[:, 1:] - resp
+        new = self.model(ids)[:, :-1, :]
+        with self._adapter_context(False):
+            base = self.model(ids)[:, :-1, :]
+        mx.eval(new, base)
+        if parent is None:
+            par = base
+        else:
+            current = self.lora_state()
+            self.set_lora_state(parent)
+            try:
+                par = self.model(ids)[:, :-1, :]
+                mx.eval(par)
+            finally:
+                self.set_lora_state(current)
+        out: dict[str, float] = {}
+        for where, mask in (("resp", resp), ("prompt", prompt)):
+            out[f"{where}_round"], out[f"{where}_count"] = kl_sum_mlx(new, par, mask)
+            out[f"{where}_total"] = kl_sum_mlx(new, base, mask)[0]
+        return out
+
     def lora_gradients(self) -> dict[str, np.ndarray]:
         """Accumulated gradients under PEFT names and layouts (tests, parity checks)."""
         from mlx.utils import tree_flatten

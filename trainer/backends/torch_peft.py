@@ -336,6 +336,48 @@ class TorchPeftBackend(Backend):
             for name, p in sorted(self._named_lora_params().items())
         }
 
+    def set_lora_state(self, state: dict[str, np.ndarray]) -> None:
+        import torch
+
+        live = self._named_lora_params()
+        unknown = sorted(set(state) - set(live))
+        if unknown:
+            raise ValueError(f"LoRA tensor {unknown[0]} is not in this model")
+        with torch.no_grad():
+            for name, p in live.items():
+                if name in state:
+                    p.copy_(torch.from_numpy(np.asarray(state[name], dtype=np.float32)))
+                elif ".lora_B." in name:
+                    p.zero_()
+
+    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
+        import torch
+        from rltray.trainer.evaluate import kl_sum_torch
+
+        self.model.eval()
+        inputs = self._inputs(batch)
+        resp = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
+        prompt = np.asarray(batch.attention_mask, dtype=np.float32)[:, 1:] - resp
+        with torch.no_grad():
+            new = self._forward_logits(inputs)[:, :-1]
+            with self.model.disable_adapter():
+                base = self._forward_logits(inputs)[:, :-1]
+            if parent is None:
+                par = base
+            else:
+                current = self.lora_state()
+                self.set_lora_state(parent)
+                try:
+                    par = self._forward_logits(inputs)[:, :-1]
+                finally:
+                    self.set_lora_state(current)
+        out: dict[str, float] = {}
+        for where, mask in (("resp", resp), ("prompt", prompt)):
+            m = torch.from_numpy(mask)
+            out[f"{where}_round"], out[f"{where}_count"] = kl_sum_torch(new, par, m)
+            out[f"{where}_total"] = kl_sum_torch(new, base, m)[0]
+        return out
+
     def lora_gradients(self) -> dict[str, np.ndarray]:
         """Accumulated gradients under PEFT names (tests, torch/MLX parity checks)."""
         return {

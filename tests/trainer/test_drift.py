@@ -1,0 +1,116 @@
+"""Drift: the per-step drift guard, the gate's KL on the user's held-out turns, the
+EMA baseline (fresh ratings only, never for a rejected round) — tiny llama, torch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from jobfiles import default_examples, example, make_job, run_round, setup_round
+from rltray.trainer import evaluate, objective, train
+
+pytestmark = pytest.mark.ml
+
+
+def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """aggressive at a high rate: the guard stops it and keeps the last step within the cap."""
+    _, free_lines = run_round(make_job(tmp_path / "free", tiny_model_dir,
+                                          preset="aggressive", hyper={"lr": 0.05, "epochs": 4}))
+    seen = [x["kl_round"] for x in free_lines if x["type"] == "progress"]
+    assert len(seen) == 8 and seen[2] > seen[1]  # uncapped, it runs every step, drifting
+    cap = (seen[1] + seen[2]) / 2  # a cap the run passes at its third step
+    outcome, lines = run_round(make_job(
+        tmp_path / "capped", tiny_model_dir, preset="aggressive",
+        hyper={"lr": 0.05, "epochs": 4, "kl_cap": cap, "kl_cap_total": cap}))
+    progress = [x for x in lines if x["type"] == "progress"]
+    total = progress[0]["total"]
+    assert total == 8 and len(progress) == 3  # it did not run to the end
+    stops = [x["message"] for x in lines if x["type"] == "log" and "drift guard" in x["message"]]
+    assert len(stops) == 1
+    last = progress[-1]
+    assert f"after step {last['step']} of {total}" in stops[0]
+    assert f"kept the weights of step {last['step'] - 1}" in stops[0]
+    assert last["kl_round"] > cap  # the step that passed the cap ...
+    m = outcome.result.metrics
+    assert m["steps"] == last["step"] - 1 and m["stopped_early"] == stops[0]
+    assert m["kl_round"] <= cap  # ... was undone: the adapter is within it
+    assert outcome.result.accepted, outcome.result.reasons
+
+
+def test_a_guard_stop_at_the_first_step_is_rejected_and_keeps_the_baseline(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    outcome, _ = run_round(make_job(tmp_path / "job", tiny_model_dir, baseline=0.3,
+                                    hyper={"kl_cap": 1e-9, "kl_cap_total": 1e-9}))  # fmt: skip
+    res = outcome.result
+    assert not res.accepted and res.metrics["steps"] == 0
+    assert any("drift guard undid the first step" in r and "KL" in r for r in res.reasons)
+    assert res.baseline == 0.3  # a rejected round leaves the baseline alone
+    meta = json.loads((Path(res.adapter) / "rltray.json").read_text())
+    assert meta["baseline"] == 0.3 and meta["accepted"] is False
+
+
+def test_the_baseline_counts_fresh_ratings_only(tiny_model_dir: Path, tmp_path: Path) -> None:
+    rows = default_examples()
+    for r in rows[:4]:
+        r["replay"] = True  # already counted in the round that first trained them
+    outcome, _ = run_round(make_job(tmp_path / "job", tiny_model_dir, examples=rows,
+                                    baseline=0.1))  # fmt: skip
+    res = outcome.result
+    assert res.accepted, res.reasons
+    fresh = [r["rating"] for r in rows[4:]]
+    assert res.baseline == pytest.approx(objective.ema_update(0.1, fresh, 0.99))
+
+
+def test_gate_kl_is_measured_on_the_held_out_turns_not_the_neutral_texts(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drift the gate reads comes from the user's held-out prompts with the chat
+    template; the bundled neutral file is not read at all, and a cap below that
+    drift rejects naming the held-out answers."""
+
+    def no_neutral_texts() -> list[str]:
+        raise AssertionError("the gate must not read the bundled neutral texts")
+
+    monkeypatch.setattr(evaluate, "load_neutral_texts", no_neutral_texts)
+    job_path = make_job(tmp_path / "job", tiny_model_dir)
+    outcome, _ = run_round(job_path)
+    m = outcome.result.metrics
+    assert m["drift_set"] == "held-out"
+    assert m["kl_round"] > 0 and m["kl_total"] == pytest.approx(m["kl_round"])  # parent = base
+    assert m["kl_round_general"] > 0
+
+    # The same numbers again from the backend, on the held-out turns alone.
+    _job, hyper, backend, _examples, heldout = setup_round(job_path)
+    from rltray.trainer import adapters, rounddata
+
+    backend.set_lora_state(adapters.load_adapter_tensors(outcome.result.adapter))
+    held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper, lambda _: None,
+                                               "held-out")  # fmt: skip
+    drift = train.DriftSet(held_enc, held_kept, "held-out", None)
+    again = drift.measure(backend, hyper, rounddata.pad_id(backend.tokenizer))
+    assert again["kl_round"] == pytest.approx(m["kl_round"], rel=1e-4)
+
+    strict = type(hyper)(**{**hyper.__dict__, "kl_cap": m["kl_round"] / 2})
+    verdict = evaluate.gate(m, strict)
+    assert not verdict.accept
+    assert "KL to the parent on the held-out answers" in verdict.reasons[0]
+
+
+def test_without_held_out_turns_drift_is_measured_on_the_newest_training_turns(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    rows = [example(i, 1 if i % 2 else -1, f"Answer number {i}.") for i in range(6)]
+    outcome, _ = run_round(make_job(tmp_path / "job", tiny_model_dir, examples=rows,
+                                    heldout=[]))  # fmt: skip
+    m = outcome.result.metrics
+    assert m["drift_set"] == "training" and m["kl_round"] > 0
+    assert m["preference"] == "unmeasured"
