@@ -113,6 +113,9 @@ def apply_result(
         "baseline": done.get("baseline"),
     }
     if not accepted:
+        # A rejected round changes nothing the next round reads: no version, so the
+        # active adapter's baseline stays; the trainer's number is not recorded.
+        merged["baseline"] = None
         shutil.rmtree(built.out, ignore_errors=True)
         store.finish_run(built.run_id, "done", metrics=merged)
         return None

@@ -13,13 +13,17 @@ What a round holds (TRAINER-SPEC "Optimisation" and "Evaluation"):
 * minus a **held-out** share: the newest ~15% of the fresh ratings, taken per
   class (newest good ones, newest bad ones) so the gate can compare AUROC. A
   class never gives more than half of its ratings, so training keeps some of
-  each. With too few of one class the held-out file holds what there is (maybe
-  nothing) and the trainer's gate skips the AUROC check and says so in its notes
+  each. With too few of one class nothing is held out, and the trainer's gate
+  decides on drift and sanity alone and says so in its notes
   (``evaluate.MIN_HELDOUT_PER_CLASS``); :attr:`BuiltJob.notes` says it up front.
   Held-out ratings stay untrained and are trained on in a later round;
 * plus a **replay** share of already-trained ratings, newest first
   (``replay_share`` x the fresh training count), so a round does not forget
-  what earlier rounds taught.
+  what earlier rounds taught. Replayed lines carry ``"replay": true`` so the
+  trainer does not count their rewards into the EMA baseline a second time.
+
+A response the store marks ``truncated`` (cut off when captured) is passed on
+as ``"truncated": true``: the trainer then never trains its end-of-turn token.
 
 Only the fresh training ratings are marked trained, and only when the gate
 accepts the adapter (the runner does that, from ``ratings.json``).
@@ -58,8 +62,9 @@ JOB_FILE = "job.json"
 EXAMPLES_FILE = "examples.jsonl"
 HELDOUT_FILE = "heldout.jsonl"
 MANIFEST_FILE = "ratings.json"
-#: Fewest held-out ratings of each class the trainer's gate compares AUROC on.
-MIN_HELDOUT_PER_CLASS = 2
+#: Fewest held-out ratings of each class the trainer's gate compares AUROC on
+#: (the trainer's ``evaluate.MIN_HELDOUT_PER_CLASS``: fewer is noise, not evidence).
+MIN_HELDOUT_PER_CLASS = 4
 DEFAULT_REPLAY_SHARE = 0.25
 DEFAULT_HELDOUT_FRACTION = 0.15
 
@@ -121,7 +126,7 @@ class BuiltJob:
         return d
 
 
-def example_line(row: Mapping[str, Any]) -> dict[str, Any] | None:
+def example_line(row: Mapping[str, Any], *, replay: bool = False) -> dict[str, Any] | None:
     """One ``examples.jsonl`` object for a store row, or None when the trainer would refuse it.
 
     Refused rows (empty response, unreadable time) would fail the whole job
@@ -138,7 +143,7 @@ def example_line(row: Mapping[str, Any]) -> dict[str, Any] | None:
         for m in row.get("context") or []
         if isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)
     ]
-    return {
+    line: dict[str, Any] = {
         "id": f"rating-{int(row['rating_id'])}",
         "messages": messages,
         "prompt": prompt,
@@ -146,6 +151,11 @@ def example_line(row: Mapping[str, Any]) -> dict[str, Any] | None:
         "rating": 1 if int(row["rating"]) > 0 else -1,
         "rated_at": rated_at,
     }
+    if row.get("truncated"):
+        line["truncated"] = True
+    if replay:
+        line["replay"] = True
+    return line
 
 
 def split_heldout(
@@ -201,7 +211,8 @@ def select(
     if min(good, len(heldout) - good) < MIN_HELDOUT_PER_CLASS:
         notes.append(
             f"held out {good} good and {len(heldout) - good} bad ratings, fewer than "
-            f"{MIN_HELDOUT_PER_CLASS} of each, so the gate skips its AUROC check this round"
+            f"{MIN_HELDOUT_PER_CLASS} of each, so the gate decides on drift and sanity alone "
+            "this round"
         )
     if skipped:
         notes.append(f"left out {len(skipped)} ratings with an empty response or time")
@@ -309,7 +320,8 @@ def build_job(
         "trust_remote_code": bool(training.trust_remote_code),
     }
     examples = sorted(sel.train + sel.replay, key=lambda r: (r["rated_at"], r["rating_id"]))
-    _write_jsonl(folder / EXAMPLES_FILE, examples)
+    replayed = {int(r["rating_id"]) for r in sel.replay}
+    _write_jsonl(folder / EXAMPLES_FILE, examples, replayed)
     _write_jsonl(folder / HELDOUT_FILE, sel.heldout)
     write_private_atomic(folder / JOB_FILE, (json.dumps(job, indent=1) + "\n").encode())
     built = BuiltJob(
@@ -346,8 +358,10 @@ def read_manifest(folder: Path) -> BuiltJob:
     )
 
 
-def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    lines = [example_line(r) for r in rows]
+def _write_jsonl(
+    path: Path, rows: Sequence[Mapping[str, Any]], replayed: set[int] | frozenset[int] = frozenset()
+) -> None:
+    lines = [example_line(r, replay=int(r["rating_id"]) in replayed) for r in rows]
     text = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines if x is not None)
     write_private_atomic(path, text.encode("utf-8"))
 

@@ -59,24 +59,26 @@ def test_heldout_is_the_newest_of_each_class() -> None:
     assert len(train) + len(held) == 40
     good = [r["rating_id"] for r in held if r["rating"] > 0]
     bad = [r["rating_id"] for r in held if r["rating"] < 0]
-    assert good == [35, 37, 39] and bad == [34, 36, 38]  # round(6 * 20/40) = 3 each
+    # round(6 * 20/40) = 3 each, raised to the minimum of 4
+    assert good == [33, 35, 37, 39] and bad == [32, 34, 36, 38]
     assert [r["rating_id"] for r in train] == sorted(r["rating_id"] for r in train)
 
 
 def test_heldout_is_stratified_even_when_one_class_is_rare() -> None:
-    rows = [row(i, 1 if i in (3, 9, 15, 21) else -1, i) for i in range(30)]
+    good_ids = (3, 9, 15, 21, 24, 27, 33, 36)
+    rows = [row(i, 1 if i in good_ids else -1, i) for i in range(40)]
     _, held = jobbuild.split_heldout(rows, fraction=0.15)
     good = [r["rating_id"] for r in held if r["rating"] > 0]
-    assert good == [15, 21]  # raised to the minimum of 2, the newest good ones
-    assert sum(r["rating"] < 0 for r in held) == 3  # round(round(0.15 * 30) * 26/30) = 3
+    assert good == [24, 27, 33, 36]  # raised to the minimum of 4, the newest good ones
+    assert sum(r["rating"] < 0 for r in held) == 5  # round(round(0.15 * 40) * 32/40) = 5
 
 
-def test_nothing_is_held_out_when_a_class_cannot_give_two() -> None:
-    rows = [row(i, -1, i) for i in range(20)] + [row(20, 1, 20), row(21, 1, 21), row(22, 1, 22)]
+def test_nothing_is_held_out_when_a_class_cannot_give_four() -> None:
+    rows = [row(i, -1, i) for i in range(20)] + [row(20 + i, 1, 20 + i) for i in range(7)]
     train, held = jobbuild.split_heldout(rows)
-    assert held == [] and len(train) == 23
+    assert held == [] and len(train) == 27  # 7 good can give only 3 (half)
     sel = jobbuild.select(rows)
-    assert sel.heldout == [] and "skips its AUROC check" in sel.notes[0]
+    assert sel.heldout == [] and "decides on drift and sanity alone" in sel.notes[0]
 
 
 def test_replay_takes_the_newest_trained_ratings() -> None:
@@ -85,6 +87,17 @@ def test_replay_takes_the_newest_trained_ratings() -> None:
     sel = jobbuild.select(trained + fresh, replay_share=0.25, heldout_fraction=0.0)
     assert [r["rating_id"] for r in sel.train] == [100 + i for i in range(8)]
     assert [r["rating_id"] for r in sel.replay] == [8, 9]  # 25% of 8, newest first
+
+
+def test_replayed_and_cut_off_rows_are_flagged_for_the_trainer() -> None:
+    from rltray.trainer.job import example_from_dict
+
+    line = jobbuild.example_line({**row(5, 1, 5), "truncated": True}, replay=True)
+    assert line is not None and line["truncated"] is True and line["replay"] is True
+    ex = example_from_dict(line)  # the trainer reads both flags
+    assert ex.truncated and ex.replay
+    plain = jobbuild.example_line(row(6, -1, 6))
+    assert plain is not None and "truncated" not in plain and "replay" not in plain
 
 
 def test_rows_the_trainer_would_refuse_are_left_out_and_said() -> None:
@@ -141,7 +154,7 @@ def test_build_job_writes_what_the_trainer_reads(store: Store, paths: Paths, mak
     assert {e.id for e in train} == {f"rating-{i}" for i in built.fresh_ids}
     assert {e.id for e in held} == {f"rating-{i}" for i in built.heldout_ids}
     assert sorted(built.fresh_ids + built.heldout_ids) == ids
-    assert built.heldout_ids == tuple(ids[-4:])  # 2 newest good + 2 newest bad
+    assert built.heldout_ids == tuple(ids[-8:])  # 4 newest good + 4 newest bad
     assert [e.rated_at for e in train] == sorted(e.rated_at for e in train)
     assert train[0].messages == ({"role": "user", "content": "earlier 1"},)
     if os.name == "posix":
@@ -190,3 +203,5 @@ def test_trained_ratings_are_replayed_not_retrained(store: Store, paths: Paths, 
     assert built.replay_ids == tuple(old[-2:])
     lines = load_examples(built.folder / "examples.jsonl")
     assert [e.id for e in lines][:2] == [f"rating-{i}" for i in old[-2:]]  # oldest first
+    # replayed lines are flagged: their rewards are not counted into the baseline again
+    assert [e.replay for e in lines] == [True, True] + [False] * len(new)
