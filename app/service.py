@@ -286,10 +286,17 @@ class Service:
             from rltray.app import config
             from rltray.app.training import TrainingRunner
 
+            def load() -> config.Config:
+                return config.load_config(self.paths)
+
+            if self.publisher is None and load().ollama.model.strip():
+                from rltray.app.publisher import OllamaPublisher
+
+                self.publisher = OllamaPublisher(self.store, self.paths, load)
             self._runner = TrainingRunner(
                 self.store,
                 self.paths,
-                lambda: config.load_config(self.paths),
+                load,
                 self.publisher,
                 **self.runner_options,
             )
@@ -325,6 +332,9 @@ class Service:
         return {"active": None if target is None else target.version}
 
     def versions(self) -> list[dict[str, Any]]:
+        """Every version, newest first; ``published``: Ollama tag, path taken, quant, size."""
+        from rltray.app.publisher import describe as describe_publication
+
         return [
             {
                 "version": a.version,
@@ -335,6 +345,7 @@ class Service:
                 "created_at": a.created_at,
                 "path": a.path,
                 "ollama_tag": a.ollama_tag,
+                "published": describe_publication(a.metrics.get("publication")),
                 "baseline": a.baseline,
                 "metrics": a.metrics,
             }

@@ -114,6 +114,29 @@ class Adapters(StoreBase):
                 raise StoreError(f"There is no adapter version {version}.")
         return self._get_adapter(version)
 
+    def set_adapter_publication(
+        self, version: int, tag: str | None, publication: dict[str, Any]
+    ) -> Adapter:
+        """Record where a version is published (kept in its metrics JSON, key ``publication``).
+
+        ``tag`` replaces ``ollama_tag`` when given; a failed attempt (``{"error": …}``)
+        keeps the tag an earlier success set.
+        """
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT metrics FROM adapters WHERE version = ?", (version,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"There is no adapter version {version}.")
+            metrics = json.loads(row[0] or "{}")
+            metrics["publication"] = publication
+            conn.execute(
+                "UPDATE adapters SET metrics = ?, ollama_tag = COALESCE(?, ollama_tag)"
+                " WHERE version = ?",
+                (json.dumps(metrics, default=float), tag, version),
+            )
+        return self._get_adapter(version)
+
     def get_adapter(self, version: int) -> Adapter | None:
         rows = self._read(f"SELECT {_ADAPTER_COLS} FROM adapters WHERE version = ?", (version,))
         return _adapter(rows[0]) if rows else None

@@ -140,7 +140,7 @@ def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
             _version(v["parent"]),
             local_time(v["created_at"]),
             "—" if auroc is None else f"{auroc:.2f}",
-            plain(v["ollama_tag"] or "—"),
+            plain(v.get("published") or v["ollama_tag"] or "—"),
         )
 
     columns = ("version", "status", "parent", "created", "held-out AUROC", "published as")

@@ -1,0 +1,124 @@
+"""OllamaPublisher: the runner's publish step, as a real export process against the fake Ollama."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from rltray.app import config
+from rltray.app.paths import Paths
+from rltray.app.publisher import OllamaPublisher, Publisher, PublishError
+from rltray.app.service import Service
+
+pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
+pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
+
+_TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(_TESTS))
+sys.path.insert(0, str(_TESTS / "trainer" / "export"))
+from fixtures.fake_ollama import FakeOllama  # noqa: E402
+from tinygguf import GO_TEMPLATE, build_tiny_adapter, build_tiny_gguf  # noqa: E402
+
+
+@pytest.fixture
+def fake(tmp_path: Path):
+    server = FakeOllama(tmp_path / "ollama", "0.35.0").start()
+    server.install(
+        "tiny:1m", build_tiny_gguf(tmp_path / "tiny.gguf"), template=GO_TEMPLATE,
+        parameters={"stop": ["<|im_end|>"]},
+    )
+    yield server
+    server.stop()
+
+
+def _service_with_versions(fake: FakeOllama, versions: int, model: str = "tiny:1m") -> Service:
+    paths = Paths.from_env()
+    service = Service(paths)
+    if model:
+        config.set_value(paths, "ollama.model", model)
+        config.set_value(paths, "ollama.host", fake.url)
+    for v in range(1, versions + 1):
+        folder = build_tiny_adapter(paths.adapters / f"v{v:04d}", seed=v)
+        service.store.add_adapter("tiny", folder, parent_version=v - 1 or None)
+        service.store.set_adapter_status(v, "active")
+    return service
+
+
+def test_no_ollama_model_keeps_the_no_op_publisher(fake: FakeOllama) -> None:
+    with _service_with_versions(fake, 0, model="") as service:
+        publisher = service.runner().publisher
+    assert type(publisher) is Publisher
+
+
+def test_accepted_versions_are_published_and_shown(fake: FakeOllama) -> None:
+    with _service_with_versions(fake, 2) as service:
+        publisher = service.runner().publisher
+        assert isinstance(publisher, OllamaPublisher)
+        publisher.published(1)
+        publisher.published(2)
+        rows = {v["version"]: v for v in service.versions()}
+        workdirs = list((service.paths.home / "publish").glob("*"))
+    assert rows[2]["ollama_tag"] == "tiny-1m-rltray:v2"
+    pub = rows[2]["metrics"]["publication"]
+    assert pub["path"] == "merged" and pub["server_version"] == "0.35.0" and pub["size"] > 0
+    assert rows[2]["published"].startswith("tiny-1m-rltray:v2 (merged, Q8_0 merged layers")
+    assert fake.models["tiny-1m-rltray:v2"].parameters["num_ctx"] == 65536
+    latest = fake.models["tiny-1m-rltray:latest"].model_digest
+    assert latest == fake.models["tiny-1m-rltray:v2"].model_digest
+    assert workdirs == []  # the merged GGUF is not kept twice: Ollama has its copy
+
+
+def test_rollback_from_the_cli_repoints_latest(fake: FakeOllama) -> None:
+    from rltray.app.cli import main
+
+    with _service_with_versions(fake, 2) as service:
+        service.runner().publisher.published(1)
+        service.runner().publisher.published(2)
+    assert main(["rollback", "v1"]) == 0
+    assert fake.models["tiny-1m-rltray:latest"].model_digest == (
+        fake.models["tiny-1m-rltray:v1"].model_digest
+    )
+    assert main(["rollback", "0"]) == 0  # the plain base model
+    assert fake.models["tiny-1m-rltray:latest"].model_digest == (
+        fake.models["tiny:1m"].model_digest
+    )
+
+
+def test_a_pruned_version_is_republished_on_rollback(fake: FakeOllama) -> None:
+    paths = Paths.from_env()
+    with _service_with_versions(fake, 3) as service:
+        config.set_value(paths, "ollama.keep_versions", 1)
+        for v in (1, 2, 3):
+            service.runner().publisher.published(v)
+        assert not any(n.endswith(":v1") for n in fake.models)
+        service.rollback(1)
+    assert "tiny-1m-rltray:v1" in fake.models
+    assert fake.models["tiny-1m-rltray:latest"].model_digest == (
+        fake.models["tiny-1m-rltray:v1"].model_digest
+    )
+
+
+def test_a_failure_is_one_sentence_and_stored_with_the_version(fake: FakeOllama) -> None:
+    with _service_with_versions(fake, 1) as service:
+        url = fake.url
+        fake.stop()
+        with pytest.raises(PublishError) as err:
+            service.runner().publisher.published(1)
+        row = service.versions()[0]
+    assert str(err.value).startswith(f"Ollama is not running at {url}: start it")
+    assert row["ollama_tag"] is None
+    assert row["published"] == f"not published: {err.value}"
+
+
+def test_versions_table_shows_tag_and_path(fake: FakeOllama, capsys) -> None:
+    from rltray.app.cli import main
+
+    with _service_with_versions(fake, 1) as service:
+        service.runner().publisher.published(1)
+    assert main(["versions", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["published"].startswith("tiny-1m-rltray:v1 (merged")
+    shutil.rmtree(Paths.from_env().home / "publish", ignore_errors=True)
