@@ -47,3 +47,56 @@ def old_ollama(tmp_path: Path, tiny_gguf: Path):
     fake = start_fake(tmp_path / "ollama-old", "0.33.0", tiny_gguf)
     yield fake
     fake.stop()
+
+
+# -- SmolLM2-135M (real model) pieces, shared by the slow tests ---------------------------
+
+SMOL_RANK, SMOL_ALPHA = 8, 16.0
+SMOL_PROMPT = (
+    "<|im_start|>user\nWrite a haiku about the sea.<|im_end|>\n<|im_start|>assistant\nWaves"
+)
+
+
+@pytest.fixture(scope="session")
+def smollm2_hf(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2's GGUF materialized once per session into an HF folder (about 20 s)."""
+    pytest.importorskip("transformers")
+    from rltray.trainer import gguf_base
+
+    return gguf_base.materialize(smollm2_gguf, cache=tmp_path_factory.mktemp("gguf-cache"))
+
+
+def smollm2_random_adapter(
+    hf: Path, out: Path, *, leaves: tuple[str, ...], b_std: float, every: int = 3, seed: int = 0
+) -> Path:
+    """A PEFT adapter with random factors, big enough that its effect stands out of the
+    rounding noise of llama.cpp's quantized activations (a tiny delta flips roundings and
+    moves logits by a fixed ~0.3 RMS whatever its size: measured, see the test module)."""
+    import json
+
+    import numpy as np
+    from rltray.trainer.adapters import peft_name, write_adapter
+
+    cfg = json.loads((hf / "config.json").read_text())
+    hidden, ffn = cfg["hidden_size"], cfg["intermediate_size"]
+    kv = hidden // cfg["num_attention_heads"] * cfg["num_key_value_heads"]
+    shapes = {
+        "self_attn.q_proj": (hidden, hidden), "self_attn.k_proj": (kv, hidden),
+        "self_attn.v_proj": (kv, hidden), "self_attn.o_proj": (hidden, hidden),
+        "mlp.gate_proj": (ffn, hidden), "mlp.up_proj": (ffn, hidden),
+        "mlp.down_proj": (hidden, ffn),
+    }  # fmt: skip
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for layer in range(0, cfg["num_hidden_layers"], every):
+        for leaf, (o, i) in shapes.items():
+            if leaf.rsplit(".", 1)[-1] not in leaves:
+                continue
+            path = f"model.layers.{layer}.{leaf}"
+            tensors[peft_name(path, "A")] = rng.normal(0, i**-0.5, (SMOL_RANK, i)).astype(
+                np.float32
+            )
+            tensors[peft_name(path, "B")] = rng.normal(0, b_std, (o, SMOL_RANK)).astype(
+                np.float32
+            )
+    return write_adapter(out, tensors, rank=SMOL_RANK, alpha=SMOL_ALPHA, base_model=str(hf))
