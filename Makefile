@@ -63,6 +63,7 @@ bench: $(FULL)
 	$(BIN)/python bench/scrub_speed.py
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/notify_latency.py
+	$(BIN)/python bench/service_footprint.py
 
 install: $(APP)
 	mkdir -p $(HOME)/.local/bin

@@ -145,6 +145,8 @@ class Background:
         for turn_id in report.new_turns:
             self._ordinal += 1
             self._maybe_ask(turn_id, report.durations.get(turn_id))
+        if report.turns or report.commands:
+            self.service.changed()
 
     def _backup_if_due(self) -> None:
         """The daily database copy: a service that runs for weeks opens the database once."""

@@ -10,6 +10,7 @@ data folders can run in one test.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from rltray.app import instance, spool
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.paths import Paths
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from rltray.app.background import Background
@@ -87,6 +90,9 @@ class Service:
         self._manual_run: str | None = None
         self._gate_reason = "not checked yet"
         self.background: Background | None = None
+        # Called (from any thread) when what a window shows may have changed: a new
+        # turn, a rating, training progress. The tray's refresh() is one.
+        self.listeners: list[Callable[[], None]] = []
         self.web: WebServer | None = None  # the settings web app, started on first use
         self._web_lock = threading.Lock()  # the tray and the API thread may both open it
 
@@ -168,6 +174,7 @@ class Service:
         if turn is None:
             raise UserError(f"There is no turn {turn_id}; `rltray turns` lists them.")
         rating = self.store.rate(turn.id, value, source, comment=comment)
+        self.changed()
         return RateOutcome(turn, rating)
 
     def undo(self, source: str = "cli") -> RateOutcome:
@@ -187,6 +194,7 @@ class Service:
         rating = self.store.undo(source, turn_id=latest.turn_id)
         turn = self.store.get_turn(latest.turn_id)
         assert rating is not None and turn is not None  # ratings reference turns by foreign key
+        self.changed()
         return RateOutcome(turn, rating)
 
     # -- reporting -----------------------------------------------------------
@@ -256,6 +264,14 @@ class Service:
             "token_in_file": bool(getattr(api, "token_in_file", False)),
         }
 
+    def changed(self) -> None:
+        """Tell every listener that the state may have changed; a failing one is skipped."""
+        for listener in list(self.listeners):
+            try:
+                listener()
+            except Exception:  # a window's problem must not break ingest or training
+                log.exception("a state listener failed")
+
     # -- windows -------------------------------------------------------------
 
     def settings_url(self, page: str = "") -> str:
@@ -298,6 +314,7 @@ class Service:
                 self.paths,
                 load,
                 self.publisher,
+                lambda _progress: self.changed(),
                 **self.runner_options,
             )
         return self._runner

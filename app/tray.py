@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 2.0  # how often the icon follows training progress on its own
+IDLE_REFRESH_SECONDS = 30.0  # otherwise: changes wake it; this catches edits by the CLI
 
 
 def why_no_tray(env: dict[str, str] | None = None) -> str | None:
@@ -97,6 +98,7 @@ class Tray:
 
         ``ready`` runs on the icon's setup thread once it is visible.
         """
+        self.service.listeners.append(self.refresh)
 
         def setup(icon: Any) -> None:
             icon.visible = True
@@ -115,6 +117,7 @@ class Tray:
         finally:
             self._stopping.set()
             self._wake.set()
+            self.service.listeners.remove(self.refresh)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -123,7 +126,7 @@ class Tray:
 
     def _follow(self) -> None:
         while not self._stopping.is_set():
-            self._wake.wait(REFRESH_SECONDS)
+            self._wake.wait(REFRESH_SECONDS if self.state.training else IDLE_REFRESH_SECONDS)
             self._wake.clear()
             if self._stopping.is_set():
                 return
