@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         f"  idle {r['idle_seconds']} s: RSS median {r['idle_rss_median_mb']} MB, "
         f"max {r['idle_rss_max_mb']} MB (target ≤ 80); unique to it (USS) "
         f"{r['idle_uss_median_mb']} MB, PSS {r['idle_pss_median_mb']} MB; "
-        f"CPU {r['idle_cpu_percent_of_one_core']}% of one core (target ≤ 0.2); {r['threads']} threads"
+        f"CPU {r['idle_cpu_percent_of_one_core']}% of one core (target ≤ 0.2); "
+        f"{r['threads']} threads"
     )
     print(f"  ML libraries loaded: {r['ml_libraries_loaded'] or 'none'}")
     print(json.dumps(r))
