@@ -389,11 +389,20 @@ def _idle_and_power(ctx: Context, service: Service) -> Iterator[Check]:
 
 def _tray_and_autostart(ctx: Context, service: Service) -> Iterator[Check]:
     from rltray.app import autostart
-    from rltray.app.tray import why_no_tray
+    from rltray.app.tray import tray_host_present, why_no_tray
 
     reason = why_no_tray(ctx.env)
     if reason:
         yield Check("tray", WARN, f"no tray icon: {reason}; rltray runs without one")
+    elif sys.platform.startswith("linux") and tray_host_present(ctx.env) is False:
+        yield Check(
+            "tray",
+            WARN,
+            "this desktop draws no tray icons (nothing owns org.kde.StatusNotifierWatcher; "
+            "on GNOME that needs the AppIndicator extension); notifications, the CLI and "
+            "the launcher entry still work",
+            "GNOME: install gnome-shell-extension-appindicator and log in again",
+        )
     else:
         yield Check("tray", OK, "a tray icon can be shown here")
     state = autostart.status(ctx.env)

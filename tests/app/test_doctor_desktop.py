@@ -119,3 +119,26 @@ def test_autostart_on_shows_in_doctor_and_off_removes_it(rltray_home: Path) -> N
     out = io.StringIO()
     assert main(["autostart", "off"], env=dict(os.environ), stdout=out) == 0
     assert "does not start at login" in out.getvalue()
+
+
+def test_a_desktop_without_a_tray_host_is_named(
+    session_bus: PrivateSessionBus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    probe = subprocess.run([sys.executable, "-c", "import gi"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("needs PyGObject (pip install 'pygobject<3.51'; `make test` does it)")
+    monkeypatch.setenv("DISPLAY", ":0")  # only looked at, never opened
+    tray = checks()["tray"]
+    assert tray.state == WARN and "StatusNotifierWatcher" in tray.detail
+    from dbus_fixtures import BusThread
+    from traybus import WATCHER, WATCHER_PATH, FakeWatcher
+
+    thread = BusThread(session_bus.address)
+    try:
+        thread.export(WATCHER_PATH, FakeWatcher(), WATCHER)
+        assert checks()["tray"] == Check("tray", OK, "a tray icon can be shown here")
+    finally:
+        thread.close()
