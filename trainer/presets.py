@@ -105,6 +105,7 @@ class Hyper:
     kl_cap: float = 0.1  # nats/token, one round: new vs parent (evaluate.py)
     kl_cap_total: float = 0.5  # nats/token, cumulative: new vs base (evaluate.py)
     gate_profile: str = "standard"  # "tiny-test": see evaluate.GATE_PROFILES
+    guard_turns: int = 8  # drift-set turns the drift guard checks per step; 0 = guard off
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``target_modules`` as a list or ``"all-linear"``)."""
@@ -370,6 +371,7 @@ def _check(h: Hyper, info: ModelInfo) -> None:
         (h.auroc_tolerance >= 0, "'auroc_tolerance' must be 0 or more"),
         (h.kl_cap > 0, "'kl_cap' must be greater than 0"),
         (h.kl_cap_total >= h.kl_cap, "'kl_cap_total' must be at least 'kl_cap'"),
+        (h.guard_turns >= 0, "'guard_turns' must be 0 (guard off) or more"),
     ]
     for ok, message in rules:
         if not ok:

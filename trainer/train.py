@@ -45,9 +45,6 @@ from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
 Emit = Callable[[dict[str, Any]], None]
 
 
-#: Turns of the drift set the drift guard measures after every step (a cheap sample
-#: of what the gate measures on all of them).
-GUARD_TURNS = 8
 #: Training turns used as the drift set when nothing is held out (newest first).
 DRIFT_TRAIN_TURNS = 16
 
@@ -325,8 +322,11 @@ def _optimise(
             state.step += 1
             state.global_step += 1
             dt = max(time.monotonic() - t0, 1e-9)
-            guard = drift.measure(backend, hyper, pad_id, GUARD_TURNS)
-            why = over_cap(guard, hyper)
+            # The guard measures a few turns of the drift set (``hyper.guard_turns``, a
+            # cheap sample of what the gate measures on all of them); 0 turns it off.
+            turns = int(getattr(hyper, "guard_turns", 8))
+            guard = drift.measure(backend, hyper, pad_id, turns) if turns > 0 else None
+            why = over_cap(guard, hyper) if guard is not None else None
             emit(
                 {
                     "type": "progress",
@@ -337,8 +337,8 @@ def _optimise(
                     "grad_norm": step["grad_norm"],
                     "tokens_per_s": round(agg.seq_tokens / dt, 1),
                     "elapsed_s": round(elapsed_before + time.monotonic() - resumed_at, 3),
-                    "kl_round": round(guard["kl_round"], 6),
-                    "kl_total": round(guard["kl_total"], 6),
+                    "kl_round": round(guard["kl_round"], 6) if guard else None,
+                    "kl_total": round(guard["kl_total"], 6) if guard else None,
                 }
             )
             if why is not None:

@@ -114,3 +114,16 @@ def test_without_held_out_turns_drift_is_measured_on_the_newest_training_turns(
     m = outcome.result.metrics
     assert m["drift_set"] == "training" and m["kl_round"] > 0
     assert m["preference"] == "unmeasured"
+
+
+def test_with_the_guard_off_the_gate_alone_rejects_the_same_drift(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """guard_turns 0 (benchmarks of the gate): every step runs, the gate rejects."""
+    outcome, lines = run_round(make_job(tmp_path / "job", tiny_model_dir,
+                                        hyper={"kl_cap": 1e-6, "guard_turns": 0}))
+    progress = [x for x in lines if x["type"] == "progress"]
+    assert len(progress) == 4 and all(p["kl_round"] is None for p in progress)
+    res = outcome.result
+    assert not res.accepted and res.metrics["steps"] == 4
+    assert "KL to the parent on the held-out answers" in res.reasons[0]
