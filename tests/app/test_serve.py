@@ -34,9 +34,12 @@ def wait_for_endpoint(home: Path, proc: subprocess.Popen[str], timeout: float = 
         if proc.poll() is not None:
             raise AssertionError(f"serve exited early: {proc.stderr.read()}")  # type: ignore[union-attr]
         try:
-            return json.loads((home / "endpoint.json").read_text())
+            endpoint = json.loads((home / "endpoint.json").read_text())
         except (OSError, ValueError):
-            time.sleep(0.05)
+            endpoint = {}
+        if endpoint.get("pid") == proc.pid:  # not a file left by a killed one
+            return endpoint
+        time.sleep(0.05)
     raise AssertionError("serve never wrote endpoint.json")
 
 
@@ -112,3 +115,67 @@ def test_serve_ingests_answers_its_api_and_stops_on_sigterm(
     assert proc.returncode == 0, err
     assert "rltray stopped." in err
     assert not (rltray_home / "endpoint.json").exists()
+
+
+def test_serve_trains_on_request_and_a_sigkilled_service_is_reconciled_at_next_start(
+    rltray_home: Path, serve_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The tray/service killed with SIGKILL mid-run leaves no run "running" forever."""
+    from rltray.app import config
+    from rltray.app.paths import Paths
+    from rltray.app.store import Store
+
+    from tests.app.test_training import FAKE_TRAINER
+
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_TRAINER.format(python=sys.executable), encoding="utf-8")
+    fake.chmod(0o755)
+    paths = Paths.from_env()
+    paths.ensure()
+    config.set_value(paths, "training.base_model", "/models/tiny")
+    config.set_value(paths, "training.python", str(fake))
+    for i in range(12):
+        spool_turn(rltray_home, f"t{i}", f"prompt {i}", f"answer {i}")
+    env = {**serve_env, "FAKE_MODE": "slow"}
+    proc = start_serve(env)
+    try:
+        endpoint = wait_for_endpoint(rltray_home, proc)
+        port, token = endpoint["port"], endpoint.get("token")
+        deadline = time.monotonic() + 10
+        while call(port, "/api/status", token)[1]["turns"] < 12:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with Store(paths.db) as store:
+            for turn in store.list_turns(limit=12):
+                store.rate(turn.id, 1 if turn.id % 2 else -1, "cli")
+        code, started = call(port, "/api/train", token, method="POST")
+        assert code == 200, started
+        deadline = time.monotonic() + 20
+        while not (call(port, "/api/status", token)[1]["training"]["progress"] or {}).get("step"):
+            assert time.monotonic() < deadline, "no training progress"
+            time.sleep(0.05)
+    finally:
+        proc.kill()  # SIGKILL: no handler runs, the run stays "running" in the database
+        proc.wait(30)
+    with Store(paths.db) as store:
+        assert store.get_run(started["run"]).status == "running"
+    time.sleep(1)  # the fake trainer dies writing to the dead service's pipe, unsaved
+    proc = start_serve({**serve_env, "FAKE_MODE": "done"})
+    try:
+        endpoint = wait_for_endpoint(rltray_home, proc)
+        port, token = endpoint["port"], endpoint.get("token")
+        (run,) = call(port, "/api/runs", token)[1]
+        assert (run["id"], run["status"], run["adapter_version"]) == (started["run"], "failed", None)
+        assert run["error"] == "the app stopped while this run was going"
+        assert call(port, "/api/status", token)[1]["untrained"] == 12  # nothing lost
+        code, again = call(port, "/api/train", token, method="POST")
+        assert code == 200, again
+        deadline = time.monotonic() + 30
+        while not call(port, "/api/versions", token)[1]:
+            assert time.monotonic() < deadline, "the new run did not finish"
+            time.sleep(0.1)
+        versions = call(port, "/api/versions", token)[1]
+        assert [(v["version"], v["active"]) for v in versions] == [(1, True)]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
