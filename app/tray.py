@@ -182,6 +182,16 @@ class Tray:
                 self._show(state)
 
     def _show(self, state: TrayState) -> None:
+        if sys.platform == "darwin":
+            # pystray's GTK backends marshal onto their loop themselves; AppKit objects
+            # may only be touched on the main thread, so hand the redraw over there.
+            from Foundation import NSOperationQueue  # pyobjc, a pystray dependency on macOS
+
+            NSOperationQueue.mainQueue().addOperationWithBlock_(lambda: self._apply(state))
+            return
+        self._apply(state)
+
+    def _apply(self, state: TrayState) -> None:
         old, self.state = self.state, state
         if (old.mode, old.percent) != (state.mode, state.percent):
             self.icon.icon = self._draw(state.mode, state.percent)
