@@ -112,7 +112,9 @@ def _install_guard(app: Flask) -> None:
         response.headers.setdefault("Content-Security-Policy", CSP)
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["X-Frame-Options"] = "DENY"
-        response.headers["Referrer-Policy"] = "no-referrer"
+        # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on our
+        # own form posts, which the Origin check must refuse
+        response.headers["Referrer-Policy"] = "same-origin"
         response.headers.setdefault("Cache-Control", "no-store")
         return response
 

@@ -27,7 +27,9 @@ def _highlight(code: str, lang: str, _attrs: Any) -> str:
         lexer = get_lexer_by_name(lang or "text")
     except ClassNotFound:
         lexer = get_lexer_by_name("text")
-    return highlight(code, lexer, HtmlFormatter(cssclass="hl", wrapcode=True))
+    # markdown-it uses highlight output that starts with "<pre" as is (else wraps it in a <pre>)
+    body = highlight(code, lexer, HtmlFormatter(nowrap=True))
+    return f'<pre class="hl"><code>{body}</code></pre>\n'
 
 
 @lru_cache(maxsize=1)

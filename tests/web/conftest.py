@@ -16,6 +16,8 @@ from rltray.app.service import Service
 from rltray.web.app import create_app
 from rltray.web.security import Guard
 
+from tests.web.webtesting import LLAMA_SHOW
+
 
 @pytest.fixture
 def service(rltray_home) -> Iterator[Service]:
@@ -54,11 +56,6 @@ def client(app: Any, guard: Guard) -> Any:
     return c
 
 
-def post_json(client: Any, url: str, body: Any = None, **kw: Any) -> Any:
-    headers = {"X-CSRF-Token": client.csrf, **kw.pop("headers", {})}
-    return client.post(url, json=body, headers=headers, **kw)
-
-
 @pytest.fixture
 def add_turns(service: Service) -> Callable[..., list[int]]:
     """Store ``n`` captured turns through the real store; returns their ids, oldest first."""
@@ -86,17 +83,6 @@ def add_turns(service: Service) -> Callable[..., list[int]]:
 
 
 # -- a small Ollama for the wizard: /api/tags and /api/show, as Ollama documents them ----------
-
-LLAMA_SHOW = {
-    "details": {"family": "llama", "parameter_size": "0.1M", "quantization_level": "F16"},
-    "model_info": {
-        "general.architecture": "llama",
-        "llama.block_count": 2,
-        "llama.embedding_length": 64,
-        "llama.vocab_size": 512,
-    },
-}
-
 
 @pytest.fixture
 def ollama() -> Iterator[str]:
@@ -147,41 +133,3 @@ def ollama() -> Iterator[str]:
     server.server_close()
 
 
-def write_model_folder(folder: Any, layers: int = 2, hidden: int = 64, vocab: int = 512) -> Any:
-    """A model folder as the trainer reads it (config.json + a weights file of the right size)."""
-    import json
-
-    folder.mkdir(parents=True, exist_ok=True)
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-              "num_hidden_layers": layers, "hidden_size": hidden, "vocab_size": vocab}  # fmt: skip
-    (folder / "config.json").write_text(json.dumps(config))
-    (folder / "model.safetensors").write_bytes(b"\0" * 1024)
-    return folder
-
-
-def build_wheel(folder: Any, name: str = "rltray_probe_pkg", version: str = "1.0") -> Any:
-    """A minimal pure-Python wheel, so pip installs something real with no network."""
-    import base64
-    import hashlib
-    import zipfile
-
-    files = {
-        f"{name}/__init__.py": b"VALUE = 42\n",
-        f"{name}-{version}.dist-info/METADATA": (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-        ),
-        f"{name}-{version}.dist-info/WHEEL": (
-            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = []
-    for path, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(data)}")
-    record.append(f"{name}-{version}.dist-info/RECORD,,")
-    files[f"{name}-{version}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-    return wheel

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import post_json
+from tests.web.webtesting import post_json
 
 
 def make_versions(service) -> None:

@@ -3,8 +3,8 @@ never a stack trace."""
 
 from __future__ import annotations
 
-from conftest import post_json
-from test_security import assert_error
+from tests.web.test_security import assert_error
+from tests.web.webtesting import post_json
 
 
 def test_api_errors_have_one_shape(client, add_turns) -> None:

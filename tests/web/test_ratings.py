@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import post_json
+from tests.web.webtesting import post_json
 
 
 def test_filters_and_pages(client, add_turns, service) -> None:

@@ -9,10 +9,11 @@ import urllib.request
 from http.cookiejar import CookieJar
 
 import pytest
-from conftest import post_json
 from rltray.app import config
 from rltray.web.security import COOKIE, Guard
 from rltray.web.server import WebServer
+
+from tests.web.webtesting import post_json
 
 STATE_CHANGES = [
     ("/api/turns/1/rating", {"value": 1}),

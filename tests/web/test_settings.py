@@ -3,9 +3,10 @@ kept in the keyring and never shown back in full."""
 
 from __future__ import annotations
 
-from conftest import post_json
 from markupsafe import escape
 from rltray.app import config
+
+from tests.web.webtesting import post_json
 
 
 def test_every_declared_setting_is_documented_and_on_the_page(client) -> None:

@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import build_wheel, post_json, write_model_folder
 from rltray.app import config
 from rltray.web import models
 from rltray.web.wizard import needs_setup
+
+from tests.web.webtesting import build_wheel, post_json, write_model_folder
 
 
 def test_the_page_has_six_steps(client, service) -> None:

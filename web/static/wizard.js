@@ -25,7 +25,8 @@
   // -- saving the fields of a step ----------------------------------------------------
   function values(step) {
     const out = {};
-    step.querySelectorAll("input[name], select[name]").forEach((input) => {
+    // only settings (their names are "section.key"); pickers like model-pick are not saved here
+    step.querySelectorAll("input[name*='.'], select[name*='.']").forEach((input) => {
       if (input.type === "radio" && !input.checked) return;
       out[input.name] = input.type === "checkbox" ? input.checked : input.value;
     });
@@ -44,7 +45,9 @@
       const fields = (err.data && err.data.error && err.data.error.fields) || {};
       for (const [key, message] of Object.entries(fields)) {
         const input = step.querySelector(`[name="${key}"]`);
-        if (input) input.closest(".field, .presets").append(el("p", { class: "error" }, message));
+        const where = input && input.closest(".field, .presets");
+        if (where) where.append(el("p", { class: "error" }, message));
+        else say(message, "error");
       }
       return false;
     }

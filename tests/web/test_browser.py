@@ -1,0 +1,249 @@
+"""End to end in a real browser: Debian's chromium driven by Playwright against the real server.
+
+Runs the whole wizard against a temporary HOME with real agent config files, a
+tiny local model folder and an Ollama HTTP server; rates, tags, comments and
+deletes turns; rolls back a version; and saves one screenshot per screen, at
+800x600, under tests/web/screenshots/ (README "Settings window").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app import config
+from rltray.web.server import WebServer
+
+from tests.web.test_adapters import make_versions
+from tests.web.webtesting import write_model_folder
+
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = Path(__file__).resolve().parent / "screenshots"
+ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _missing() -> str | None:
+    parts = []
+    if not os.path.exists(CHROMIUM):
+        parts.append(f"{CHROMIUM} (apt-get install chromium; `make test` does it as root)")
+    if importlib.util.find_spec("playwright") is None:
+        parts.append("the playwright package (pip install 'rltray[test]')")
+    return " and ".join(parts) or None
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"needs {_missing()}")
+
+
+@pytest.fixture
+def server(service, ollama, tmp_path) -> Iterator[WebServer]:
+    web = WebServer(
+        service, options={"ollama_host": ollama, "model_roots": [str(tmp_path / "models")]}
+    ).start()
+    yield web
+    web.stop()
+
+
+@pytest.fixture
+def page(server) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(exist_ok=True)
+    # chromium's singleton socket lives in TMPDIR and must fit a Unix socket path (108 bytes);
+    # the per-test TMPDIR is too deep, so chromium gets a short private one
+    short = tempfile.mkdtemp(prefix="rltray-chromium-", dir="/tmp")
+    env = {**os.environ, "TMPDIR": short}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=ARGS, env=env
+        )
+        context = browser.new_context(viewport={"width": 800, "height": 600})
+        tab = context.new_page()
+        tab.set_default_timeout(20_000)
+        errors: list[str] = []
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.on("dialog", lambda dialog: dialog.accept())
+        yield tab
+        browser.close()
+        shutil.rmtree(short, ignore_errors=True)
+        assert errors == [], f"JavaScript errors: {errors}"
+
+
+def shot(page: Any, name: str, title: str) -> None:
+    """Check the page's title and width at 800x600, then save its screenshot."""
+    assert page.title() == f"{title} · rltray"
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 800, f"{name}: the page is {width}px wide at an 800px window"
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+@pytest.mark.slow
+def test_the_whole_wizard(page, server, service, tmp_path) -> None:
+    home = Path.home()
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").write_text(json.dumps({"theme": "dark"}, indent=2))
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text('model = "gpt-5-codex"\n')
+    model = write_model_folder(tmp_path / "models" / "tiny-llama")
+
+    page.goto(server.launch_url("setup"))
+    page.wait_for_selector(".agent[data-name='claude-code'] button")
+    shot(page, "wizard-1-agents-before", "Setup")
+    page.click(".agent[data-name='claude-code'] button[data-action='install']")
+    page.wait_for_selector(".agent[data-name='claude-code'] .waiting")
+    page.click(".agent[data-name='codex'] button[data-action='install']")
+    page.wait_for_selector(".agent[data-name='codex'] .waiting")
+    assert "/hooks" in page.inner_text(".agent[data-name='codex']")
+    shot(page, "wizard-1-agents-waiting", "Setup")
+    service.store.add_turn({"agent": "claude-code", "session": "s", "turn": "1",
+                            "prompt": "hi", "response": "hello"})  # fmt: skip
+    page.wait_for_selector(".agent[data-name='claude-code'] .ok")  # the live poll saw it
+
+    page.click("#next")
+    page.check(f"input[name='model-pick'][value='{model}']")
+    page.select_option("#ollama-pick", "tiny:latest")
+    page.click("#model-save")
+    page.wait_for_selector("#model-result >> text=The two models match.")
+    shot(page, "wizard-2-model", "Setup")
+
+    page.click("#next")
+    page.wait_for_selector("#backend-info >> text=Trainer interpreter")
+    page.wait_for_selector("#env-create")
+    shot(page, "wizard-3-backend", "Setup")
+
+    page.click("#next")
+    page.check("input[name='training.preset'][value='careful']")
+    shot(page, "wizard-4-preset", "Setup")
+    page.click("#next")
+    page.fill("#w-idle", "5")
+    page.uncheck("input[name='training.require_ac_power']")
+    page.fill("#w-quiet", "late")
+    page.fill("#w-min", "8")
+    page.click("#next")
+    page.wait_for_selector("#schedule .error")  # a bad value stops the step, beside its field
+    assert "notify.quiet_hours must be" in page.inner_text("#schedule")
+    shot(page, "wizard-5-schedule-error", "Setup")
+    page.fill("#w-quiet", "23:00-07:00")
+    page.click("#next")
+    page.wait_for_selector("#notify:not([hidden])")
+    assert page.input_value("#w-quiet2") == "23:00-07:00"
+    shot(page, "wizard-6-notifications", "Setup")
+    page.select_option("#w-ask", "nth")
+    page.fill("#w-nth", "4")
+    page.click("#next")
+    page.wait_for_url(server.base_url + "/")
+
+    current = config.load_config(service.paths)
+    assert current.training.preset == "careful"
+    assert current.training.require_idle_minutes == 5 and not current.training.require_ac_power
+    assert current.notify.quiet_hours == "23:00-07:00" and current.training.min_ratings == 8
+    assert current.notify.ask == "nth" and current.notify.every_nth == 4
+    assert current.training.base_model == str(model) and current.ollama.model == "tiny:latest"
+    claude = json.loads((home / ".claude" / "settings.json").read_text())
+    assert claude["theme"] == "dark" and "Stop" in claude["hooks"]
+    assert "notify" in (home / ".codex" / "config.toml").read_text()
+    assert (service.paths.home / "setup-done").exists()
+
+
+@pytest.mark.slow
+def test_rate_tag_comment_and_delete_in_the_browser(page, server, service, add_turns) -> None:
+    ids = add_turns(4)  # newest first on the page: ids[3], ids[2], ids[1], ids[0]
+    service.store.add_tag("ignored instructions")
+    page.goto(server.launch_url("ratings"))
+    page.wait_for_selector("#turns")
+    shot(page, "ratings", "Ratings")
+    page.keyboard.press("j")
+    page.keyboard.press("g")
+    page.wait_for_selector(f"tr[data-id='{ids[3]}'] .badge.good")
+    page.keyboard.press("j")
+    page.keyboard.press("b")
+    page.wait_for_selector(f"tr[data-id='{ids[2]}'] .badge.bad")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#detail .detail-body[data-id='{ids[2]}']")
+    page.fill("#detail textarea", "ignored the failing test")
+    page.click("#detail form.comment button")
+    page.wait_for_selector(f"tr[data-id='{ids[2]}'] .rating .muted")
+    page.check("#detail .tagpick input[value='ignored instructions']")
+    page.wait_for_selector(f"tr[data-id='{ids[2]}'] .tag >> text=ignored instructions")
+    page.fill("#detail .new-tag", "too long")
+    page.click("#detail [data-add-tag]")
+    page.wait_for_selector(f"tr[data-id='{ids[2]}'] .tag >> text=too long")
+    page.wait_for_selector("#detail .tagpick input[value='too long']")
+    shot(page, "ratings-detail", "Ratings")
+    page.click("#detail [data-close]")
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#detail .detail-body[data-id='{ids[1]}']")
+    page.click("#detail [data-delete]")  # the confirm() dialog is accepted
+    page.wait_for_selector(f"tr[data-id='{ids[1]}']", state="detached")
+    page.check(f"tr[data-id='{ids[0]}'] .pick")
+    page.click("[data-bulk='good']")
+    page.wait_for_selector(f"tr[data-id='{ids[0]}'] .badge.good")
+
+    store = service.store
+    assert store.get_turn(ids[3]).rating.value == 1
+    bad = store.get_turn(ids[2]).rating
+    assert bad.value == -1 and bad.comment == "ignored the failing test" and bad.source == "web"
+    assert store.tags_of([ids[2]]) == {ids[2]: ["ignored instructions", "too long"]}
+    assert store.get_turn(ids[1]) is None
+    assert ids[1] not in {e["turn_id"] for e in store.training_examples()}
+    assert store.get_turn(ids[0]).rating.value == 1
+
+
+@pytest.mark.slow
+def test_roll_back_in_the_browser(page, server, service) -> None:
+    make_versions(service)
+    page.goto(server.launch_url("adapters"))
+    page.wait_for_selector("#versions")
+    shot(page, "adapters", "Adapters")
+    page.click("tr[data-version='1'] [data-activate]")
+    page.wait_for_selector("#active-version >> text=v1")
+    assert service.store.active_adapter().version == 1
+    assert service.store.get_adapter(2).status == "rolled-back"
+
+
+@pytest.mark.slow
+def test_dashboard_and_settings_screens(page, server, service, add_turns) -> None:
+    now = datetime.now(timezone.utc)
+    ids = add_turns(40)
+    for i, turn_id in enumerate(ids[:30]):
+        service.store.rate(turn_id, 1 if i % 3 else -1, "cli", at=now - timedelta(days=i % 7))
+    for k in range(6):
+        run = f"run-{k}"
+        service.store.add_run(run, at=now - timedelta(days=6 - k, minutes=30))
+        service.store.finish_run(run, "done", at=now - timedelta(days=6 - k), metrics={
+            "auroc_new": 0.55 + 0.05 * k, "kl_to_base": 0.01 * (k + 1), "accepted": k % 2 == 0,
+            "progress": {"loss": 0.9 - 0.1 * k, "masked_tokens": 0.2 - 0.02 * k}})  # fmt: skip
+    page.goto(server.launch_url(""))
+    page.wait_for_selector("#chart-days .uplot")
+    page.wait_for_selector("#chart-auroc .uplot")
+    shot(page, "dashboard", "Dashboard")
+    page.goto(server.base_url + "/settings")
+    shot(page, "settings", "Settings")
+    page.select_option("select[name='training.preset']", "aggressive")
+    page.fill("input[name='notify.quiet_hours']", "nonsense")
+    page.click("button:has-text('Save settings')")
+    page.wait_for_selector("#field-notify\\.quiet_hours .error")
+    shot(page, "settings-error", "Settings")
+    assert config.load_config(service.paths).training.preset == "aggressive"
+    page.fill("input[name='notify.quiet_hours']", "")
+    page.fill("#hf_token", "hf_secretsecretsecret1234")
+    page.click("button:has-text('Save token')")
+    page.wait_for_selector("text=Token saved in the system keyring.")
+    assert "hf_secretsecret" not in page.content() and "…1234" in page.content()
+    page.goto(server.base_url + "/nowhere")
+    shot(page, "error-404", "Not found")
+
