@@ -220,18 +220,23 @@ def _round_start(
     should_stop: Callable[[], bool],
 ) -> checkpoint.RoundState | None:
     size = max(1, int(hyper.batch_size))
-    pol = rounddata.logprob_rows(
-        backend, enc, kept, size, pad_id, adapter=True, should_stop=should_stop
-    )
     base = rounddata.logprob_rows(
         backend, enc, kept, size, pad_id, adapter=False, should_stop=should_stop
     )
     h_base = rounddata.logprob_rows(
         backend, held_enc, held_kept, size, pad_id, adapter=False, should_stop=should_stop
     )
-    h_pol = rounddata.logprob_rows(
-        backend, held_enc, held_kept, size, pad_id, adapter=True, should_stop=should_stop
-    )
+    if job.parent_adapter is None:
+        # A fresh LoRA has B = 0, so the policy *is* the base, bit for bit: half of the
+        # round-start passes would recompute the same numbers.
+        pol, h_pol = base, h_base
+    else:
+        pol = rounddata.logprob_rows(
+            backend, enc, kept, size, pad_id, adapter=True, should_stop=should_stop
+        )
+        h_pol = rounddata.logprob_rows(
+            backend, held_enc, held_kept, size, pad_id, adapter=True, should_stop=should_stop
+        )
     if pol is None or base is None or h_base is None or h_pol is None:
         return None
     old = [rounddata.behaviour_row(enc[i], pol[i]) for i in kept]

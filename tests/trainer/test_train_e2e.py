@@ -122,3 +122,24 @@ def test_a_checkpoint_of_a_different_round_is_discarded(
     assert outcome.status == "done"
     assert any(x["type"] == "log" and "discarding" in x["message"] for x in lines)
     assert [x["step"] for x in lines if x["type"] == "progress"] == [1, 2, 3, 4]
+
+
+def test_a_first_round_computes_round_start_log_probs_once(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No parent: the fresh LoRA (B = 0) is the base, so only base passes run at the start."""
+    from rltray.trainer.backends.torch_peft import TorchPeftBackend
+
+    calls: list[bool] = []
+    real = TorchPeftBackend.logprobs
+
+    def counting(self, batch, *, adapter):  # type: ignore[no-untyped-def]
+        calls.append(adapter)
+        return real(self, batch, adapter=adapter)
+
+    monkeypatch.setattr(TorchPeftBackend, "logprobs", counting)
+    outcome, _ = run_round(make_job(tmp_path / "job", tiny_model_dir))
+    assert outcome.status == "done"
+    # round start: 8 training + 4 held-out at batch 2 = 6 base passes; the end: 2 policy
+    assert calls == [False] * 6 + [True] * 2
+    assert outcome.result.metrics["auroc_parent"] == 0.5
