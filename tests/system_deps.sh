@@ -7,6 +7,9 @@ set -u
 PACKAGES="xvfb dbus dbus-x11 dunst xdotool"
 # the tray's GTK/AppIndicator backend (pystray) and what `pip install "pygobject<3.51"` builds with
 PACKAGES="$PACKAGES libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1"
+# the settings window: Debian's chromium for the Playwright tests (no browser download) and
+# WebKitGTK for pywebview's GTK backend (tests/web/test_window.py)
+PACKAGES="$PACKAGES chromium gir1.2-webkit2-4.1"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
