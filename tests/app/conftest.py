@@ -7,7 +7,9 @@ keyring; these build on them so every test gets a real SQLite file in tmp_path.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,3 +56,17 @@ def make_turn() -> TurnFactory:
         return rec
 
     return build
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> str:
+    """A stand-in trainer interpreter speaking the runner's JSON-line protocol (FAKE_MODE env).
+
+    The script itself lives in test_training.py, next to the tests of its protocol.
+    """
+    from test_training import FAKE_TRAINER
+
+    script = tmp_path / "fake-python"
+    script.write_text(FAKE_TRAINER.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    return str(script)

@@ -26,15 +26,6 @@ from rltray.app.service import Service
 from rltray.app.tray import Tray, why_no_tray
 from rltray.app.trayicon import draw
 from rltray.app.traystate import ATTENTION, IDLE, TRAINING, snapshot
-from test_training import FAKE_TRAINER
-
-
-@pytest.fixture
-def fake_python(tmp_path: Path) -> str:
-    script = tmp_path / "fake-python"
-    script.write_text(FAKE_TRAINER.format(python=sys.executable), encoding="utf-8")
-    script.chmod(0o755)
-    return str(script)
 
 
 @pytest.fixture

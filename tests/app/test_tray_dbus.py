@@ -34,7 +34,6 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
 from rltray.app import config
 from rltray.app.paths import Paths
 from rltray.app.store import Store
-from test_training import FAKE_TRAINER
 from traybus import WATCHER, WATCHER_PATH, DBusMenu, FakeWatcher
 
 CHECK_GTK = (
@@ -76,14 +75,6 @@ def watcher(session_bus: PrivateSessionBus) -> Iterator[tuple[FakeWatcher, BusTh
         yield fake, thread
     finally:
         thread.close()
-
-
-@pytest.fixture
-def fake_python(tmp_path: Path) -> str:
-    script = tmp_path / "fake-python"
-    script.write_text(FAKE_TRAINER.format(python=sys.executable), encoding="utf-8")
-    script.chmod(0o755)
-    return str(script)
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
