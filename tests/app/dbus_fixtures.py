@@ -64,7 +64,7 @@ _BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Confi
 <busconfig>
   <type>session</type>
   <keep_umask/>
-  <listen>unix:dir={socket_dir}</listen>
+  <listen>{listen}</listen>
   <auth>EXTERNAL</auth>
   {service_dirs}
   <policy context="default">
@@ -87,16 +87,21 @@ class PrivateSessionBus:
     """A ``dbus-daemon`` of our own, forked in the background and killed by ``stop()``.
 
     ``service_dirs`` may name folders of ``.service`` files when a test wants
-    activation; by default there is none.
+    activation; by default there is none. ``socket`` fixes the socket's path
+    (e.g. ``$XDG_RUNTIME_DIR/bus``, where desktops put it); by default it is a
+    fresh name in a short temporary folder.
     """
 
-    def __init__(self, workdir: Path, service_dirs: tuple[Path, ...] = ()) -> None:
+    def __init__(
+        self, workdir: Path, service_dirs: tuple[Path, ...] = (), socket: Path | None = None
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         # unix socket paths are limited to ~100 bytes; pytest's tmp_path can be longer
         self._socket_dir = Path(tempfile.mkdtemp(prefix="rltray-bus-"))
+        listen = f"unix:path={socket}" if socket else f"unix:dir={self._socket_dir}"
         dirs = "\n  ".join(f"<servicedir>{d}</servicedir>" for d in service_dirs)
         config = workdir / "session-bus.conf"
-        config.write_text(_BUS_CONFIG.format(socket_dir=self._socket_dir, service_dirs=dirs))
+        config.write_text(_BUS_CONFIG.format(listen=listen, service_dirs=dirs))
         proc = subprocess.run(
             [
                 "dbus-daemon",

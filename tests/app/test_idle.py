@@ -1,7 +1,7 @@
 """Idle time from fake GNOME/KDE D-Bus services, a real Xvfb, and injected providers; AC power.
 
-The D-Bus tests start a private ``dbus-daemon`` (our own config: no service
-activation, so nothing installed on the host can answer in the fakes' place)
+The D-Bus tests start a private ``dbus-daemon`` (dbus_fixtures.PrivateSessionBus: no
+service activation, so nothing installed on the host can answer in the fakes' place)
 and export fake Mutter IdleMonitor / freedesktop ScreenSaver objects with
 dbus-fast on an asyncio loop thread; ``rltray.app.idle`` then queries them
 through jeepney exactly as on a desktop. The X11 tests start their own Xvfb
@@ -14,7 +14,6 @@ import math
 import os
 import select
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -28,25 +27,11 @@ from dbus_fast import DBusError
 from dbus_fast.aio import MessageBus
 from dbus_fast.annotations import DBusUInt32, DBusUInt64
 from dbus_fast.service import ServiceInterface, method
+from dbus_fixtures import PrivateSessionBus, missing_dbus_daemon
 from rltray.app import idle
 from rltray.app.idle import IdleProvider, IdleUnavailable, probe_idle
 
 LINUX_CHAIN = ["Mutter IdleMonitor", "freedesktop ScreenSaver", "X11 XScreenSaver"]
-
-BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={socket}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-
 
 @pytest.fixture(autouse=True)
 def no_desktop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,46 +59,17 @@ def bus_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def session_bus(bus_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Start ``dbus-daemon --fork`` on a private config, point DBUS_SESSION_BUS_ADDRESS at it."""
-    daemon = shutil.which("dbus-daemon")
-    if daemon is None:
-        pytest.skip("dbus-daemon not installed (apt install dbus)")
-    config = bus_dir / "bus.conf"
-    config.write_text(BUS_CONFIG.format(socket=bus_dir / "bus"))
-    out = subprocess.run(
-        [daemon, f"--config-file={config}", "--fork", "--print-address=1", "--print-pid=1"],
-        capture_output=True,
-        text=True,
-        timeout=10,
-        check=True,
-    )
-    address, pid_text = out.stdout.split()[:2]
-    pid = int(pid_text)
-    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", address)
-    yield address
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 3
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    """The forked daemon is not our child: a zombie nobody reaps (containers) counts as gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+def session_bus(
+    bus_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A private bus whose socket is ``bus_dir/bus`` (where $XDG_RUNTIME_DIR/bus would be)."""
+    missing = missing_dbus_daemon()
+    if missing:
+        pytest.skip(missing)
+    bus = PrivateSessionBus(tmp_path / "dbus", socket=bus_dir / "bus")
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+    yield bus.address
+    bus.stop()
 
 
 class FakeMutter(ServiceInterface):
