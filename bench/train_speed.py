@@ -1,6 +1,9 @@
 """Training speed per backend: tokens/s, peak memory, and achieved vs peak FLOP/s.
 
-Run:  .venv/bin/python bench/train_speed.py [--quick] [--backends torch,mlx]
+Run:  .venv/bin/python bench/train_speed.py [--quick] [--backends torch,torch-bf16,mlx]
+
+``torch-bf16`` is the torch backend with CPU bf16 autocast (``RLTRAY_TRAINER_BF16=1``,
+see ``torch_setup.cpu_autocast``), compared against the bf16 matmul peak.
 
 Why: a user's machine trains while they work, so "how long will a round take
 and how much memory will it hold" must be known per backend, and the achieved
@@ -160,12 +163,13 @@ def child_matmul(a: argparse.Namespace) -> dict[str, Any]:
     """Best fp32 matmul FLOP/s of torch (trainer's thread count) or MLX (CPU)."""
     n, reps = a.matmul_n, 5
     best = 0.0
-    if a.child == "matmul-torch":
+    if a.child in ("matmul-torch", "matmul-torch-bf16"):
         import torch
         from rltray.trainer.backends.torch_peft import choose_threads
 
         torch.set_num_threads(choose_threads())
-        x, y = torch.randn(n, n), torch.randn(n, n)
+        dtype = torch.bfloat16 if a.child.endswith("bf16") else torch.float32
+        x, y = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
         torch.matmul(x, y)
         for _ in range(reps):
             t0 = time.perf_counter()
@@ -184,10 +188,10 @@ def child_matmul(a: argparse.Namespace) -> dict[str, Any]:
     return {"kind": a.child, "n": n, "gflops": best / 1e9}
 
 
-def spawn(args: list[str], timeout: float) -> dict[str, Any]:
+def spawn(args: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout,
-        check=False,
+        check=False, env={**os.environ, **(env or {})},
     )
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -226,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     peaks = {k: spawn(["--child", f"matmul-{k}", *common], a.timeout) for k in names}
     rows = []
     for name in names:
-        r = spawn(["--child", name, *common], a.timeout)
-        r.setdefault("backend", name)
+        bf16 = name == "torch-bf16"
+        r = spawn(["--child", "torch" if bf16 else name, *common], a.timeout,
+                  {"RLTRAY_TRAINER_BF16": "1" if bf16 else "0"})
+        r["backend"] = name
         if "error" not in r:
             r["model_gflops_4n"] = 4 * n_mm * r["train_tokens_per_s"] / 1e9
             r["model_gflops_6n_equiv"] = 6 * n_mm * r["train_tokens_per_s"] / 1e9
@@ -238,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{n_mm / 1e6:.1f}M matmul params; batch {a.batch} x {a.seq} tokens; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for k, p in peaks.items():
-        print(f"fp32 matmul peak ({k}, n={a.matmul_n}): "
+        print(f"{'bf16' if k.endswith('bf16') else 'fp32'} matmul peak ({k}, n={a.matmul_n}): "
               + (f"{p['gflops']:.1f} GFLOP/s" if "gflops" in p else p["error"]))
     print(f"{'backend':<8} {'tok/s train':>11} {'tok/s fwd':>10} {'step s':>7} {'peak MiB':>9} "
           f"{'GFLOP/s 4N':>10} {'6N-eq':>7} {'of peak':>7}")

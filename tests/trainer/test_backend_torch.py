@@ -221,3 +221,28 @@ def test_written_adapter_loads_in_peft_and_as_parent(tiny_model: Path, tmp_path:
     child = loaded(tiny_model, job={"parent_adapter": str(out)}, rank=8, alpha=1.0)
     assert (child.rank, child.alpha) == (4, 8.0)  # the parent's scale wins
     np.testing.assert_allclose(child.logprobs(batch, adapter=True), want, atol=1e-6)
+
+
+def test_bf16_autocast_is_opt_in_and_close_to_fp32(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    from rltray.trainer.backends.torch_setup import cpu_autocast
+
+    cpu = torch.device("cpu")
+    monkeypatch.delenv("RLTRAY_TRAINER_BF16", raising=False)
+    assert cpu_autocast(cpu, torch.float32) is False  # off unless asked
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "1")
+    assert cpu_autocast(cpu, torch.float32) is True
+    assert cpu_autocast(cpu, torch.bfloat16) is False  # a bf16 model needs no autocast
+    fast = loaded(tiny_model)
+    assert fast.autocast and fast.device_name == "cpu float32 + bf16 autocast"
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "0")
+    exact = loaded(tiny_model)
+    batch = make_batch(exact.tokenizer, CORPUS)
+    mask = batch.response_mask[:, 1:] > 0
+    a, b = fast.logprobs(batch, adapter=True), exact.logprobs(batch, adapter=True)
+    assert np.abs(a - b)[mask].max() < 0.1  # bf16 rounding, not a different model
+    train_steps(fast, batch, 2)  # trains: LoRA weights stay fp32 and finite
+    assert all(np.isfinite(v).all() and v.dtype == np.float32
+               for v in fast.lora_state().values())

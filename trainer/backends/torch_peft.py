@@ -28,6 +28,7 @@ from rltray.trainer.backends.torch_setup import (
     block_linear_modules,
     choose_device,
     choose_threads,
+    cpu_autocast,
     first_sentence,
 )
 
@@ -50,6 +51,7 @@ class TorchPeftBackend(Backend):
         self.rank = int(hyper.rank)  # the parent's r / alpha replace these when given
         self.alpha = float(hyper.alpha)
         self.lora_paths: list[str] = []
+        self.autocast = False  # bf16 matmuls on a capable CPU (torch_setup.cpu_autocast)
 
     # ---- loading -------------------------------------------------------------------
 
@@ -57,7 +59,8 @@ class TorchPeftBackend(Backend):
     def device_name(self) -> str:
         if self.device is None:
             return self.name
-        return f"{self.device.type} {str(self.dtype).replace('torch.', '')}"
+        name = f"{self.device.type} {str(self.dtype).replace('torch.', '')}"
+        return name + (" + bf16 autocast" if self.autocast else "")
 
     def load(self) -> None:
         import torch
@@ -66,6 +69,7 @@ class TorchPeftBackend(Backend):
         folder = self.model_folder()
         config = read_base_config(folder)
         self.device, self.dtype = choose_device(getattr(self.job, "device", "auto") or "auto")
+        self.autocast = cpu_autocast(self.device, self.dtype)
         trust = bool(getattr(self.job, "trust_remote_code", False))
         revision = (
             getattr(self.job, "revision", None) if not Path(self.job.base_model).is_dir() else None
@@ -215,6 +219,11 @@ class TorchPeftBackend(Backend):
         return torch.stack(rows)
 
     def _forward_logits(self, inputs: dict[str, Any]) -> Any:
+        import torch
+
+        if self.autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return self.model(**inputs, use_cache=False).logits.float()
         return self.model(**inputs, use_cache=False).logits
 
     def logprobs(self, batch: Any, *, adapter: bool) -> np.ndarray:
