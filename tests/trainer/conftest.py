@@ -26,3 +26,23 @@ def tiny_tokenizer(tiny_model_dir: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct as a plain fp32 Transformers folder, dequantised from the
+    cached Q4_1 GGUF once per session (the trainer's loaders read folders)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    src, name = smollm2_gguf.parent, smollm2_gguf.name
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    quant = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, dtype=torch.float32)
+    cfg = AutoConfig.from_pretrained(src, gguf_file=name)
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config  # the dequantised copy is plain fp32
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(quant.state_dict())
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(src, gguf_file=name).save_pretrained(out)
+    return out
