@@ -14,7 +14,7 @@ FULL   := $(VENV)/.test-installed
 TORCH  := torch==2.13.0
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test lint bench install venv clean
+.PHONY: run test lint bench install venv clean package
 
 venv: $(APP)
 
@@ -37,7 +37,7 @@ $(TRAIN): $(APP)
 
 $(FULL): $(APP)
 	$(PIP) "$(TORCH)"
-	$(PIP) -e ".[torch,mlx,bench,test,export]" "$(TORCH)"
+	$(PIP) -e ".[torch,mlx,bench,test,export,package]" "$(TORCH)"
 	touch $(FULL) $(TRAIN)
 
 run: $(TRAIN)
@@ -64,6 +64,12 @@ bench: $(FULL)
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/notify_latency.py
 	$(BIN)/python bench/service_footprint.py
+
+# The installable one-folder bundle for this OS (PyInstaller) and its archive, in
+# build/package; tests/packaging/test_bundle.py builds and runs it (slow tests).
+package: $(APP)
+	$(PIP) -e ".[package]"
+	$(BIN)/python packaging/build.py
 
 install: $(APP)
 	mkdir -p $(HOME)/.local/bin
