@@ -128,10 +128,13 @@ class Agent(ABC):
 
     def command(self, event: str, paths: Paths, chain: Sequence[str] | None = None) -> list[str]:
         """The hook's argv for ``event``, exactly as the hook program defines it."""
+        from rltray.app import bundle
         from rltray.app.hooks import capture
 
-        kwargs = {} if self.python is None else {"python": self.python}
-        return list(capture.build_command(event, paths.home, chain=chain, **kwargs))
+        # In a frozen bundle the interpreter is the app's own executable (it runs
+        # `-I -S capture.py` like a Python), so hooks survive without a system Python.
+        python = self.python or bundle.hook_interpreter()
+        return list(capture.build_command(event, paths.home, python=python, chain=chain))
 
     def handlers(self, events: Mapping[str, str], paths: Paths) -> dict[str, dict[str, object]]:
         """The exact handler objects for a hooks.json-shaped file: agent event -> handler."""

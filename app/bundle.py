@@ -1,0 +1,54 @@
+"""Facts about how this rltray was installed: a frozen bundle (PyInstaller) or a Python environment.
+
+Why one module: the hook command, the trainer environment and the self-test
+each need to know which program is "rltray's own interpreter" after
+installation, and a frozen bundle answers differently from a venv. In a
+bundle ``sys.executable`` is the app's own executable, which runs the hook
+program as ``<exe> -I -S capture.py ...`` exactly like a Python would
+(packaging/pyinstaller/rltray_main.py), so installed hooks keep working
+without any system Python.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+WINDOWS_CONSOLE_TWIN = "rltray-cli.exe"  # packaging/pyinstaller/rltray.spec builds both
+
+
+def frozen() -> bool:
+    return bool(getattr(sys, "frozen", False))
+
+
+def bundle_folder() -> Path | None:
+    """The bundle's data folder (``_internal`` in a one-folder build); None outside a bundle."""
+    meipass = getattr(sys, "_MEIPASS", None)
+    return Path(meipass) if frozen() and meipass else None
+
+
+def hook_interpreter() -> str:
+    """The program an agent's hook command starts: this Python, or the bundle's executable.
+
+    On Windows the tray executable is a windowed (GUI) program without standard
+    streams, so hooks run its console twin instead.
+    """
+    exe = Path(sys.executable)
+    if frozen() and os.name == "nt":
+        twin = exe.with_name(WINDOWS_CONSOLE_TWIN)
+        if twin.is_file():
+            return str(twin)
+    return str(exe)
+
+
+def transient_location(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` will not exist after installation (a mounted disk image, macOS App
+    Translocation, a temporary folder), or None when it looks permanent."""
+    text = str(Path(path).resolve())
+    if sys.platform == "darwin" and ("/AppTranslocation/" in text or text.startswith("/Volumes/")):
+        return "it runs from a disk image or a translocated copy; move rltray to Applications"
+    temp = os.environ.get("TMPDIR") or os.environ.get("TEMP")
+    if frozen() and temp and text.startswith(str(Path(temp).resolve()) + os.sep):
+        return "it runs from a temporary folder; install it somewhere permanent first"
+    return None
