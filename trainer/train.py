@@ -98,6 +98,7 @@ def train(
         emit({"type": "log", "message": f"resumed at optimizer step {state.global_step}"})
     else:
         checkpoint.remove(ck_dir)
+        t_start = time.monotonic()
         state = _round_start(
             backend,
             examples,
@@ -115,6 +116,7 @@ def train(
         if state is None:
             return Outcome("paused", checkpoint=None)
         state.fingerprint = fingerprint
+        state.metrics["round_start_s"] = round(time.monotonic() - t_start, 3)
         for name in ("auroc_parent", "heldout_good", "heldout_bad"):
             emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
 
@@ -132,7 +134,7 @@ def train(
     return Outcome("done", result=result)
 
 
-@dataclass(frozen=True)
+@dataclass
 class DriftSet:
     """Where drift is measured: encoded turns, which of them, and the parent's LoRA.
 
@@ -146,6 +148,7 @@ class DriftSet:
     idx: list[int]
     which: str
     parent: dict[str, np.ndarray] | None
+    seconds: float = 0.0  # time the drift guard spent measuring (profile of a round)
 
     @classmethod
     def of(cls, enc: dict[int, Any], kept: list[int], held_enc: dict[int, Any],
@@ -330,7 +333,9 @@ def _optimise(
             # The guard measures a few turns of the drift set (``hyper.guard_turns``, a
             # cheap sample of what the gate measures on all of them); 0 turns it off.
             turns = int(getattr(hyper, "guard_turns", 8))
+            t_guard = time.monotonic()
             guard = drift.measure(backend, hyper, pad_id, turns) if turns > 0 else None
+            drift.seconds += time.monotonic() - t_guard
             why = over_cap(guard, hyper) if guard is not None else None
             emit(
                 {
@@ -426,6 +431,7 @@ def _finish(
     drift: DriftSet,
     stopped_early: str = "",
 ) -> TrainResult:
+    t_finish = time.monotonic()
     size = max(1, int(hyper.batch_size))
     h_pol = (
         rounddata.logprob_rows(
@@ -459,6 +465,8 @@ def _finish(
         examples_trained=len(state.kept),
         examples_skipped=len(examples) - len(state.kept),
         train_seconds=round(state.elapsed_s, 3),
+        guard_seconds=round(drift.seconds, 3),
+        finish_seconds=round(time.monotonic() - t_finish, 3),
     )
     for name in ("auroc_new", "kl_round", "kl_total", "kl_round_general", "kl_total_general"):
         emit({"type": "metric", "name": name, "value": metrics[name]})
