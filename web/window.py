@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 import webbrowser
+from collections.abc import Callable
+from typing import Any
 
 TITLE = "rltray"
 SIZE = (1000, 720)
@@ -26,6 +28,17 @@ def fallback(url: str, why: str) -> int:
     return 0 if webbrowser.open(url) else 1
 
 
+def show(url: str, driver: Callable[[Any], None] | None = None) -> None:
+    """Show ``url`` until the window is closed; ``driver(window)`` runs in a thread (tests)."""
+    import webview
+
+    window = webview.create_window(TITLE, url, width=SIZE[0], height=SIZE[1], min_size=MIN_SIZE)
+    if driver is None:
+        webview.start()
+    else:
+        webview.start(driver, window)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not args[0].startswith("http://127.0.0.1:"):
@@ -38,12 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     ):
         return fallback(url, "no graphical display: DISPLAY and WAYLAND_DISPLAY are unset")
     try:
-        import webview
+        import webview  # noqa: F401
     except ImportError:
         return fallback(url, "the pywebview package is not installed: pip install pywebview")
     try:
-        webview.create_window(TITLE, url, width=SIZE[0], height=SIZE[1], min_size=MIN_SIZE)
-        webview.start()
+        show(url)
     except Exception as exc:  # pywebview raises its own WebViewException without a GUI toolkit
         return fallback(url, f"{type(exc).__name__}: {exc}".strip())
     return 0
