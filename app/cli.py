@@ -269,6 +269,10 @@ def main(
     stderr: IO[str] | None = None,
 ) -> int:
     parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    # `rltray --selftest`, the installed app's global flag, is `rltray selftest` (bundlecli).
+    argv = ["selftest" if a == "--selftest" else a for a in argv]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the message
