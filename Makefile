@@ -64,6 +64,7 @@ bench: $(FULL)
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/notify_latency.py
 	$(BIN)/python bench/service_footprint.py
+	$(BIN)/python bench/dashboard_paint.py
 
 # The installable one-folder bundle for this OS (PyInstaller) and its archive, in
 # build/package; tests/packaging/test_bundle.py builds and runs it (slow tests).

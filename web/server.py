@@ -21,6 +21,18 @@ if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
 
 
+def _quiet_handler() -> type:
+    from werkzeug.serving import WSGIRequestHandler
+
+    class Quiet(WSGIRequestHandler):
+        """No line per request on the service's stderr (errors still reach the app's log)."""
+
+        def log_request(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    return Quiet
+
+
 class WebServer:
     """Serves ``create_app(service)`` on a daemon thread until ``stop()``."""
 
@@ -28,9 +40,13 @@ class WebServer:
         from rltray.web.app import create_app
         from werkzeug.serving import make_server
 
+        quiet = _quiet_handler()
+
         self.guard = Guard()
         self.app = create_app(service, guard=self.guard, options=options)
-        self._server: BaseWSGIServer = make_server("127.0.0.1", 0, self.app, threaded=True)
+        self._server: BaseWSGIServer = make_server(
+            "127.0.0.1", 0, self.app, threaded=True, request_handler=quiet
+        )
         self.port = int(self._server.server_port)
         self.guard.port = self.port
         self._thread = threading.Thread(
