@@ -45,9 +45,9 @@ def _serve_here(ctx: Context, args: argparse.Namespace, page: str) -> int:
     url = service.settings_url(page)
     try:
         if args.print_url:
+            ctx.warn("rltray is not running, so this command serves the settings; Ctrl+C stops it.")
             ctx.stdout.write(url + "\n")
             ctx.stdout.flush()
-            ctx.warn("rltray is not running, so this command serves the settings; Ctrl+C stops it.")
             while True:
                 time.sleep(3600)
         window = open_window(url)
