@@ -52,3 +52,33 @@ def transient_location(path: str | os.PathLike[str]) -> str | None:
     if frozen() and temp and text.startswith(str(Path(temp).resolve()) + os.sep):
         return "it runs from a temporary folder; install it somewhere permanent first"
     return None
+
+
+def probe_hook_program(argv: list[str], timeout: float = 10.0) -> str | None:
+    """Run a hook command's interpreter and script without an event; None when it worked.
+
+    ``argv`` is a hook command as installed (``<python> -I -S capture.py --home H
+    EVENT``). The probe runs it against a throwaway data folder and without the
+    event, which the hook program answers by logging "no event given": proof
+    that the interpreter starts and loads the hook program, with nothing recorded.
+    """
+    import subprocess
+    import tempfile
+
+    python, script = argv[0], argv[3] if len(argv) > 3 else ""
+    if not Path(python).is_file() or not os.access(python, os.X_OK):
+        return f"the hook interpreter {python} does not exist or cannot run"
+    if not Path(script).is_file():
+        return f"the hook program {script} does not exist"
+    with tempfile.TemporaryDirectory(prefix="rltray-hookprobe-") as home:
+        try:
+            subprocess.run(
+                [*argv[:4], "--home", home], input=b"", capture_output=True, timeout=timeout
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{python} did not run the hook program: {exc}"
+        log = Path(home) / "logs" / "hook.log"
+        said = log.read_text("utf-8", "replace") if log.exists() else ""
+    if "no event given" not in said:
+        return f"{python} -I -S {script} did not run as a hook (it logged {said.strip()!r})"
+    return None

@@ -100,7 +100,7 @@ def collect(ctx: Context) -> Iterator[Check]:
         yield Check("agents", WARN, "not checked: their last captured turn is in the database")
         yield from _training_backends()
         return
-    for check in (_data_folder, _database, _spool, _hook_log, _config):
+    for check in (_data_folder, _database, _spool, _hook_log, _config, _hook_program):
         yield _safely(check, service)
     yield from _agents_safely(service)
     yield _safely(_keyring, service)
@@ -267,6 +267,30 @@ def _config(service: Service) -> Check:
         return Check("settings", FAIL, str(exc), f"fix or delete {service.paths.config}")
     where = service.paths.config if service.paths.config.exists() else "defaults (no file yet)"
     return Check("settings", OK, str(where))
+
+
+def _hook_program(service: Service) -> Check:
+    """The interpreter the hook commands start exists, stays put, and runs capture.py."""
+    from rltray.app import bundle
+    from rltray.app.hooks import registry
+
+    agents = registry.all_agents()
+    argv = agents[0].command("claude-stop", service.paths)
+    problem = bundle.probe_hook_program(argv)
+    if problem:
+        return Check("hook program", FAIL, problem, "reinstall rltray, then `rltray hooks install`")
+    moving = bundle.transient_location(argv[0])
+    if moving:
+        return Check("hook program", WARN, f"{argv[0]}: {moving}", "then `rltray hooks install`")
+    stale = [a.display_name for a in agents if a.status(service.paths).stale]
+    if stale:
+        return Check(
+            "hook program",
+            WARN,
+            f"{' and '.join(stale)} hooks start another Python or data folder than {argv[0]}",
+            "rltray hooks install",
+        )
+    return Check("hook program", OK, f"{argv[0]} runs {argv[3]}")
 
 
 def _agents(service: Service) -> Iterator[Check]:
