@@ -251,6 +251,7 @@ class Tray:
             item("Roll back", menu(*rollback)),
             menu.SEPARATOR,
             item("Open settings", self._action(self._open_settings)),
+            item("Setup wizard…", self._action(lambda: self._open_settings("setup"))),
             item("Quit rltray", self._quit),
         ]
 
@@ -316,8 +317,8 @@ class Tray:
         active = result["active"]
         return f"Now using v{active}." if active else "Now using the base model (no adapter)."
 
-    def _open_settings(self) -> None:
-        self.service.open_settings()
+    def _open_settings(self, page: str = "") -> None:
+        self.service.open_settings(page)
 
     def _quit(self, icon: Any, item: Any) -> None:
         self.stop()

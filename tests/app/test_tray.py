@@ -121,7 +121,7 @@ def test_the_first_lines_say_ratings_active_version_and_what_training_waits_for(
     assert top[:2] == ["2 new ratings · base model", "Next training: waiting for 8 more ratings"]
     assert top[2:] == [
         "Rate last answer", "Train now", "Pause automatic training", "Snooze notifications",
-        "Roll back", "Open settings", "Quit rltray",
+        "Roll back", "Open settings", "Setup wizard…", "Quit rltray",
     ]  # fmt: skip
     assert not find(tray, "2 new ratings").enabled  # information, not a button
 
@@ -252,6 +252,16 @@ def test_the_refresher_redraws_when_the_state_changes(tray: Tray) -> None:
     finally:
         tray._stopping.set()
         tray.refresh()
+
+
+def test_open_settings_and_setup_open_those_pages(
+    tray: Tray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr(tray.service, "open_settings", opened.append)  # no window in a test
+    click(tray, "Open settings")
+    click(tray, "Setup wizard")
+    assert opened == ["", "setup"]
 
 
 def test_quit_stops_the_icon(tray: Tray) -> None:

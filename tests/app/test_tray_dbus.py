@@ -164,7 +164,7 @@ def test_the_real_tray_menu_does_what_each_item_says(
         assert top[1].startswith("Next training: ")
         assert top[2:] == [
             "Rate last answer", "Train now", "Pause automatic training", "Snooze notifications",
-            "Roll back", "Open settings", "Quit rltray",
+            "Roll back", "Open settings", "Setup wizard…", "Quit rltray",
         ]  # fmt: skip
 
         # A turn finishes in Claude Code: the hook records it, the service asks about it.

@@ -134,20 +134,25 @@ class DBusMenu:
         return _entry(body[1])
 
     def click(self, *path: str) -> None:
-        """Read the layout afresh and click the item under ``path`` (labels, by prefix)."""
-        entry = self.layout().find(*path)
-        assert entry.enabled, f"{path} is disabled"
-        self.thread.call(
-            lambda: _call(
-                self.thread,
-                self.owner,
-                self.path,
-                MENU_IFACE,
-                "Event",
-                "isvu",
-                [entry.id, "clicked", Variant("i", 0), 0],
-            )
-        )
+        """Read the layout afresh and click the item under ``path`` (labels, by prefix).
+
+        The tray may rebuild its menu between our read and our click (it follows
+        new turns and training progress); the server then refuses the stale id and
+        nothing was clicked, so read again and retry, as a panel would.
+        """
+        for attempt in range(5):
+            entry = self.layout().find(*path)
+            assert entry.enabled, f"{path} is disabled"
+            try:
+                self.thread.call(
+                    lambda e=entry: _call(self.thread, self.owner, self.path, MENU_IFACE, "Event",
+                                          "isvu", [e.id, "clicked", Variant("i", 0), 0])
+                )  # fmt: skip
+                return
+            except RuntimeError as exc:
+                if "does not refer to a menu item" not in str(exc) or attempt == 4:
+                    raise
+                time.sleep(0.1)
 
 
 async def _call(
