@@ -189,13 +189,23 @@ class Backend(ABC):
 
 
 def resolve_model_folder(base_model: str | Path, revision: str | None = None) -> Path:
-    """A local folder for ``base_model``: the folder itself, or the local HF cache snapshot.
+    """A local folder for ``base_model``: the folder itself, the local HF cache snapshot,
+    or for a GGUF file the HF folder it is materialized into once (``gguf_base``).
 
     Never touches the network (``local_files_only``): the trainer runs offline and
     must not download gigabytes behind the user's back. Raises ``job.JobError``
     with one sentence when the model is neither a folder nor in the cache.
     """
     path = Path(base_model).expanduser()
+    if path.is_file():  # a GGUF (e.g. the blob Ollama serves): its cached HF folder
+        from rltray.trainer import gguf_base
+
+        if not gguf_base.is_gguf(path):
+            raise job_error(f"the base model {path} is a file but not a GGUF model")
+        try:
+            return gguf_base.materialize(path)
+        except gguf_base.GGUFBaseError as exc:
+            raise job_error(str(exc).rstrip(".")) from exc
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise job_error(f"the base model folder {path} has no config.json")
