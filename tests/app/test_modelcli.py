@@ -1,0 +1,190 @@
+"""`rltray use` and `rltray export-model`: files parsed back, undo byte for byte, real exports."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomlkit
+from rltray.app import config
+from rltray.app.cli import main
+from rltray.app.errors import ExitCode
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+
+_TESTS = Path(__file__).resolve().parents[1]
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def _published(versions: int = 2, *, tags: bool = True) -> Paths:
+    """Versions v1..vN in the store (folders with a tiny PEFT adapter), v2 active."""
+    sys.path.insert(0, str(_TESTS / "trainer" / "export"))
+    from tinygguf import build_tiny_adapter
+
+    paths = Paths.from_env()
+    with Store.open(paths) as store:
+        for v in range(1, versions + 1):
+            folder = build_tiny_adapter(paths.adapters / f"v{v:04d}", seed=v)
+            store.add_adapter("tiny", folder, parent_version=v - 1 or None)
+            store.set_adapter_status(v, "active")
+            if tags:
+                store.set_adapter_publication(
+                    v, f"tiny-1m-rltray:v{v}", {"tag": f"tiny-1m-rltray:v{v}", "path": "merged"}
+                )
+    return paths
+
+
+def _codex_profile() -> Path:
+    return Path(os.environ["HOME"]) / ".codex" / "rltray.config.toml"
+
+
+def test_use_codex_writes_a_profile_codex_can_read_and_undo_removes_it() -> None:
+    _published()
+    codex_config = Path(os.environ["HOME"]) / ".codex" / "config.toml"
+    codex_config.parent.mkdir()
+    hooks = b'notify = ["rltray-hook", "codex"]\n'
+    codex_config.write_bytes(hooks)
+    code, out, err = cli("use", "codex")
+    assert code == ExitCode.OK, err
+    profile = tomlkit.parse(_codex_profile().read_text()).unwrap()
+    assert profile == {
+        "model": "tiny-1m-rltray:latest",
+        "model_context_window": 65536,
+        "model_provider": "ollama",
+    }
+    assert "codex --profile rltray" in out
+    assert codex_config.read_bytes() == hooks  # the hooks' config is never touched
+    code, out, _ = cli("use", "codex", "v1")
+    assert code == ExitCode.OK
+    assert tomlkit.parse(_codex_profile().read_text()).unwrap()["model"] == "tiny-1m-rltray:v1"
+    code, out, _ = cli("use", "--undo")
+    assert code == ExitCode.OK and "Removed" in out
+    assert not _codex_profile().exists()
+    assert codex_config.read_bytes() == hooks
+    code, _, err = cli("use", "--undo")
+    assert code == ExitCode.NOTHING_TO_DO and "nothing" in err
+
+
+def test_a_remote_ollama_gets_its_own_provider_with_the_responses_api() -> None:
+    paths = _published()
+    config.set_value(paths, "ollama.host", "http://gpu-box:11434")
+    assert cli("use", "codex")[0] == ExitCode.OK
+    profile = tomlkit.parse(_codex_profile().read_text()).unwrap()
+    assert profile["model_provider"] == "rltray-ollama"
+    assert profile["model_providers"]["rltray-ollama"] == {
+        "name": "Ollama (rltray)",
+        "base_url": "http://gpu-box:11434/v1",
+        "wire_api": "responses",
+    }
+
+
+def test_undo_restores_a_file_that_was_there_byte_for_byte() -> None:
+    _published()
+    _codex_profile().parent.mkdir(parents=True)
+    mine = b"# my own profile\r\nmodel = 'gpt-5'\n\xe2\x9c\x93\n"
+    _codex_profile().write_bytes(mine)
+    assert cli("use", "codex")[0] == ExitCode.OK
+    assert cli("use", "codex", "1")[0] == ExitCode.OK  # a second write keeps the first "before"
+    assert _codex_profile().read_bytes() != mine
+    assert cli("use", "--undo")[0] == ExitCode.OK
+    assert _codex_profile().read_bytes() == mine
+
+
+def test_undo_leaves_a_file_the_user_changed_since() -> None:
+    _published()
+    assert cli("use", "codex")[0] == ExitCode.OK
+    _codex_profile().write_text(_codex_profile().read_text() + "# my note\n")
+    code, _, err = cli("use", "--undo")
+    assert code == ExitCode.ERROR and "changed since rltray wrote it" in err
+    assert _codex_profile().exists()
+
+
+def test_use_claude_code_prints_the_environment_and_shell_writes_a_launcher() -> None:
+    paths = _published()
+    code, out, _ = cli("use", "claude-code", "v2")
+    assert code == ExitCode.OK
+    exports = dict(
+        shlex.split(line.removeprefix("export "))[0].split("=", 1)
+        for line in out.splitlines()
+        if line.startswith("export ")
+    )
+    assert exports["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:11434"
+    assert exports["ANTHROPIC_AUTH_TOKEN"] == "ollama" and exports["ANTHROPIC_API_KEY"] == ""
+    for key in ("ANTHROPIC_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL", "ANTHROPIC_SMALL_FAST_MODEL",
+                "CLAUDE_CODE_SUBAGENT_MODEL"):
+        assert exports[key] == "tiny-1m-rltray:v2"
+    code, out, _ = cli("use", "claude-code", "--shell")
+    assert code == ExitCode.OK
+    launcher = paths.home / "bin" / "claude-rltray"
+    assert os.access(launcher, os.X_OK)
+    # run the launcher with a stand-in `claude` that prints what it was given
+    fake_bin = Path(os.environ["HOME"]) / "fakebin"
+    fake_bin.mkdir()
+    (fake_bin / "claude").write_text(
+        "#!/bin/sh\necho \"$ANTHROPIC_BASE_URL|$ANTHROPIC_DEFAULT_HAIKU_MODEL|[$ANTHROPIC_API_KEY]"
+        "|$*\"\n"
+    )
+    (fake_bin / "claude").chmod(0o755)
+    ran = subprocess.run(
+        [str(launcher), "-p", "hi"], capture_output=True, text=True, check=True,
+        env={**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}"},
+    )
+    assert ran.stdout.strip() == (
+        "http://127.0.0.1:11434|tiny-1m-rltray:latest|[]|--model tiny-1m-rltray:latest -p hi"
+    )
+    assert cli("use", "--undo")[0] == ExitCode.OK
+    assert not launcher.exists()
+
+
+def test_use_before_anything_is_published_says_what_to_do() -> None:
+    _published(tags=False)
+    code, _, err = cli("use", "codex")
+    assert code == ExitCode.NOTHING_TO_DO and "No version is published to Ollama yet" in err
+    code, _, err = cli("use", "codex", "v1")
+    assert code == ExitCode.USAGE and "v1 is not published to Ollama" in err
+    code, _, err = cli("use", "codex", "v9")
+    assert code == ExitCode.USAGE and "There is no version v9" in err
+    assert not _codex_profile().exists()
+
+
+def test_export_model_peft_and_the_gguf_formats(tmp_path: Path) -> None:
+    pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
+    sys.path.insert(0, str(_TESTS / "trainer" / "export"))
+    import gguf
+    from tinygguf import build_tiny_gguf
+
+    paths = _published(1)
+    out = tmp_path / "out"
+    code, text, err = cli("export-model", "v1", "--format", "peft", "-o", str(out))
+    assert code == ExitCode.OK, err
+    assert (out / "rltray-v1-peft" / "adapter_config.json").is_file()
+    code, _, err = cli("export-model", "1", "--format", "gguf-adapter", "-o", str(out))
+    assert code == ExitCode.USAGE and "need the base model as a GGUF file" in err
+    base = build_tiny_gguf(tmp_path / "tiny.gguf")
+    config.set_value(paths, "training.base_model", str(base))
+    code, text, err = cli("export-model", "1", "--format", "gguf-adapter", "-o", str(out))
+    assert code == ExitCode.OK, err
+    reader = gguf.GGUFReader(out / "rltray-v1-adapter.gguf")
+    assert reader.fields["general.type"].contents() == "adapter"
+    assert reader.fields["adapter.lora.alpha"].contents() == 8.0
+    code, text, err = cli("export-model", "v1", "--format", "gguf-merged", "-o", str(out))
+    assert code == ExitCode.OK, err
+    assert "Q8_0 merged layers" in text
+    merged = gguf.GGUFReader(out / "rltray-v1-merged.gguf")
+    assert merged.fields["general.type"].contents() == "model"
+    code, _, err = cli("export-model", "v1", "--format", "peft", "-o", str(out))
+    assert code == ExitCode.USAGE and "already exists" in err
+    assert json.loads((out / "rltray-v1-peft" / "adapter_config.json").read_text())["r"] == 4
