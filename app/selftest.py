@@ -205,18 +205,26 @@ def web_server(service: Service) -> tuple[str, str]:
 
 
 def tray(service: Service, env: dict[str, str]) -> tuple[str, str]:
-    """Show the tray icon, then take it down again (needs this thread to be the main one)."""
+    """Show the tray icon, see the desktop's tray take it (Linux), then remove it.
+
+    Runs on this (the main) thread, as the tray must. On Linux the icon counts
+    as shown once the StatusNotifierWatcher lists one more item than before.
+    """
     from rltray.app.tray import Tray, why_no_tray
 
     reason = why_no_tray(env)
     if reason is not None:
         return FAIL, f"no tray icon: {reason}"
+    address = env.get("DBUS_SESSION_BUS_ADDRESS") if sys.platform.startswith("linux") else None
+    before = registered_tray_items(address) if address else None
     icon = Tray(service)
-    shown = threading.Event()
+    outcome: list[tuple[str, str]] = []
 
     def ready(tray: Tray) -> None:
-        shown.set()
-        tray.stop()
+        try:
+            outcome.append(_seen_by_the_desktop(address, before))
+        finally:
+            tray.stop()
 
     watchdog = threading.Timer(TRAY_TIMEOUT_S, icon.stop)
     watchdog.daemon = True
@@ -225,10 +233,60 @@ def tray(service: Service, env: dict[str, str]) -> tuple[str, str]:
         icon.run(ready)
     finally:
         watchdog.cancel()
-    if not shown.is_set():
+    if not outcome:
         return FAIL, f"the icon did not appear within {TRAY_TIMEOUT_S:.0f} s"
     backend = type(icon.icon).__module__.rsplit(".", 1)[-1].lstrip("_")
-    return OK, f"shown and removed ({backend} backend)"
+    state, detail = outcome[0]
+    return state, f"{detail} ({backend} backend)"
+
+
+def _seen_by_the_desktop(address: str | None, before: list[str] | None) -> tuple[str, str]:
+    if address is None:
+        return OK, "shown and removed"
+    if before is None:
+        return WARN, (
+            "shown and removed, but this desktop draws no tray icons (nothing owns "
+            "org.kde.StatusNotifierWatcher; on GNOME that needs the AppIndicator extension)"
+        )
+    deadline = time.monotonic() + TRAY_TIMEOUT_S / 2
+    while time.monotonic() < deadline:
+        now = registered_tray_items(address)
+        if now is not None and len(now) > len(before):
+            return OK, "shown in the desktop's tray and removed"
+        time.sleep(0.05)
+    return FAIL, "the desktop's tray (StatusNotifierWatcher) never received the icon"
+
+
+def registered_tray_items(address: str) -> list[str] | None:
+    """The StatusNotifierWatcher's RegisteredStatusNotifierItems; None without a watcher."""
+    import asyncio
+
+    async def ask() -> list[str] | None:
+        from dbus_fast import Message, MessageType
+        from dbus_fast.aio import MessageBus
+
+        bus = await MessageBus(bus_address=address).connect()
+        try:
+            reply = await bus.call(
+                Message(
+                    destination="org.kde.StatusNotifierWatcher",
+                    path="/StatusNotifierWatcher",
+                    interface="org.freedesktop.DBus.Properties",
+                    member="Get",
+                    signature="ss",
+                    body=["org.kde.StatusNotifierWatcher", "RegisteredStatusNotifierItems"],
+                )
+            )
+        finally:
+            bus.disconnect()
+        if reply is None or reply.message_type != MessageType.METHOD_RETURN:
+            return None
+        return list(reply.body[0].value)
+
+    try:
+        return asyncio.run(asyncio.wait_for(ask(), 3.0))
+    except Exception:
+        return None
 
 
 def trainer_environment(env: dict[str, str]) -> tuple[str, str]:

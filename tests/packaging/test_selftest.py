@@ -1,0 +1,105 @@
+"""`rltray --selftest` from this environment (the bundle runs the same code: test_bundle.py).
+
+Real parts: the CLI as a process, the SQLite store, the hook command run
+through /bin/sh, the settings web server, Xvfb + a private D-Bus with the tray
+through GTK/AppIndicator; fakes only for the desktop's notification server and
+tray watcher (tests/app/dbus_fixtures.py, traybus.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    BusThread,
+    NotificationServer,
+    PrivateSessionBus,
+    notification_server_fixture,
+    session_bus_fixture,
+    xvfb,
+)
+from traybus import WATCHER, WATCHER_PATH, FakeWatcher
+
+CHECK_GTK = (
+    "import gi; gi.require_version('Gtk', '3.0'); "
+    "gi.require_version('AyatanaAppIndicator3', '0.1'); "
+    "from gi.repository import Gtk, AyatanaAppIndicator3"
+)
+
+
+def selftest(env: dict[str, str]) -> tuple[int, list[str], str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "rltray.app.cli", "--selftest"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return done.returncode, done.stdout.splitlines(), done.stderr
+
+
+def no_desktop_env() -> dict[str, str]:
+    drop = ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def state_of(lines: list[str], part: str) -> str:
+    (line,) = [line for line in lines if line[2:].startswith(f"{part}:")]
+    return line[0]
+
+
+@pytest.fixture
+def desktop(session_bus: PrivateSessionBus) -> Iterator[tuple[str, FakeWatcher]]:
+    if shutil.which("Xvfb") is None:
+        pytest.skip("needs Xvfb (Debian: apt install xvfb; `make test` installs it as root)")
+    probe = subprocess.run([sys.executable, "-c", CHECK_GTK], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("needs PyGObject with GTK 3 and AyatanaAppIndicator3 (`make test`)")
+    thread = BusThread(session_bus.address)
+    watcher = FakeWatcher()
+    thread.export(WATCHER_PATH, watcher, WATCHER)
+    try:
+        with xvfb() as display:
+            yield display, watcher
+    finally:
+        thread.close()
+
+
+def test_without_a_desktop_the_required_parts_pass_and_the_rest_say_why() -> None:
+    code, lines, err = selftest(no_desktop_env())
+    assert code == 0, [*lines, err]
+    assert [line[2:].split(":")[0] for line in lines] == [
+        "store", "keyring", "notifications", "hook program", "web server", "tray",
+        "trainer environment",
+    ]  # fmt: skip
+    for part in ("store", "hook program", "web server"):
+        assert state_of(lines, part) == "✓", lines
+    assert state_of(lines, "tray") == "!" and "no display" in "\n".join(lines)
+    assert state_of(lines, "notifications") == "!"
+    assert "self-test finished" in err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="drives Xvfb and D-Bus")
+def test_with_a_desktop_notifications_and_tray_are_real(
+    desktop: tuple[str, FakeWatcher], notification_server: NotificationServer
+) -> None:
+    display, watcher = desktop
+    code, lines, err = selftest({**os.environ, "DISPLAY": display})
+    assert code == 0, [*lines, err]
+    for part in ("store", "notifications", "hook program", "web server", "tray"):
+        assert state_of(lines, part) == "✓", lines
+    assert notification_server.wait_for_calls(1)[0].summary == "rltray test"
+    assert watcher.items, "the tray icon never registered with the watcher"
+    assert "shown in the desktop's tray" in "\n".join(lines)
+
+
+def test_a_damaged_store_fails_the_selftest(rltray_home: Path) -> None:
+    rltray_home.mkdir(parents=True, exist_ok=True)
+    (rltray_home / "rltray.db").write_bytes(b"this is not a database" * 100)
+    code, lines, err = selftest(no_desktop_env())
+    assert code == 4, [*lines, err]
+    assert state_of(lines, "store") == "✗"
+    assert state_of(lines, "hook program") == "✓"  # one failure never hides the others
