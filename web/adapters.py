@@ -3,7 +3,8 @@
 Activating or rolling back is ``Service.rollback(version)`` (0 = the base
 model), the same call as `rltray rollback`, so the runner's rules apply: a
 rejected version or a missing folder is refused in one sentence. Deleting
-removes an old version's folder and row; the active one is never deleted.
+removes an old version's files and row (the number is never reused); the
+active one is never deleted.
 """
 
 from __future__ import annotations
@@ -82,5 +83,11 @@ def api_delete() -> Any:
     folder = Path(gone.path)
     if folder.is_dir() and folder.resolve().parent == service.paths.adapters.resolve():
         shutil.rmtree(folder, ignore_errors=True)
+        # an empty folder of the same name stays, so the number is never given to a new
+        # version (runs name their version by number; adapterversions.next_version)
+        folder.mkdir()
+        (folder / "DELETED.txt").write_text(
+            f"v{version} was deleted in the settings window; its files are gone.\n", "utf-8"
+        )
     service.store.log_event("adapters", f"deleted v{version}", {"version": version})
     return jsonify({"deleted": version})

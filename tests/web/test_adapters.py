@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rltray.app.adapterversions import next_version
+
 from tests.web.webtesting import post_json
 
 
@@ -55,10 +57,12 @@ def test_delete_old_versions_never_the_active_one(client, service) -> None:
     assert refused.status_code == 400 and "in use" in refused.get_json()["error"]["message"]
     assert (service.paths.adapters / "v0002").is_dir()
     assert post_json(client, "/api/adapters/delete", {"version": 1}).get_json() == {"deleted": 1}
-    assert not (service.paths.adapters / "v0001").exists()
+    assert [p.name for p in (service.paths.adapters / "v0001").iterdir()] == ["DELETED.txt"]
     assert service.store.get_adapter(1) is None
     assert service.store.get_adapter(2).parent_version is None
     assert post_json(client, "/api/adapters/delete", {"version": True}).status_code == 400
+    assert post_json(client, "/api/adapters/delete", {"version": 3}).status_code == 200
+    assert next_version(service.store, service.paths.adapters) == 4  # 3 is never reused
 
 
 def test_no_versions_yet(client) -> None:
