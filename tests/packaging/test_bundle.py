@@ -1,0 +1,185 @@
+"""The PyInstaller bundle, built from this tree and run as a user would run it.
+
+What is real: the PyInstaller build (packaging/build.py, cached while the
+sources are unchanged: bundlebuild.py), the bundled executable, Xvfb, a
+private dbus-daemon, the tray through GTK + libayatana-appindicator, the
+hook command that the bundle's own `rltray hooks install` writes, run through
+/bin/sh exactly as Claude Code runs it, and the SQLite store. Fakes: the
+notification server and the StatusNotifierWatcher (a panel), both speaking the
+real D-Bus protocols (tests/app/dbus_fixtures.py, traybus.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bundlebuild import build, missing_tools
+from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    BusThread,
+    NotificationServer,
+    PrivateSessionBus,
+    notification_server_fixture,
+    session_bus_fixture,
+    xvfb,
+)
+from traybus import WATCHER, WATCHER_PATH, FakeWatcher
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="builds the Linux bundle"),
+]
+FORBIDDEN = ("torch", "transformers", "mlx")
+MUST_HOLD = (
+    "_internal/rltray/app/hooks/capture.py",
+    "_internal/rltray/app/hooks/capture_core.pyc",
+    "_internal/rltray/app/scrub.py",
+    "_internal/rltray/web/templates",
+    "_internal/rltray/linux/rltray.desktop",
+    "_internal/rltray/icons/rltray.png",
+)
+
+
+@pytest.fixture(scope="session")
+def built() -> tuple[Path, str]:
+    missing = missing_tools()
+    if missing:
+        pytest.skip(missing)
+    return build()
+
+
+@pytest.fixture
+def bundle(built: tuple[Path, str]) -> Path:
+    return built[0] / "rltray"
+
+
+@pytest.fixture
+def display() -> Iterator[str]:
+    if shutil.which("Xvfb") is None:
+        pytest.skip("needs Xvfb (Debian: apt install xvfb; `make test` installs it as root)")
+    with xvfb() as name:
+        yield name
+
+
+@pytest.fixture
+def watcher(session_bus: PrivateSessionBus) -> Iterator[FakeWatcher]:
+    thread = BusThread(session_bus.address)
+    fake = FakeWatcher()
+    thread.export(WATCHER_PATH, fake, WATCHER)
+    try:
+        yield fake
+    finally:
+        thread.close()
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    """The environment a user's session gives the app: no virtualenv, no test keyring."""
+    drop = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHON_KEYRING_BACKEND")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # the venv's python is not on it
+    return {**env, **extra}
+
+
+def run(bundle: Path, *args: str, env: dict[str, str], **kw: object) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(bundle), *args], env=env, capture_output=True, text=True, timeout=120, **kw
+    )
+
+
+def test_bundle_holds_the_app_and_no_ml_stack(built: tuple[Path, str]) -> None:
+    folder, report = built
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+    bad = [f for f in files if any(part.split(".")[0].split("-")[0].lower() in FORBIDDEN
+                                   for part in Path(f).parts)]  # fmt: skip
+    assert bad == [], bad[:10]
+    assert not any("libtorch" in f or "libmlx" in f for f in files)
+    for wanted in MUST_HOLD:
+        assert wanted in files, wanted
+    assert any(f.startswith("_internal/rltray/wheels/rltray-") for f in files)
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    print(f"\n{len(files)} files, {size / 1e6:.0f} MB on disk\n{report}")
+    assert "bundle:" in report and "archive:" in report
+
+
+@pytest.mark.skipif(os.name != "posix", reason="drives Xvfb and D-Bus")
+def test_selftest_passes_with_a_desktop(
+    bundle: Path,
+    display: str,
+    session_bus: PrivateSessionBus,
+    notification_server: NotificationServer,
+    watcher: FakeWatcher,
+) -> None:
+    env = user_env(DISPLAY=display, DBUS_SESSION_BUS_ADDRESS=session_bus.address)
+    done = run(bundle, "--selftest", env=env)
+    lines = done.stdout.splitlines()
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for part in ("store", "notifications", "hook program", "web server", "tray"):
+        assert any(line.startswith(f"✓ {part}:") for line in lines), (part, lines)
+    for part in ("keyring", "trainer environment"):  # informational: any state, one line
+        assert sum(f" {part}:" in line for line in lines) == 1, (part, lines)
+    hook_line = next(line for line in lines if line.startswith("✓ hook program:"))
+    assert f"via {bundle} " in hook_line  # the bundle's own executable ran the hook
+    assert "not set up" in next(line for line in lines if "trainer environment:" in line)
+    assert notification_server.wait_for_calls(1)[0].summary == "rltray test"
+    assert watcher.items, "the tray registered no StatusNotifierItem"
+    # the hook's turn went to a scratch data folder, never into the user's
+    assert run(bundle, "turns", "--json", env=env).stdout.strip() == "[]"
+
+
+def test_selftest_fails_without_a_working_hook_interpreter(
+    built: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A required part that fails makes the exit status non-zero (and says which)."""
+    broken = tmp_path / "rltray"
+    shutil.copytree(built[0], broken, symlinks=True)
+    (broken / "_internal" / "rltray" / "app" / "hooks" / "capture.py").unlink()
+    done = run(broken / "rltray", "--selftest", env=user_env())
+    assert done.returncode == 4, done.stdout
+    assert any(line.startswith("✗ hook program:") for line in done.stdout.splitlines())
+
+
+def test_installed_hook_captures_a_turn_as_claude_code_runs_it(
+    bundle: Path, rltray_home: Path, tmp_path: Path
+) -> None:
+    user_home = Path(os.environ["HOME"])
+    (user_home / ".claude").mkdir()
+    env = user_env()
+    done = run(bundle, "hooks", "install", "--agent", "claude-code", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    settings = json.loads((user_home / ".claude" / "settings.json").read_text())
+    commands = {
+        event: next(h["command"] for g in settings["hooks"][event] for h in g["hooks"])
+        for event in ("UserPromptSubmit", "Stop")
+    }
+    for command in commands.values():
+        argv = shlex.split(command)
+        assert argv[:3] == [str(bundle), "-I", "-S"], argv
+        assert Path(argv[3]).is_file() and argv[3].startswith(str(bundle.parent))
+    session = {"session_id": "s-bundle", "cwd": str(tmp_path), "transcript_path": None}
+    payloads = {
+        "UserPromptSubmit": {**session, "hook_event_name": "UserPromptSubmit",
+                             "prompt": "rename the variable"},
+        "Stop": {**session, "hook_event_name": "Stop", "stop_hook_active": False,
+                 "last_assistant_message": "Renamed `x` to `count`."},
+    }  # fmt: skip
+    for event, command in commands.items():  # as Claude Code runs a command hook: sh -c
+        fired = subprocess.run(
+            command, shell=True, input=json.dumps(payloads[event]), capture_output=True,
+            text=True, env=env, cwd=tmp_path, timeout=30,
+        )  # fmt: skip
+        assert fired.returncode == 0 and fired.stdout == "", fired
+    turns = json.loads(run(bundle, "turns", "--json", env=env).stdout)
+    assert [(t["agent"], t["prompt"], t["response"]) for t in turns] == [
+        ("claude-code", "rename the variable", "Renamed `x` to `count`.")
+    ]
+    doctor = run(bundle, "doctor", env={**env, "COLUMNS": "400"}).stdout.splitlines()
+    line = next(line for line in doctor if "hook program" in line)
+    assert "✓" in line and f"{bundle} runs {commands['Stop'].split()[3]}" in line, doctor
