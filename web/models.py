@@ -183,6 +183,14 @@ def pair(model: Mapping[str, Any], ollama: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _count(params: int) -> str:
+    if params >= 1e9:
+        return f"{params / 1e9:.3g} billion"
+    if params >= 1e6:
+        return f"{params / 1e6:.3g} million"
+    return f"{params:,}"
+
+
 def memory_fit(model: Mapping[str, Any], total_bytes: int | None) -> dict[str, Any]:
     """Whether training ``model`` fits this machine's memory, with the figure either way."""
     params = model.get("params")
@@ -194,7 +202,6 @@ def memory_fit(model: Mapping[str, Any], total_bytes: int | None) -> dict[str, A
     need = params * TRAIN_BYTES_PER_PARAM * TRAIN_OVERHEAD + TRAIN_EXTRA_GIB * 2**30
     need_gib = need / 2**30
     have_gib = (total_bytes or 0) / 2**30
-    billions = params / 1e9
     if not total_bytes:
         message = f"Training needs about {need_gib:.1f} GB; this machine's memory is unknown."
         return {"fits": None, "need_gib": need_gib, "message": message}
@@ -205,7 +212,7 @@ def memory_fit(model: Mapping[str, Any], total_bytes: int | None) -> dict[str, A
         "need_gib": round(need_gib, 1),
         "have_gib": round(have_gib, 1),
         "message": (
-            f"{billions:.2g} B parameters: training needs about {need_gib:.1f} GB and this "
+            f"{_count(params)} parameters: training needs about {need_gib:.1f} GB and this "
             f"machine has {have_gib:.1f} GB, so it {verdict}."
         ),
     }

@@ -23,7 +23,6 @@ from rltray.app import config
 from rltray.web.server import WebServer
 
 from tests.web.test_adapters import make_versions
-from tests.web.webtesting import write_model_folder
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -97,7 +96,10 @@ def test_the_whole_wizard(page, server, service, tmp_path) -> None:
     (home / ".claude" / "settings.json").write_text(json.dumps({"theme": "dark"}, indent=2))
     (home / ".codex").mkdir()
     (home / ".codex" / "config.toml").write_text('model = "gpt-5-codex"\n')
-    model = write_model_folder(tmp_path / "models" / "tiny-llama")
+    pytest.importorskip("transformers", reason="needs transformers to build the tiny model")
+    from rltray.trainer.tiny import build_tiny_llama
+
+    model = build_tiny_llama(tmp_path / "models" / "tiny-llama")  # a real, loadable model folder
 
     page.goto(server.launch_url("setup"))
     page.wait_for_selector(".agent[data-name='claude-code'] button")
