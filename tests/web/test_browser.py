@@ -225,7 +225,7 @@ def test_dashboard_and_settings_screens(page, server, service, add_turns) -> Non
         service.store.rate(turn_id, 1 if i % 3 else -1, "cli", at=now - timedelta(days=i % 7))
     for k in range(6):
         run = f"run-{k}"
-        service.store.add_run(run, at=now - timedelta(days=6 - k, minutes=30))
+        service.store.add_run(run, at=now - timedelta(days=6 - k, minutes=20 + 5 * k))
         service.store.finish_run(run, "done", at=now - timedelta(days=6 - k), metrics={
             "auroc_new": 0.55 + 0.05 * k, "kl_to_base": 0.01 * (k + 1), "accepted": k % 2 == 0,
             "progress": {"loss": 0.9 - 0.1 * k, "masked_tokens": 0.2 - 0.02 * k}})  # fmt: skip
@@ -233,6 +233,8 @@ def test_dashboard_and_settings_screens(page, server, service, add_turns) -> Non
     page.wait_for_selector("#chart-days .uplot")
     page.wait_for_selector("#chart-auroc .uplot")
     shot(page, "dashboard", "Dashboard")
+    page.locator("#chart-kl").scroll_into_view_if_needed()
+    shot(page, "dashboard-runs", "Dashboard")
     page.goto(server.base_url + "/settings")
     shot(page, "settings", "Settings")
     page.select_option("select[name='training.preset']", "aggressive")

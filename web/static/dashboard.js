@@ -32,13 +32,13 @@
     const one = (id, key, label) => draw(document.getElementById(id), {
       scales: { x: { time: false } },
       series: [{ label: "run" }, { label, stroke: accent, points: { show: true, size: 6 }, spanGaps: true }],
-      axes: [{ label: "run" }, {}],
+      axes: [{ label: "run" }, { size: 60 }],
       legend: { show: false },
-    }, [xs, runs.map((r) => r[key])]);
+    }, [xs, runs.map((r) => (typeof key === "function" ? key(r) : r[key]))]);
     one("chart-auroc", "auroc", "AUROC");
     one("chart-loss", "loss", "loss");
     one("chart-kl", "kl", "KL");
     one("chart-masked", "masked", "masked");
-    one("chart-duration", "duration_s", "seconds");
+    one("chart-duration", (r) => (r.duration_s == null ? null : r.duration_s / 60), "minutes");
   }
 })();
