@@ -1,0 +1,47 @@
+"""Service.open_settings / settings_url: one web server per Service, stopped with it."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.error
+import urllib.request
+from http.cookiejar import CookieJar
+from pathlib import Path
+
+import pytest
+
+
+def opener() -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+
+
+def test_settings_url_starts_one_server_and_close_stops_it(service) -> None:
+    first = service.settings_url("")
+    second = service.settings_url("setup")
+    assert first != second and first.split("/launch/")[0] == second.split("/launch/")[0]
+    base = first.split("/launch/")[0]
+    with opener().open(second, timeout=10) as page:
+        assert page.url == base + "/setup"
+    service.stop_web()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(base + "/launch/x", timeout=5)
+
+
+def test_open_settings_spawns_the_window_process(service, tmp_path: Path, monkeypatch) -> None:
+    record = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {record}\n')
+    browser.chmod(0o755)
+    monkeypatch.setenv("BROWSER", str(browser))
+    monkeypatch.delenv("DISPLAY", raising=False)  # no display here: the window falls back
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    url = service.open_settings("setup")
+    deadline = time.monotonic() + 60
+    while not record.exists():
+        assert time.monotonic() < deadline, "the window process never handed the URL on"
+        time.sleep(0.1)
+    assert record.read_text().split() == [url]
+    with opener().open(url, timeout=10) as page:  # the token was not spent by anyone
+        assert "<title>Setup · rltray</title>" in page.read().decode()
+    assert os.environ["BROWSER"] == str(browser)
