@@ -10,6 +10,8 @@ PACKAGES="$PACKAGES libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gtk-3
 # the settings window: Debian's chromium for the Playwright tests (no browser download) and
 # WebKitGTK for pywebview's GTK backend (tests/web/test_window.py)
 PACKAGES="$PACKAGES chromium gir1.2-webkit2-4.1"
+# the PyInstaller bundle (tests/packaging/test_bundle.py): objdump, and cairo for the icons
+PACKAGES="$PACKAGES binutils libcairo2"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
