@@ -12,8 +12,10 @@ llama.cpp's row order (q/k permuted, see :mod:`.gguf_adapter`), store as:
 * ``q8_0`` (default): near-lossless, about 1.06 bytes per weight;
 * ``f16``: exact to half precision, 2 bytes per weight;
 * ``base``: the base tensor's own type where the ``gguf`` library can quantize it
-  (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16, F32); K-quants and i-quants fall back to
-  Q8_0 (re-quantizing those needs llama.cpp's quantizer, which we do not call).
+  (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16, F32); a K-quant (Q4_K, Q6_K, …) is
+  quantized by llama.cpp's own ``ggml_quantize_chunk`` when ``llama-cpp-python`` is
+  installed (its bundled ``libggml-base``); otherwise, and for i-quants that need an
+  importance matrix, Q8_0.
 
 A row length Q8_0 cannot block (not a multiple of 32) falls back to F16.
 Tensors are streamed one at a time: peak memory is one dequantized tensor, not the model.
@@ -54,6 +56,69 @@ def _gguf_quantizable() -> set[Any]:
     return {Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0}
 
 
+class GGMLQuantizer:
+    """llama.cpp's tensor quantizer (``ggml_quantize_chunk``) from llama-cpp-python's libggml.
+
+    Why through ctypes: the ``gguf`` library cannot quantize K-quants, and
+    llama.cpp's whole-file quantizer would re-quantize every tensor (no longer
+    byte for byte); this call quantizes just the merged tensor with llama.cpp's code.
+    """
+
+    def __init__(self, lib: Any) -> None:
+        import ctypes
+
+        self._chunk = lib.ggml_quantize_chunk
+        self._chunk.restype = ctypes.c_size_t
+        self._chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+        self._needs_imatrix = lib.ggml_quantize_requires_imatrix
+        self._needs_imatrix.restype = ctypes.c_bool
+        self._needs_imatrix.argtypes = [ctypes.c_int]
+        self._init = lib.ggml_quantize_init
+        self._init.argtypes = [ctypes.c_int]
+
+    @classmethod
+    def load(cls) -> GGMLQuantizer | None:
+        """The quantizer when llama-cpp-python is installed, else ``None``."""
+        import ctypes
+
+        try:
+            import llama_cpp
+        except ImportError:
+            return None
+        folder = Path(llama_cpp.__file__).parent / "lib"
+        for candidate in sorted(folder.glob("*ggml-base*")):
+            try:
+                return cls(ctypes.CDLL(str(candidate)))
+            except (OSError, AttributeError):
+                continue
+        return None
+
+    def can(self, qtype: Any) -> bool:
+        return not self._needs_imatrix(int(qtype))
+
+    def quantize(self, values: np.ndarray, qtype: Any) -> np.ndarray:
+        from gguf import quants
+
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        rows, row = values.shape
+        out = np.empty(quants.quant_shape_to_byte_shape((rows, row), qtype), dtype=np.uint8)
+        self._init(int(qtype))
+        written = self._chunk(int(qtype), values.ctypes.data, out.ctypes.data, 0, rows, row, None)
+        if written != out.nbytes:
+            raise ValueError(f"llama.cpp wrote {written} bytes for {qtype.name}, not {out.nbytes}")
+        return out
+
+
+_QUANTIZER: list[GGMLQuantizer | None] = []
+
+
+def ggml_quantizer() -> GGMLQuantizer | None:
+    if not _QUANTIZER:
+        _QUANTIZER.append(GGMLQuantizer.load())
+    return _QUANTIZER[0]
+
+
 def choose_type(out_type: str, base_type: Any, row: int) -> Any:
     """The stored type of a merged tensor (see module docstring)."""
     from gguf import GGML_QUANT_SIZES
@@ -61,9 +126,12 @@ def choose_type(out_type: str, base_type: Any, row: int) -> Any:
 
     if out_type not in OUT_TYPES:
         raise ValueError(f"merged type must be one of {', '.join(OUT_TYPES)}, not {out_type!r}")
+    quantizer = ggml_quantizer() if out_type == "base" else None
     if out_type == "f16":
         wanted = Q.F16
-    elif out_type == "base" and base_type in _gguf_quantizable():
+    elif out_type == "base" and (
+        base_type in _gguf_quantizable() or (quantizer is not None and quantizer.can(base_type))
+    ):
         wanted = base_type
     else:
         wanted = Q.Q8_0
@@ -79,7 +147,11 @@ def _store(values: np.ndarray, qtype: Any) -> np.ndarray:
         return np.ascontiguousarray(values, dtype=np.float32)
     if qtype == Q.F16:
         return np.ascontiguousarray(values, dtype=np.float16)
-    return quants.quantize(np.ascontiguousarray(values, dtype=np.float32), qtype)
+    if qtype in _gguf_quantizable():
+        return quants.quantize(np.ascontiguousarray(values, dtype=np.float32), qtype)
+    quantizer = ggml_quantizer()
+    assert quantizer is not None  # choose_type picks such a type only when it is there
+    return quantizer.quantize(values, qtype)
 
 
 def copy_fields(reader: Any, writer: Any) -> None:

@@ -24,8 +24,11 @@ GO_TEMPLATE = (
 
 def build_tiny_gguf(
     path: Path, *, hidden: int = 64, blocks: int = 2, heads: int = 4, kv_heads: int = 2,
-    ffn: int = 96, vocab: int = 128, seed: int = 0,
+    ffn: int = 96, vocab: int = 128, seed: int = 0, block_type: str = "Q8_0",
 ) -> Path:
+    """``block_type`` Q8_0 (the gguf library quantizes it) or a K-quant such as Q4_K
+    (quantized with llama.cpp's own code; needs llama-cpp-python and sizes that are
+    multiples of 256)."""
     import gguf
     from gguf import quants
 
@@ -47,9 +50,17 @@ def build_tiny_gguf(
     w.add_token_list([f"t{i}" for i in range(vocab)])
     w.add_chat_template(CHAT_TEMPLATE)
 
+    qtype = gguf.GGMLQuantizationType[block_type]
+
     def q8(shape: tuple[int, int]) -> np.ndarray:
-        return quants.quantize(rng.normal(0, 0.05, shape).astype(np.float32),
-                               gguf.GGMLQuantizationType.Q8_0)
+        values = rng.normal(0, 0.05, shape).astype(np.float32)
+        if qtype == gguf.GGMLQuantizationType.Q8_0:
+            return quants.quantize(values, qtype)
+        from rltray.trainer.export.merge import ggml_quantizer
+
+        quantizer = ggml_quantizer()
+        assert quantizer is not None, "K-quants need llama-cpp-python"
+        return quantizer.quantize(values, qtype)
 
     w.add_tensor("token_embd.weight", rng.normal(0, 0.05, (vocab, hidden)).astype(np.float32))
     for b in range(blocks):
@@ -63,8 +74,7 @@ def build_tiny_gguf(
             ("ffn_up", (ffn, hidden)),
             ("ffn_down", (hidden, ffn)),
         ):
-            w.add_tensor(f"blk.{b}.{name}.weight", q8(shape),
-                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(f"blk.{b}.{name}.weight", q8(shape), raw_dtype=qtype)
         w.add_tensor(f"blk.{b}.ffn_norm.weight", np.ones(hidden, np.float32))
     w.add_tensor("output_norm.weight", np.ones(hidden, np.float32))
     w.write_header_to_file()
