@@ -32,11 +32,22 @@ def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
         err=True,
     )
     try:
-        run_tray(service)
+        run_tray(service, ready=lambda _tray: _first_run(ctx, service))
     finally:
         service.stop()
         ctx.say("rltray stopped.", err=True)
     return ExitCode.OK
+
+
+def _first_run(ctx: Context, service: Any) -> None:
+    """Open the setup wizard by itself until it was finished once for this data folder."""
+    from rltray.web.wizard import needs_setup
+
+    if needs_setup(service.paths.home):
+        try:
+            service.open_settings("setup")
+        except Exception as exc:  # the tray works without the window; say how to get it
+            ctx.warn(f"could not open the setup wizard ({exc}); run `rltray setup`")
 
 
 def cmd_autostart(ctx: Context, args: argparse.Namespace) -> int:

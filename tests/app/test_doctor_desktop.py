@@ -59,6 +59,7 @@ def test_without_a_running_service_doctor_says_so_and_probes_notifications_itsel
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/nonexistent")
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("PYSTRAY_BACKEND", raising=False)
     got = checks()
     assert line(got["service"]) == (
         "warn: not running: nothing asks for ratings or trains on its own"

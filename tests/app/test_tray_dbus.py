@@ -155,6 +155,7 @@ def test_the_real_tray_menu_does_what_each_item_says(
     config.set_value(paths, "training.base_model", "/models/tiny")
     config.set_value(paths, "training.python", fake_python)
     config.set_value(paths, "notify.ask", "every")
+    (paths.home / "setup-done").touch()  # the first-run wizard is another test's
     log = tmp_path / "tray.log"
     proc = start_tray(env, log)
     try:
@@ -239,6 +240,8 @@ def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
 ) -> None:
     fake_watcher, _thread = watcher
     env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator"}
+    Paths.from_env().ensure()
+    (Paths.from_env().home / "setup-done").touch()
     proc = start_tray(env, tmp_path / "one.log")
     try:
         fake_watcher.wait_for_item()
@@ -274,3 +277,52 @@ def test_without_a_display_run_says_why_and_serves_headless(
             proc.wait()
     text = log.read_text()
     assert "No tray icon: there is no display (DISPLAY and WAYLAND_DISPLAY are unset)." in text
+
+
+@pytest.mark.skipif(os.name != "posix", reason="drives Xvfb and D-Bus")
+def test_the_first_run_opens_the_setup_wizard_and_later_runs_do_not(
+    display: str,
+    session_bus: PrivateSessionBus,
+    notification_server: NotificationServer,
+    watcher: tuple[FakeWatcher, BusThread],
+    rltray_home: Path,
+    tmp_path: Path,
+) -> None:
+    import psutil
+
+    fake_watcher, _thread = watcher
+    # No webview backend here on purpose: the window falls back to a "browser" we record.
+    browser = tmp_path / "browser"
+    seen = tmp_path / "opened.txt"
+    browser.write_text(f'#!/bin/sh\necho "$@" >> {seen}\n')
+    browser.chmod(0o755)
+    env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator",
+           "BROWSER": str(browser), "PYWEBVIEW_GUI": "none-such"}  # fmt: skip
+    proc = start_tray(env, tmp_path / "first.log")
+    try:
+        fake_watcher.wait_for_item()
+        windows = wait_until(
+            lambda: [p for p in psutil.Process(proc.pid).children(recursive=True)
+                     if "rltray.web.window" in " ".join(p.cmdline())]
+            or (seen.exists() and seen.read_text()),
+            what="the setup window",
+        )  # fmt: skip
+        assert windows
+    finally:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    (Paths.from_env().home / "setup-done").touch()  # what the wizard's Finish writes
+    seen.unlink(missing_ok=True)
+    with fake_watcher.changed:
+        fake_watcher.items.clear()
+    proc = start_tray(env, tmp_path / "second.log")
+    try:
+        fake_watcher.wait_for_item()
+        time.sleep(2)  # the first run's window was asked for at this point already
+        children = [" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(True)]
+        assert not any("rltray.web.window" in c for c in children) and not seen.exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
