@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rltray.app import instance
@@ -100,7 +103,9 @@ def collect(ctx: Context) -> Iterator[Check]:
         yield Check("agents", WARN, "not checked: their last captured turn is in the database")
         yield from _training_backends()
         return
-    for check in (_data_folder, _database, _spool, _hook_log, _config, _hook_program):
+    for check in (
+        _data_folder, _database, _spool, _hook_log, _config, _hook_program, _ollama, _gguf_base
+    ):
         yield _safely(check, service)
     yield from _agents_safely(service)
     yield _safely(_keyring, service)
@@ -267,6 +272,71 @@ def _config(service: Service) -> Check:
         return Check("settings", FAIL, str(exc), f"fix or delete {service.paths.config}")
     where = service.paths.config if service.paths.config.exists() else "defaults (no file yet)"
     return Check("settings", OK, str(where))
+
+
+def _ollama(service: Service) -> Check:
+    """The Ollama server answers and has the model versions are published on (stdlib HTTP)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from rltray.app import config
+
+    cfg = config.load_config(service.paths).ollama
+    model = cfg.model.strip()
+    if not model:
+        return Check("ollama", OK, "not used: set ollama.model to publish each version there")
+    host = cfg.host.rstrip("/")
+    try:
+        with urllib.request.urlopen(f"{host}/api/version", timeout=3) as r:
+            version = json.load(r).get("version", "?")
+    except (OSError, ValueError) as exc:
+        return Check("ollama", FAIL, f"not reachable at {host} ({exc})",
+                     "start Ollama (`ollama serve` or the app), or fix ollama.host")
+    request = urllib.request.Request(
+        f"{host}/api/show", data=json.dumps({"model": model}).encode(), method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            details = json.load(r).get("details") or {}
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return Check("ollama", FAIL, f"{version} at {host}, but {model} is not installed",
+                         f"ollama pull {model}")
+        raise
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[:3])
+    path = "merged models" if numbers >= (0, 34, 1) else "base + GGUF adapter"
+    return Check("ollama", OK, f"{version} at {host}; {model} "
+                 f"({details.get('quantization_level', '?')}); versions go in as {path}")
+
+
+def _gguf_base(service: Service) -> Check:
+    """A GGUF as training.base_model: where its HF copy goes and what the copy costs.
+
+    The cache folder is the trainer's (``rltray.trainer.gguf_base.cache_root``),
+    found the same way here without importing the trainer.
+    """
+    import platformdirs
+    from rltray.app import config
+
+    base = Path(config.load_config(service.paths).training.base_model).expanduser()
+    if not base.is_file():
+        return Check("training base", OK, "a Hugging Face folder or id (no GGUF to convert)")
+    override = os.environ.get("RLTRAY_GGUF_CACHE")
+    cache = Path(override) if override else Path(platformdirs.user_cache_dir("rltray")) / (
+        "gguf-bases")
+    used = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else 0
+    free = shutil.disk_usage(cache if cache.is_dir() else cache.parent if cache.parent.is_dir()
+                             else Path.home()).free
+    return Check(
+        "training base",
+        OK if free > base.stat().st_size * 5 else WARN,
+        f"{base.name}: converted once into {cache} (now {used / 1e9:.1f} GB there; a model "
+        "takes about 2 bytes per parameter on disk and 5 in memory while converting; "
+        f"{free / 1e9:.0f} GB free)",
+        "free disk space or set RLTRAY_GGUF_CACHE to a bigger disk",
+    )
 
 
 def _hook_program(service: Service) -> Check:

@@ -1,0 +1,60 @@
+"""`rltray doctor`'s Ollama and GGUF-base lines, against the fake Ollama server."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from rltray.app import config, doctor
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+
+pytest.importorskip("gguf", reason="the fake Ollama reads GGUF headers with the gguf package")
+_TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(_TESTS))
+sys.path.insert(0, str(_TESTS / "trainer" / "export"))
+from fixtures.fake_ollama import FakeOllama  # noqa: E402
+from tinygguf import build_tiny_gguf  # noqa: E402
+
+
+@pytest.fixture
+def service():
+    with Service(Paths.from_env()) as opened:
+        yield opened
+
+
+def test_no_ollama_model_is_fine(service: Service) -> None:
+    check = doctor._ollama(service)
+    assert check.state == doctor.OK and "not used" in check.detail
+
+
+@pytest.mark.parametrize(("version", "path"), [("0.35.0", "merged models"),
+                                               ("0.33.1", "base + GGUF adapter")])
+def test_reachable_server_with_the_model(
+    service: Service, tmp_path: Path, version: str, path: str
+) -> None:
+    with FakeOllama(tmp_path / "o", version) as fake:
+        fake.install("tiny:1m", build_tiny_gguf(tmp_path / "t.gguf"))
+        config.set_value(service.paths, "ollama.host", fake.url)
+        config.set_value(service.paths, "ollama.model", "tiny:1m")
+        check = doctor._ollama(service)
+        assert check.state == doctor.OK
+        assert check.detail == f"{version} at {fake.url}; tiny:1m (Q8_0); versions go in as {path}"
+        config.set_value(service.paths, "ollama.model", "qwen2.5-coder:7b")
+        missing = doctor._ollama(service)
+    assert missing.state == doctor.FAIL and missing.fix == "ollama pull qwen2.5-coder:7b"
+    down = doctor._ollama(service)
+    assert down.state == doctor.FAIL and "not reachable" in down.detail
+
+
+def test_gguf_base_says_where_it_is_converted(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_tiny_gguf(tmp_path / "t.gguf")
+    monkeypatch.setenv("RLTRAY_GGUF_CACHE", str(tmp_path / "cache"))
+    assert "no GGUF" in doctor._gguf_base(service).detail
+    config.set_value(service.paths, "training.base_model", str(model))
+    check = doctor._gguf_base(service)
+    assert check.state == doctor.OK
+    assert check.detail.startswith(f"t.gguf: converted once into {tmp_path / 'cache'} (now 0.0 GB")
