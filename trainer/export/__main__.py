@@ -150,11 +150,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         return {"matches": True}
     if args.command == "locate":
-        with ollama.Ollama(args.host) as client:
-            info = client.show(args.model)
+        try:
+            with ollama.Ollama(args.host) as client:
+                info = client.show(args.model)
+        except ollama.ModelMissing:
+            raise
+        except ollama.OllamaError:
+            found = ollama.blob_from_manifests(args.model)  # Ollama not running: its files
+            if found is None:
+                raise
+            return {"gguf": str(found), "readable": True, "architecture": None,
+                    "quantization": None, "via": "manifests"}
         readable = bool(info.blob_path and info.blob_path.is_file())
         return {"gguf": str(info.blob_path) if info.blob_path else None, "readable": readable,
-                "architecture": info.architecture, "quantization": info.quantization}
+                "architecture": info.architecture, "quantization": info.quantization,
+                "via": "api/show"}
     raise ValueError(f"unknown command {args.command}")
 
 

@@ -145,6 +145,40 @@ class ModelInfo:
         )
 
 
+def models_dir() -> Path:
+    """Where Ollama keeps models on this machine: ``$OLLAMA_MODELS`` or ``~/.ollama/models``."""
+    import os
+
+    env = os.environ.get("OLLAMA_MODELS")
+    return Path(env).expanduser() if env else Path.home() / ".ollama" / "models"
+
+
+def blob_from_manifests(name: str, root: Path | None = None) -> Path | None:
+    """The model GGUF of ``name`` found through Ollama's manifest files (no server needed).
+
+    Manifests live at ``manifests/<host>/<namespace>/<model>/<tag>`` (default host
+    ``registry.ollama.ai``, namespace ``library``); the layer with media type
+    ``application/vnd.ollama.image.model`` names the blob ``blobs/sha256-<hex>``.
+    """
+    root = root or models_dir()
+    model, tag = split_name(name)
+    parts = model.split("/")
+    if len(parts) == 1:
+        parts = ["registry.ollama.ai", "library", *parts]
+    elif len(parts) == 2:
+        parts = ["registry.ollama.ai", *parts]
+    manifest = root / "manifests" / Path(*parts) / tag
+    try:
+        layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers") or []
+    except (OSError, ValueError):
+        return None
+    for layer in layers:
+        if layer.get("mediaType") == "application/vnd.ollama.image.model":
+            blob = root / "blobs" / str(layer.get("digest", "")).replace(":", "-", 1)
+            return blob if blob.is_file() else None
+    return None
+
+
 # -- the client ----------------------------------------------------------------------------
 
 

@@ -13,8 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixtures.fake_ollama import FakeOllama
 from tinygguf import GO_TEMPLATE, build_tiny_adapter, build_tiny_gguf
 
-pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
-
 BASE = "tiny:1m"
 BASE_PARAMS = {"stop": ["<|im_end|>"], "temperature": 0.2}
 

@@ -12,6 +12,7 @@ from conftest import BASE, start_fake
 from rltray.trainer import gguf_base
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/trainer (jobfiles)
+pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
 
 
 def _header_only_gguf(path: Path, arch: str) -> Path:

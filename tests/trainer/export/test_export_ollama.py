@@ -14,6 +14,9 @@ from fixtures.fake_ollama import ADAPTERS_REFUSED, FakeOllama
 from rltray.trainer.export import ollama
 from tinygguf import GO_TEMPLATE, build_tiny_adapter
 
+pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
+pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
+
 
 def _client(fake: FakeOllama) -> ollama.Ollama:
     return ollama.Ollama(fake.url, timeout=30)
@@ -306,3 +309,34 @@ def test_the_export_process_publishes_and_rolls_back(
         "error": "The Ollama model nope:1b is not installed: run `ollama pull nope:1b` or set "
         "ollama.model to one that `ollama list` shows.",
     }
+
+
+def test_the_blob_is_found_through_the_manifests_without_a_server(
+    tmp_path: Path, tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ollama's own layout on disk: manifests/<host>/<namespace>/<model>/<tag> -> blobs/."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "models"
+    digest = "sha256:" + ollama.sha256_file(tiny_gguf)
+    (root / "blobs").mkdir(parents=True)
+    shutil.copyfile(tiny_gguf, root / "blobs" / digest.replace(":", "-"))
+    for parts, name in ((("registry.ollama.ai", "library", "tiny"), "tiny:1m"),
+                        (("hf.co", "org", "tiny-gguf"), "hf.co/org/tiny-gguf:1m")):
+        folder = root / "manifests" / Path(*parts)
+        folder.mkdir(parents=True)
+        (folder / "1m").write_text(json.dumps({"schemaVersion": 2, "layers": [
+            {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "1" * 64},
+            {"mediaType": "application/vnd.ollama.image.model", "digest": digest},
+        ]}))
+        assert ollama.blob_from_manifests(name, root) == root / "blobs" / digest.replace(":", "-")
+    assert ollama.blob_from_manifests("tiny:2m", root) is None
+    monkeypatch.setenv("OLLAMA_MODELS", str(root))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rltray.trainer.export", "locate", "--host",
+         f"http://127.0.0.1:{_closed_port()}", "--model", "tiny:1m"],
+        capture_output=True, text=True, timeout=60,
+    )
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ok"] and out["via"] == "manifests" and out["gguf"].endswith(digest[7:])
