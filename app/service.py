@@ -305,7 +305,9 @@ class Service:
             def load() -> config.Config:
                 return config.load_config(self.paths)
 
-            if self.publisher is None and load().ollama.model.strip():
+            if self.publisher is None:
+                # reads ollama.model at each publish: a no-op while it is empty, and a
+                # model set later in the settings takes effect without a restart
                 from rltray.app.publisher import OllamaPublisher
 
                 self.publisher = OllamaPublisher(self.store, self.paths, load)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from rltray.app import config
 from rltray.app.paths import Paths
-from rltray.app.publisher import OllamaPublisher, Publisher, PublishError
+from rltray.app.publisher import OllamaPublisher, PublishError
 from rltray.app.service import Service
 
 pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
@@ -47,10 +48,26 @@ def _service_with_versions(fake: FakeOllama, versions: int, model: str = "tiny:1
     return service
 
 
-def test_no_ollama_model_keeps_the_no_op_publisher(fake: FakeOllama) -> None:
-    with _service_with_versions(fake, 0, model="") as service:
+def test_no_ollama_model_publishes_nothing_until_one_is_set(fake: FakeOllama) -> None:
+    calls: list[list[str]] = []
+
+    def never(*args, **kwargs):
+        calls.append(args[0])
+        raise AssertionError("no export process without ollama.model")
+
+    with _service_with_versions(fake, 1, model="") as service:
         publisher = service.runner().publisher
-    assert type(publisher) is Publisher
+        assert isinstance(publisher, OllamaPublisher)
+        publisher._run = never
+        publisher.published(1)
+        publisher.rolled_back(None)
+        assert calls == [] and service.versions()[0]["published"] is None
+        # set later (the settings window) while the same runner lives: it publishes
+        config.set_value(service.paths, "ollama.model", "tiny:1m")
+        config.set_value(service.paths, "ollama.host", fake.url)
+        publisher._run = subprocess.run
+        publisher.published(1)
+        assert service.versions()[0]["ollama_tag"] == "tiny-1m-rltray:v1"
 
 
 def test_accepted_versions_are_published_and_shown(fake: FakeOllama) -> None:
