@@ -55,8 +55,10 @@ def describe(publication: dict[str, Any] | None) -> str | None:
         return None
     if publication.get("error"):
         return f"not published: {publication['error']}"
-    size = publication.get("size")
+    size, base = publication.get("size"), publication.get("base_size")
     mb = f", {size / 1e6:.0f} MB" if isinstance(size, (int, float)) else ""
+    if mb and isinstance(base, (int, float)) and publication.get("path") == "merged":
+        mb += f" vs base {base / 1e6:.0f} MB"
     how = publication.get("path", "?")
     quant = publication.get("quantization")
     return f"{publication.get('tag')} ({how}{', ' + quant if quant else ''}{mb})"
