@@ -5,8 +5,8 @@ each need to know which program is "rltray's own interpreter" after
 installation, and a frozen bundle answers differently from a venv. In a
 bundle ``sys.executable`` is the app's own executable, which runs the hook
 program as ``<exe> -I -S capture.py ...`` exactly like a Python would
-(packaging/pyinstaller/rltray_main.py), so installed hooks keep working
-without any system Python.
+(packaging/pyinstaller/rltray_main.py, hook_main.py), so installed hooks
+keep working without any system Python.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-WINDOWS_CONSOLE_TWIN = "rltray-cli.exe"  # packaging/pyinstaller/rltray.spec builds both
+HOOK_EXECUTABLE = "rltray-hook"  # packaging/pyinstaller/rltray.spec builds it beside rltray
 
 
 def frozen() -> bool:
@@ -29,16 +29,18 @@ def bundle_folder() -> Path | None:
 
 
 def hook_interpreter() -> str:
-    """The program an agent's hook command starts: this Python, or the bundle's executable.
+    """The program an agent's hook command starts: this Python, or the bundle's hook executable.
 
-    On Windows the tray executable is a windowed (GUI) program without standard
-    streams, so hooks run its console twin instead.
+    A bundle carries ``rltray-hook``, a small interpreter that starts in about
+    the time a Python does (packaging/pyinstaller/hook_main.py); the main
+    executable also runs ``-I -S script`` but spends ~0.3 s in GUI start-up
+    first, inside every agent turn.
     """
     exe = Path(sys.executable)
-    if frozen() and os.name == "nt":
-        twin = exe.with_name(WINDOWS_CONSOLE_TWIN)
-        if twin.is_file():
-            return str(twin)
+    if frozen():
+        hook = exe.with_name(HOOK_EXECUTABLE + (".exe" if os.name == "nt" else ""))
+        if hook.is_file():
+            return str(hook)
     return str(exe)
 
 

@@ -38,6 +38,8 @@ pytestmark = [
 ]
 FORBIDDEN = ("torch", "transformers", "mlx")
 MUST_HOLD = (
+    "rltray",
+    "rltray-hook",
     "_internal/rltray/app/hooks/capture.py",
     "_internal/rltray/app/hooks/capture_core.pyc",
     "_internal/rltray/app/scrub.py",
@@ -126,7 +128,7 @@ def test_selftest_passes_with_a_desktop(
     for part in ("keyring", "trainer environment"):  # informational: any state, one line
         assert sum(f" {part}:" in line for line in lines) == 1, (part, lines)
     hook_line = next(line for line in lines if line.startswith("✓ hook program:"))
-    assert f"via {bundle} " in hook_line  # the bundle's own executable ran the hook
+    assert f"via {bundle.with_name('rltray-hook')} " in hook_line  # the bundle's hook program
     assert "not set up" in next(line for line in lines if "trainer environment:" in line)
     assert notification_server.wait_for_calls(1)[0].summary == "rltray test"
     assert watcher.items, "the tray registered no StatusNotifierItem"
@@ -161,12 +163,14 @@ def test_installed_hook_captures_a_turn_as_claude_code_runs_it(
     }
     for command in commands.values():
         argv = shlex.split(command)
-        assert argv[:3] == [str(bundle), "-I", "-S"], argv
+        # the bundle's small hook interpreter (packaging/pyinstaller/hook_main.py)
+        assert argv[:3] == [str(bundle.with_name("rltray-hook")), "-I", "-S"], argv
         assert Path(argv[3]).is_file() and argv[3].startswith(str(bundle.parent))
     session = {"session_id": "s-bundle", "cwd": str(tmp_path), "transcript_path": None}
     payloads = {
+        # "token" makes the hook load the credential scrubber (app/scrub.py) by file
         "UserPromptSubmit": {**session, "hook_event_name": "UserPromptSubmit",
-                             "prompt": "rename the variable"},
+                             "prompt": "rename the variable token_count"},
         "Stop": {**session, "hook_event_name": "Stop", "stop_hook_active": False,
                  "last_assistant_message": "Renamed `x` to `count`."},
     }  # fmt: skip
@@ -178,8 +182,11 @@ def test_installed_hook_captures_a_turn_as_claude_code_runs_it(
         assert fired.returncode == 0 and fired.stdout == "", fired
     turns = json.loads(run(bundle, "turns", "--json", env=env).stdout)
     assert [(t["agent"], t["prompt"], t["response"]) for t in turns] == [
-        ("claude-code", "rename the variable", "Renamed `x` to `count`.")
+        ("claude-code", "rename the variable token_count", "Renamed `x` to `count`.")
     ]
+    hook_log = rltray_home / "logs" / "hook.log"
+    assert not hook_log.exists() or hook_log.read_text() == "", hook_log.read_text()
     doctor = run(bundle, "doctor", env={**env, "COLUMNS": "400"}).stdout.splitlines()
     line = next(line for line in doctor if "hook program" in line)
-    assert "✓" in line and f"{bundle} runs {commands['Stop'].split()[3]}" in line, doctor
+    hook = bundle.with_name("rltray-hook")
+    assert "✓" in line and f"{hook} runs {commands['Stop'].split()[3]}" in line, doctor

@@ -1,0 +1,28 @@
+"""``rltray-hook -I -S capture.py ...``: the bundle's small interpreter for agent hooks.
+
+Why a second executable: every agent turn waits for the hook, and the main
+``rltray`` executable spends ~0.3 s before any code of ours runs (PyInstaller's
+runtime hooks for GTK, GIO, multiprocessing, setuptools...). This one is built
+from a stdlib-only analysis, so it starts in about the time a Python does. It
+accepts exactly the argv a Python gets from a hook command
+(``-I -S SCRIPT ARGS``) and runs SCRIPT as ``__main__``.
+"""
+
+import sys
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 3 or args[:2] != ["-I", "-S"]:
+        print("usage: rltray-hook -I -S SCRIPT [ARGS...]", file=sys.stderr)
+        return 2
+    path = args[2]
+    sys.argv = args[2:]
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec")
+    exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
