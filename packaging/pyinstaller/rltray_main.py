@@ -1,9 +1,8 @@
 """The bundle's entry point: the `rltray` command, plus the two ways the bundle runs itself.
 
-* ``rltray -I -S <script> ARGS``: run ``script`` as a Python would. The hook
-  commands that `rltray hooks install` writes inside a bundle start this
-  executable that way (``capture.py`` ships as a plain source file), because
-  a bundle has no separate Python that survives installation.
+* ``rltray -I -S <script> ARGS``: run ``script`` as a Python would. Hook
+  commands normally start the faster ``rltray-hook`` (hook_main.py) this way;
+  this executable answers the same argv when that one is missing.
 * ``rltray window URL``: the settings window's own process (web/server.py).
 * no arguments (a double click, the login item on macOS): ``rltray run``.
 * anything else: the CLI (``rltray --selftest``, ``rltray doctor``...).
