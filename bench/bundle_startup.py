@@ -14,7 +14,8 @@ under Xvfb with a private dbus-daemon, the fake notification server
   RegisterStatusNotifierItem (a fresh process each time; the files are in the
   page cache after the first run, which is reported apart);
 * `--selftest` wall time: exec to exit;
-* hook: the installed Claude Code Stop command run through /bin/sh, exec to exit.
+* hook: the installed Claude Code Stop command (rltray-hook) run through /bin/sh,
+  exec to exit, and the same argv started by the main executable for comparison.
 
     python bench/bundle_startup.py [--runs 5]
 
@@ -86,19 +87,23 @@ def selftest_seconds(exe: Path, env: dict[str, str], address: str) -> float:
     return seconds
 
 
-def hook_seconds(exe: Path, env: dict[str, str], runs: int) -> list[float]:
+def hook_seconds(exe: Path, env: dict[str, str], runs: int) -> dict[str, list[float]]:
+    """The installed Stop command (rltray-hook), and the same argv started by the main exe."""
     subprocess.run([str(exe), "hooks", "install", "--agent", "claude-code"], env=env,
                    capture_output=True, check=True, timeout=60)  # fmt: skip
     settings = json.loads((Path(env["HOME"]) / ".claude" / "settings.json").read_text())
     command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert shlex.split(command)[0] == str(exe)
+    argv = shlex.split(command)
+    assert argv[0] == str(exe.with_name("rltray-hook")), argv
+    commands = {"rltray-hook": command, "rltray": shlex.join([str(exe), *argv[1:]])}
     payload = json.dumps({"session_id": "bench", "cwd": env["HOME"], "hook_event_name": "Stop",
                           "stop_hook_active": False, "last_assistant_message": "done"})
-    times = []
+    times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
-        started = time.monotonic()
-        subprocess.run(command, shell=True, input=payload.encode(), env=env, check=True)
-        times.append(time.monotonic() - started)
+        for name, line in commands.items():
+            started = time.monotonic()
+            subprocess.run(line, shell=True, input=payload.encode(), env=env, check=True)
+            times[name].append(time.monotonic() - started)
     return times
 
 
@@ -133,7 +138,8 @@ def main() -> int:
         "tray_icon_median_s": round(statistics.median(tray[1:] or tray), 3),
         "selftest_first_s": round(selftest[0], 3),
         "selftest_median_s": round(statistics.median(selftest[1:] or selftest), 3),
-        "hook_stop_median_ms": round(statistics.median(hooks) * 1000, 1),
+        "hook_stop_median_ms": round(statistics.median(hooks["rltray-hook"]) * 1000, 1),
+        "hook_via_main_exe_median_ms": round(statistics.median(hooks["rltray"]) * 1000, 1),
         "runs": args.runs,
     }
     for key, value in result.items():
