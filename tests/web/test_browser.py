@@ -22,7 +22,7 @@ import pytest
 from rltray.app import config
 from rltray.web.server import WebServer
 
-from tests.web.test_adapters import make_versions
+from tests.web.test_adapters_page import make_versions
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parent / "screenshots"
