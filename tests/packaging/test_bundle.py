@@ -30,7 +30,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
     xvfb,
 )
-from traybus import WATCHER, WATCHER_PATH, FakeWatcher
+from traybus import WATCHER, WATCHER_PATH, DBusMenu, FakeWatcher
 
 pytestmark = [
     pytest.mark.slow,
@@ -71,14 +71,20 @@ def display() -> Iterator[str]:
 
 
 @pytest.fixture
-def watcher(session_bus: PrivateSessionBus) -> Iterator[FakeWatcher]:
+def panel(session_bus: PrivateSessionBus) -> Iterator[tuple[FakeWatcher, BusThread]]:
+    """The tray watcher, and the bus thread a panel reads the tray's menu with."""
     thread = BusThread(session_bus.address)
     fake = FakeWatcher()
     thread.export(WATCHER_PATH, fake, WATCHER)
     try:
-        yield fake
+        yield fake, thread
     finally:
         thread.close()
+
+
+@pytest.fixture
+def watcher(panel: tuple[FakeWatcher, BusThread]) -> FakeWatcher:
+    return panel[0]
 
 
 def user_env(**extra: str) -> dict[str, str]:
@@ -190,3 +196,31 @@ def test_installed_hook_captures_a_turn_as_claude_code_runs_it(
     line = next(line for line in doctor if "hook program" in line)
     hook = bundle.with_name("rltray-hook")
     assert "✓" in line and f"{hook} runs {commands['Stop'].split()[3]}" in line, doctor
+
+
+@pytest.mark.skipif(os.name != "posix", reason="drives Xvfb and D-Bus")
+def test_the_bundled_tray_shows_its_menu_and_quits_from_it(
+    bundle: Path,
+    display: str,
+    session_bus: PrivateSessionBus,
+    notification_server: NotificationServer,
+    panel: tuple[FakeWatcher, BusThread],
+    tmp_path: Path,
+) -> None:
+    """`rltray run` from the bundle: GTK + AppIndicator from inside it, the menu over DBusMenu."""
+    watcher, thread = panel
+    env = user_env(DISPLAY=display, DBUS_SESSION_BUS_ADDRESS=session_bus.address)
+    log = tmp_path / "tray.log"
+    proc = subprocess.Popen([str(bundle), "run"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=log.open("wb"))  # fmt: skip
+    try:
+        menu = DBusMenu.of_item(thread, watcher.wait_for_item(timeout=60))
+        labels = [e.label for e in menu.layout().children if e.label]
+        for wanted in ("Rate last answer", "Train now", "Open settings", "Quit rltray"):
+            assert any(label.startswith(wanted) for label in labels), labels
+        menu.click("Quit rltray")
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
