@@ -1,4 +1,4 @@
-"""Export fixtures: a tiny GGUF base + fitting adapter, the fake Ollama server, SmolLM2 pieces."""
+"""Export fixtures: a tiny GGUF base + fitting adapter, the fake Ollama server, SmolLM2."""
 
 from __future__ import annotations
 
@@ -7,14 +7,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ (for fixtures/)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fixtures.fake_ollama import FakeOllama
-from tinygguf import GO_TEMPLATE, build_tiny_adapter, build_tiny_gguf
-
-BASE = "tiny:1m"
-BASE_PARAMS = {"stop": ["<|im_end|>"], "temperature": 0.2}
+from exportkit import FakeOllama, start_fake
+from tinygguf import build_tiny_adapter, build_tiny_gguf
 
 
 @pytest.fixture(scope="session")
@@ -27,32 +23,18 @@ def tiny_adapter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_adapter(tmp_path_factory.mktemp("tiny-adapter") / "v0001")
 
 
-def start_fake(root: Path, version: str, gguf: Path, **kw) -> FakeOllama:
-    fake = FakeOllama(root, version, **kw).start()
-    fake.install(BASE, gguf, template=GO_TEMPLATE, system="Be brief.", parameters=BASE_PARAMS)
-    return fake
-
-
 @pytest.fixture
-def new_ollama(tmp_path: Path, tiny_gguf: Path):
+def new_ollama(tmp_path: Path, tiny_gguf: Path) -> FakeOllama:
     fake = start_fake(tmp_path / "ollama-new", "0.35.0", tiny_gguf)
     yield fake
     fake.stop()
 
 
 @pytest.fixture
-def old_ollama(tmp_path: Path, tiny_gguf: Path):
+def old_ollama(tmp_path: Path, tiny_gguf: Path) -> FakeOllama:
     fake = start_fake(tmp_path / "ollama-old", "0.33.0", tiny_gguf)
     yield fake
     fake.stop()
-
-
-# -- SmolLM2-135M (real model) pieces, shared by the slow tests ---------------------------
-
-SMOL_RANK, SMOL_ALPHA = 8, 16.0
-SMOL_PROMPT = (
-    "<|im_start|>user\nWrite a haiku about the sea.<|im_end|>\n<|im_start|>assistant\nWaves"
-)
 
 
 @pytest.fixture(scope="session")
@@ -62,39 +44,3 @@ def smollm2_hf(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     from rltray.trainer import gguf_base
 
     return gguf_base.materialize(smollm2_gguf, cache=tmp_path_factory.mktemp("gguf-cache"))
-
-
-def smollm2_random_adapter(
-    hf: Path, out: Path, *, leaves: tuple[str, ...], b_std: float, every: int = 3, seed: int = 0
-) -> Path:
-    """A PEFT adapter with random factors, big enough that its effect stands out of the
-    rounding noise of llama.cpp's quantized activations (a tiny delta flips roundings and
-    moves logits by a fixed ~0.3 RMS whatever its size: measured, see the test module)."""
-    import json
-
-    import numpy as np
-    from rltray.trainer.adapters import peft_name, write_adapter
-
-    cfg = json.loads((hf / "config.json").read_text())
-    hidden, ffn = cfg["hidden_size"], cfg["intermediate_size"]
-    kv = hidden // cfg["num_attention_heads"] * cfg["num_key_value_heads"]
-    shapes = {
-        "self_attn.q_proj": (hidden, hidden), "self_attn.k_proj": (kv, hidden),
-        "self_attn.v_proj": (kv, hidden), "self_attn.o_proj": (hidden, hidden),
-        "mlp.gate_proj": (ffn, hidden), "mlp.up_proj": (ffn, hidden),
-        "mlp.down_proj": (hidden, ffn),
-    }  # fmt: skip
-    rng = np.random.default_rng(seed)
-    tensors = {}
-    for layer in range(0, cfg["num_hidden_layers"], every):
-        for leaf, (o, i) in shapes.items():
-            if leaf.rsplit(".", 1)[-1] not in leaves:
-                continue
-            path = f"model.layers.{layer}.{leaf}"
-            tensors[peft_name(path, "A")] = rng.normal(0, i**-0.5, (SMOL_RANK, i)).astype(
-                np.float32
-            )
-            tensors[peft_name(path, "B")] = rng.normal(0, b_std, (o, SMOL_RANK)).astype(
-                np.float32
-            )
-    return write_adapter(out, tensors, rank=SMOL_RANK, alpha=SMOL_ALPHA, base_model=str(hf))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BASE, start_fake
+from exportkit import BASE, start_fake
 from rltray.trainer import gguf_base
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/trainer (jobfiles)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SMOL_PROMPT, smollm2_random_adapter
+from exportkit import SMOL_PROMPT, smollm2_random_adapter
 
 pytestmark = [
     pytest.mark.slow,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import BASE, BASE_PARAMS, start_fake
+from exportkit import BASE, BASE_PARAMS, start_fake
 from fixtures.fake_ollama import ADAPTERS_REFUSED, FakeOllama
 from rltray.trainer.export import ollama
 from tinygguf import GO_TEMPLATE, build_tiny_adapter
