@@ -11,7 +11,25 @@ accepts exactly the argv a Python gets from a hook command
 import sys
 
 
+def restore_library_path():
+    """Give child programs the user's LD_LIBRARY_PATH, not the bundle's.
+
+    PyInstaller's bootloader points LD_LIBRARY_PATH at the bundle's libraries
+    for this process; inherited, it makes a trainer's Python, a browser or a
+    chained notify program load our copies of libssl, libstdc++ or GTK. The
+    loader read it already at start, so this process keeps its own libraries.
+    """
+    import os
+
+    original = os.environ.pop("LD_LIBRARY_PATH_ORIG", None)
+    if original is not None:
+        os.environ["LD_LIBRARY_PATH"] = original
+    else:
+        os.environ.pop("LD_LIBRARY_PATH", None)
+
+
 def main():
+    restore_library_path()
     args = sys.argv[1:]
     if len(args) < 3 or args[:2] != ["-I", "-S"]:
         print("usage: rltray-hook -I -S SCRIPT [ARGS...]", file=sys.stderr)

@@ -34,7 +34,25 @@ def set_windows_app_id():
         pass
 
 
+def restore_library_path():
+    """Give child programs the user's LD_LIBRARY_PATH, not the bundle's.
+
+    PyInstaller's bootloader points LD_LIBRARY_PATH at the bundle's libraries
+    for this process; inherited, it makes a trainer's Python, a browser or a
+    chained notify program load our copies of libssl, libstdc++ or GTK. The
+    loader read it already at start, so this process keeps its own libraries.
+    """
+    import os
+
+    original = os.environ.pop("LD_LIBRARY_PATH_ORIG", None)
+    if original is not None:
+        os.environ["LD_LIBRARY_PATH"] = original
+    else:
+        os.environ.pop("LD_LIBRARY_PATH", None)
+
+
 def main():
+    restore_library_path()
     args = sys.argv[1:]
     if len(args) > 2 and args[:2] == ["-I", "-S"]:
         return run_script(args[2:])

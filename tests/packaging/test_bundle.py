@@ -224,3 +224,21 @@ def test_the_bundled_tray_shows_its_menu_and_quits_from_it(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_programs_the_bundle_starts_get_the_users_library_path(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """PyInstaller points LD_LIBRARY_PATH at the bundle; a trainer's Python, a browser or a
+    chained notify program started from it must not load the bundle's libraries."""
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import os, subprocess, sys\n"
+        "print(subprocess.run(['sh', '-c', 'echo \"${LD_LIBRARY_PATH-unset}\"'],\n"
+        "                     capture_output=True, text=True).stdout.strip())\n"
+    )
+    for exe in (bundle, bundle.with_name("rltray-hook")):
+        done = run(exe, "-I", "-S", str(script), env=user_env())
+        assert done.stdout.strip() == "unset", (exe, done)
+        mine = run(exe, "-I", "-S", str(script), env=user_env(LD_LIBRARY_PATH="/opt/mine"))
+        assert mine.stdout.strip() == "/opt/mine", (exe, mine)
