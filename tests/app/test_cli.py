@@ -41,7 +41,10 @@ def spool_turn(
         "event": "stop",
     }
     name = f"{time.time_ns():020d}-{os.getpid()}-{turn[:8]:>8}.json"
-    (incoming / name).write_text(json.dumps(record))
+    # as the hook does: complete under another name, then renamed (a running service's
+    # watcher must never read a half-written record)
+    (incoming / f".{name}.tmp").write_text(json.dumps(record))
+    (incoming / f".{name}.tmp").rename(incoming / name)
 
 
 @pytest.fixture
