@@ -30,6 +30,8 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
     xvfb,
 )
+from rltray.app import config
+from rltray.app.paths import Paths
 from traybus import WATCHER, WATCHER_PATH, DBusMenu, FakeWatcher
 
 pytestmark = [
@@ -242,3 +244,43 @@ def test_programs_the_bundle_starts_get_the_users_library_path(
         assert done.stdout.strip() == "unset", (exe, done)
         mine = run(exe, "-I", "-S", str(script), env=user_env(LD_LIBRARY_PATH="/opt/mine"))
         assert mine.stdout.strip() == "/opt/mine", (exe, mine)
+
+
+def _registry_unreachable() -> str | None:
+    with_dir = os.environ.get("TMPDIR") or "/tmp"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-cache-dir",
+         "-d", with_dir, "tomlkit"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def test_the_bundle_builds_its_trainer_environment_from_the_system_python(
+    bundle: Path, rltray_home: Path
+) -> None:
+    """No Python inside the bundle can make a venv: it finds the system's, installs the wheel
+    it carries plus one backend's packages, trains one step and records the interpreter.
+    (MLX's CPU build here: the same frozen path as torch, in a fraction of the download.)"""
+    problem = _registry_unreachable()
+    if problem:
+        pytest.skip(f"the package registry cannot be reached, so nothing is built: {problem}")
+    env = user_env()
+    probe = subprocess.run(["sh", "-c", "command -v python3"], env=env, capture_output=True,
+                           text=True)  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip("needs a system python3 on PATH (Debian: apt install python3-venv)")
+    done = subprocess.run(
+        [str(bundle), "trainer-env", "create", "--backend", "mlx"],
+        env=env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "built with /usr/" in done.stdout.splitlines()[0]  # the system's, not a venv's
+    wheels = bundle.parent / "_internal" / "rltray" / "wheels"
+    assert f"Installing rltray's trainer from {wheels}" in done.stdout
+    python = rltray_home / "trainer-env" / "bin" / "python"
+    training = config.load_config(Paths(rltray_home)).training
+    assert (training.python, training.backend) == (str(python), "mlx")
+    selftest = run(bundle, "--selftest", env=env).stdout.splitlines()
+    line = next(x for x in selftest if "trainer environment:" in x)
+    assert line.startswith("✓") and "has mlx" in line, selftest

@@ -115,24 +115,33 @@ def test_no_usable_base_python_is_one_sentence(tmp_path: Path) -> None:
 # -- real environments (slow) ------------------------------------------------------
 
 
-def registry_problem() -> str | None:
-    """None when pip can fetch from the configured index, else why not."""
-    with_dir = os.environ.get("TMPDIR") or "/tmp"
+def registry_problem(python: str = sys.executable) -> str | None:
+    """None when the configured index serves torch's CPU build, else why the test cannot run.
+
+    ``--torch-index none`` (this machine reaches no PyTorch index) is only safe
+    where the configured index has the CPU wheel: PyPI's own Linux wheel is the
+    CUDA build, which pulls gigabytes of nvidia packages.
+    """
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-cache-dir",
-         "-d", with_dir, "tomlkit"],
-        capture_output=True, text=True, timeout=120,
+        [python, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
+         "--quiet", "--report", "-", TORCH_PIN],
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    if done.returncode == 0:
-        return None
-    return (done.stderr.strip().splitlines() or ["no answer"])[-1]
+    if done.returncode != 0:
+        return "the package registry cannot be reached: " + (
+            done.stderr.strip().splitlines() or ["no answer"]
+        )[-1]
+    versions = [item["metadata"]["version"] for item in json.loads(done.stdout)["install"]]
+    if not all(v.endswith("+cpu") for v in versions):
+        return f"the configured index offers torch {versions} but not its CPU build"
+    return None
 
 
 @pytest.fixture(scope="module")
 def built_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], str]:
     problem = registry_problem()
     if problem:
-        pytest.skip(f"the package registry cannot be reached, so nothing is built: {problem}")
+        pytest.skip(f"no trainer environment is built: {problem}")
     home = tmp_path_factory.mktemp("trainer-env-home")
     env = {**os.environ, "RLTRAY_HOME": str(home)}
     done = subprocess.run(
