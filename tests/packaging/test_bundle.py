@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -284,3 +285,48 @@ def test_the_bundle_builds_its_trainer_environment_from_the_system_python(
     selftest = run(bundle, "--selftest", env=env).stdout.splitlines()
     line = next(x for x in selftest if "trainer environment:" in x)
     assert line.startswith("✓") and "has mlx" in line, selftest
+
+
+def test_the_bundled_settings_window_loads_its_page(
+    bundle: Path, display: str, session_bus: PrivateSessionBus
+) -> None:
+    """`rltray window URL` (how the tray opens settings) shows the page with the system's
+    WebKitGTK, which the bundle does not carry (packaging/README.md)."""
+    import glob
+    import http.server
+    import threading
+
+    if not glob.glob("/usr/lib/*/girepository-1.0/WebKit2-4.1.typelib"):
+        pytest.skip("needs WebKitGTK (Debian: apt install gir1.2-webkit2-4.1)")
+    asked: list[str] = []
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = b"<html><body>rltray settings</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/launch/abc"
+    env = user_env(DISPLAY=display, DBUS_SESSION_BUS_ADDRESS=session_bus.address)
+    proc = subprocess.Popen([str(bundle), "window", url], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not asked and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert asked == ["/launch/abc"], (proc.poll(), asked)
+        assert proc.poll() is None  # the window stays open (no browser fallback)
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=30)
+        server.shutdown()
+    assert "no webview backend" not in err, err
