@@ -229,9 +229,7 @@ def find_base_python(explicit: str | None = None) -> str:
     elif not bundle.frozen():
         candidates = [sys.executable]
     else:
-        names = [f"python3.{minor}" for minor in range(14, MIN_PYTHON[1] - 1, -1)]
-        names += ["python3", "python", "py"]
-        candidates = [p for p in (shutil.which(n) for n in names) if p]
+        candidates = system_pythons()
     problems = []
     for candidate in candidates:
         reason = _unusable(candidate)
@@ -244,6 +242,41 @@ def find_base_python(explicit: str | None = None) -> str:
         f"environment from ({looked}). Install one (Debian/Ubuntu: sudo apt install "
         "python3-venv; macOS/Windows: python.org), or name it with --python."
     )
+
+
+def system_pythons(plat: str | None = None) -> list[str]:
+    """Pythons to try, best first, without any that would pop up an installer.
+
+    An app started at login gets a short PATH, so macOS also looks where
+    Homebrew and python.org install; its /usr/bin/python3 is only a stub that
+    offers to install the developer tools unless they are installed. On
+    Windows the ``py`` launcher comes first: ``python`` may be the Microsoft
+    Store alias.
+    """
+    plat = plat or sys.platform
+    versioned = [f"python3.{minor}" for minor in range(14, MIN_PYTHON[1] - 1, -1)]
+    names = ["py", "python3", "python"] if plat == "win32" else [*versioned, "python3"]
+    path = os.environ.get("PATH", "")
+    if plat == "darwin":
+        extra = ["/opt/homebrew/bin", "/usr/local/bin",
+                 "/Library/Frameworks/Python.framework/Versions/Current/bin"]  # fmt: skip
+        path = os.pathsep.join([path, *extra])
+    found: list[str] = []
+    for name in names:
+        where = shutil.which(name, path=path)
+        if where and where not in found:
+            found.append(where)
+    if plat == "darwin" and not _developer_tools_installed():
+        found = [p for p in found if not p.startswith("/usr/bin/")]
+    return found
+
+
+def _developer_tools_installed() -> bool:
+    try:
+        done = subprocess.run(["xcode-select", "-p"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def _unusable(python: str) -> str | None:

@@ -205,3 +205,25 @@ def test_a_failed_rebuild_keeps_the_previous_environment(
         [before, "-c", "import torch, rltray.trainer"], capture_output=True, timeout=120
     )
     assert still.returncode == 0
+
+
+def test_system_pythons_are_tried_newest_first_and_py_first_on_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("python3", "python3.12", "python3.10", "python", "py"):
+        exe = tmp_path / name
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    names = [Path(p).name for p in trainerenv.system_pythons("linux")]
+    assert names == ["python3.12", "python3.10", "python3"]
+    assert Path(trainerenv.system_pythons("win32")[0]).name == "py"
+
+
+def test_a_python_without_venv_is_passed_over_with_the_reason(tmp_path: Path) -> None:
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\necho 'No module named ensurepip' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(TrainerEnvError, match=r"has no venv/ensurepip \(No module named ensurepip"):
+        trainerenv.find_base_python(str(fake))
+    assert trainerenv.find_base_python(sys.executable) == sys.executable
