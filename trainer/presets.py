@@ -58,6 +58,27 @@ preferred-style rate 0.28 before training, standard error ~0.03)
 * Epochs: on-policy 1 / 2 / 4 → 0.86 / 0.85 / 0.69 (4 overshoots); off-policy
   0.29 / 0.34 / 0.54. Balanced 2; careful 2 (1 learns nothing off-policy);
   aggressive 4 (the largest off-policy gain, NLL +1.3%).
+
+Drift caps (``kl_cap`` per round vs the parent, ``kl_cap_total`` vs the base; both
+in nats/token at the response positions of the user's held-out turns, and at
+their prompt positions; evaluate.py)
+---------------------------------------------------------------------------
+* Measured on SmolLM2-135M-Instruct (bench/README.md "learning_smollm2.py", 64
+  ratings): a ``balanced`` round that lifted the held-out preference from 0.31
+  to 0.70 moved the held-out answers by KL 0.016 per token (prompt text 0.013);
+  the same round at 20x the rate is rejected (the slow gate test on SmolLM2:
+  ``tests/trainer/test_gate_smollm2.py``). ``kl_cap`` 0.1 leaves ~6x headroom over
+  a good round and sits under the collapses the issue measured (0.98 and 6.5).
+* The total cap must not lock out a long-lived user. Drift from the base grows
+  with the square of the displacement: five rounds that all push the same way
+  reach at most 5² x 0.016 = 0.4, rounds in unrelated directions ~5 x 0.016 =
+  0.08. ``kl_cap_total`` 0.5 is above both at round 5 (the old single cap
+  against the base filled 0.0087 -> 0.0275 in two rounds and would have locked
+  at about round 5) and still far below a collapsed model.
+* ``careful`` halves both (0.05 / 0.25): half the rate, a quarter of the drift.
+  ``aggressive`` keeps balanced's caps: it may learn faster per rating, never
+  drift further; the drift guard (``guard_turns``) stops it at the cap during
+  training instead of letting the gate throw the round away afterwards.
 """
 
 from __future__ import annotations
@@ -105,7 +126,9 @@ class Hyper:
     kl_cap: float = 0.1  # nats/token, one round: new vs parent (evaluate.py)
     kl_cap_total: float = 0.5  # nats/token, cumulative: new vs base (evaluate.py)
     gate_profile: str = "standard"  # "tiny-test": see evaluate.GATE_PROFILES
-    guard_turns: int = 8  # drift-set turns the drift guard checks per step; 0 = guard off
+    # Drift-set turns the drift guard checks after each step; 0 = guard off. 8 cost 31%
+    # of a SmolLM2 round's step time (290 of 933 s); 4 halves that and still sees drift.
+    guard_turns: int = 4
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``target_modules`` as a list or ``"all-linear"``)."""

@@ -332,7 +332,7 @@ def _optimise(
             dt = max(time.monotonic() - t0, 1e-9)
             # The guard measures a few turns of the drift set (``hyper.guard_turns``, a
             # cheap sample of what the gate measures on all of them); 0 turns it off.
-            turns = int(getattr(hyper, "guard_turns", 8))
+            turns = int(getattr(hyper, "guard_turns", 4))
             t_guard = time.monotonic()
             guard = drift.measure(backend, hyper, pad_id, turns) if turns > 0 else None
             drift.seconds += time.monotonic() - t_guard
