@@ -246,8 +246,9 @@ def training_python(training: TrainingSettingsLike) -> str:
     module = "mlx" if resolve_backend(training.backend) == "mlx" else "torch"
     if importlib.util.find_spec(module) is None:
         raise TrainingNotSetUp(
-            f"set up training first: this Python has no {module}; run `make run` to install the "
-            "training extras, or set training.python to a Python that has them"
+            f"set up training first: this Python has no {module}; run `rltray trainer-env create` "
+            "(or the setup wizard's Backend step) to build a trainer environment, or set "
+            "training.python to a Python that has it"
         )
     return sys.executable
 
