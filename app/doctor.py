@@ -333,7 +333,7 @@ def _gguf_base(service: Service) -> Check:
         "training base",
         OK if free > base.stat().st_size * 5 else WARN,
         f"{base.name}: converted once into {cache} (now {used / 1e9:.1f} GB there; a model "
-        "takes about 2 bytes per parameter on disk and 5 in memory while converting; "
+        "takes about 2 bytes per parameter on disk, and 2-3 GB of memory while converting; "
         f"{free / 1e9:.0f} GB free)",
         "free disk space or set RLTRAY_GGUF_CACHE to a bigger disk",
     )

@@ -14,9 +14,13 @@ is hashed once and the hash remembered by (path, size, mtime).
 
 Weights are stored as float16 (bfloat16 when the GGUF itself holds bf16
 tensors): every GGUF quant dequantizes to fp16-scaled values, and it halves the
-disk cost against float32. Cost: about 2 bytes per parameter on disk (7B: ~15 GB)
-and, while converting, about 5 bytes per parameter of memory (7B: ~39 GB; measured
-by bench/export_gguf.py), once per GGUF (``estimate``).
+disk cost against float32. Cost, once per GGUF (``estimate``): about 2 bytes per
+parameter on disk (7B: ~15 GB); memory while converting is the GGUF's metadata plus
+one 1 GB shard, because tensors are dequantized and written one at a time (measured
+1.4-1.6 GB private on a 0.63B model; about 3 GB estimated for a 7B, see
+bench/export_gguf.py). Architectures whose Transformers processor rewrites tensors
+across each other (MoE experts, …) take Transformers' whole-model load instead,
+which holds the 16-bit model (~2 bytes per parameter).
 
 Also here: the pairing check between a Hugging Face folder the user chose and
 the Ollama model adapters will be published on (architecture, layers, hidden
@@ -111,13 +115,25 @@ def estimate(path: Path) -> dict[str, Any]:
     """What materializing costs, for the wizard and `rltray doctor` (bytes)."""
     head = read_header(path)
     params = head["parameters"]
+    streamed = head["architecture"] == "llama" or _plain_processor(head["architecture"])
     return {
         **head,
         "disk_bytes": params * 2,  # fp16/bf16 safetensors
-        # measured (bench/export_gguf.py): 5.1 B per parameter on top of torch's imports
-        # (Transformers dequantizes to float32, then casts to 16 bits)
-        "peak_memory_bytes": int(params * 5.5),
+        # metadata + parsing (~1.5 GB measured with a 49k vocabulary) + one shard, or the
+        # whole 16-bit model for architectures converted in one piece
+        "peak_memory_bytes": int(1.5e9 + (min(2 * params, SHARD_BYTES) if streamed
+                                          else 2 * params)),
+        "streamed": streamed,
     }
+
+
+def _plain_processor(arch: str) -> bool:
+    """True when Transformers converts this architecture's tensors one by one."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as g
+    except ImportError:
+        return False
+    return arch not in g.TENSOR_PROCESSORS
 
 
 def supported_architectures() -> set[str]:
@@ -175,34 +191,130 @@ def _unsupported(arch: str) -> GGUFBaseError:
     )
 
 
+SHARD_BYTES = 1024**3  # safetensors shard size of the streamed conversion
+SHARD_ENV = "RLTRAY_GGUF_SHARD_MB"  # smaller shards (benchmarks, tests): less memory, more files
+
+
 def _convert(path: Path, out: Path, head: dict[str, Any]) -> None:
+    """Tokenizer, config and weights of ``path`` into ``out`` (streamed where we can)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     dtype = torch.bfloat16 if "BF16" in head["tensor_types"] else torch.float16
     with tempfile.TemporaryDirectory(dir=out) as link_dir:
         # Transformers wants a folder + file name; an Ollama blob has no .gguf suffix.
         link = Path(link_dir) / "model.gguf"
         link.symlink_to(path.resolve())
-        try:
+        try:  # weights first, tokenizer after: their metadata never sit in memory together
+            if not _convert_streamed(link, out, dtype):
+                _convert_whole(link, out, dtype)
             tokenizer = AutoTokenizer.from_pretrained(link_dir, gguf_file=link.name)
-            model = AutoModelForCausalLM.from_pretrained(
-                link_dir, gguf_file=link.name, dtype=dtype, **_dense_kwargs()
-            )
         except (ValueError, KeyError, NotImplementedError) as exc:
             if "not supported" in str(exc) or "architecture" in str(exc).lower():
                 raise _unsupported(head["architecture"]) from exc
             raise GGUFBaseError(
                 f"Transformers could not read {path.name}: {str(exc).splitlines()[0]}"
             ) from exc
+    tokenizer.save_pretrained(out)
+
+
+def _convert_whole(link: Path, out: Path, dtype: Any) -> None:
+    """Transformers' own GGUF load of the whole model, then ``save_pretrained``.
+
+    Holds the dequantized model in memory (~5 bytes per parameter, measured): the
+    fallback for architectures whose tensors Transformers rewrites across tensors.
+    """
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        str(link.parent), gguf_file=link.name, dtype=dtype, **_dense_kwargs()
+    )
     # Transformers >= 5 marks a GGUF-loaded model as quantized even when dequantized;
     # the weights are dense here, so save them as a plain model.
     model.hf_quantizer = None
     if getattr(model.config, "quantization_config", None) is not None:
         del model.config.quantization_config
     model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    del model
+
+
+def _convert_streamed(link: Path, out: Path, dtype: Any) -> bool:
+    """Transformers' GGUF name mapping and tensor processing, one tensor at a time.
+
+    Why: loading the whole model through ``from_pretrained`` holds every tensor
+    dequantized at once (~5 B per parameter: 39 GB for a 7B). Here each tensor is
+    dequantized, processed exactly as Transformers' loader does (its
+    ``TENSOR_PROCESSORS``, e.g. the llama q/k un-permutation) and written into
+    1 GB safetensors shards, so memory stays about one shard. Only for
+    architectures whose processor works tensor by tensor (the base one and
+    llama's); returns False for the others, which take :func:`_convert_whole`.
+    """
+    import gguf
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import modeling_gguf_pytorch_utils as g
+
+    # only the config: the parsed tokenizer (vocabulary, merges) is not needed here
+    parsed = {"config": g.load_gguf_checkpoint(str(link), return_tensors=False)["config"]}
+    arch = parsed["config"].get("model_type")
+    processor_class = g.TENSOR_PROCESSORS.get(arch, g.TensorProcessor)
+    if processor_class not in (g.TensorProcessor, getattr(g, "LlamaTensorProcessor", None)):
+        return False
+    config = AutoConfig.for_model(**parsed["config"])  # what from_pretrained(gguf_file=) builds
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    processor = processor_class(config=parsed["config"])
+    mapping = g.get_gguf_hf_weights_map(skeleton, processor)
+    wanted = set(skeleton.state_dict())
+    tied = {k for k in wanted if k.endswith("lm_head.weight")} if getattr(
+        config, "tie_word_embeddings", False) else set()
+    limit = int(os.environ.get(SHARD_ENV) or 0) * 1024**2 or SHARD_BYTES
+    reader = gguf.GGUFReader(link)
+    shard: dict[str, Any] = {}
+    shard_bytes = 0
+    weight_map: dict[str, str] = {}
+    names: list[str] = []
+
+    def flush() -> None:
+        nonlocal shard, shard_bytes
+        if shard:
+            name = f"model-{len(names) + 1:05d}.safetensors"
+            save_file(shard, str(out / name), metadata={"format": "pt"})
+            names.append(name)
+            weight_map.update({k: name for k in shard})
+            shard, shard_bytes = {}, 0
+
+    for tensor in reader.tensors:
+        weights = gguf.dequantize(tensor.data, tensor.tensor_type)
+        result = processor.process(
+            weights=weights, name=tensor.name, tensor_key_mapping=mapping,
+            parsed_parameters=parsed,
+        )
+        if result.name not in mapping:
+            continue
+        value = torch.from_numpy(np.copy(result.weights)).to(dtype)
+        shard[mapping[result.name]] = value
+        shard_bytes += value.numel() * value.element_size()
+        if shard_bytes >= limit:
+            flush()
+    flush()
+    missing = wanted - set(weight_map) - tied
+    if missing:  # something this path does not know how to fill: use the whole-model load
+        for name in names:
+            (out / name).unlink()
+        return False
+    if len(names) == 1:
+        (out / names[0]).rename(out / "model.safetensors")
+    else:
+        total = sum((out / n).stat().st_size for n in names)
+        index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+        (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    config.dtype = dtype
+    config.architectures = [type(skeleton).__name__]
+    config.save_pretrained(out)
+    skeleton.generation_config.save_pretrained(out)
+    return True
 
 
 def _dense_kwargs() -> dict[str, Any]:

@@ -139,3 +139,34 @@ def test_train_on_the_gguf_ollama_serves_then_publish_it_back(
     assert fake.models["smollm2-135m-rltray:latest"].model_digest != (
         fake.models["smollm2:135m"].model_digest
     )
+
+
+@pytest.mark.slow
+def test_the_streamed_conversion_equals_transformers_whole_model_load(
+    smollm2_gguf: Path, smollm2_hf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cached folder (streamed, one tensor at a time) is bit for bit what Transformers'
+    own from_pretrained(gguf_file=) + save_pretrained writes, config included."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import modeling_gguf_pytorch_utils as g
+
+    link = tmp_path / "link" / "model.gguf"
+    link.parent.mkdir()
+    link.symlink_to(smollm2_gguf)
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    gguf_base._convert_whole(link, whole, torch.float16)
+    streamed = load_file(smollm2_hf / "model.safetensors")
+    loaded = load_file(whole / "model.safetensors")
+    assert streamed.keys() == loaded.keys()
+    assert all(torch.equal(streamed[k], loaded[k]) for k in streamed)
+    assert json.loads((smollm2_hf / "config.json").read_text()) == json.loads(
+        (whole / "config.json").read_text()
+    )
+    # an architecture whose Transformers processor works across tensors is not streamed
+    monkeypatch.setitem(g.TENSOR_PROCESSORS, "llama", g.Gemma2TensorProcessor)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert gguf_base._convert_streamed(link, other, torch.float16) is False
+    assert list(other.iterdir()) == []
