@@ -35,7 +35,10 @@ class AutostartStatus:
 def command() -> list[str]:
     """How login starts rltray: the frozen app, this venv's `rltray` script, or `python -m`."""
     if getattr(sys, "frozen", False):
-        return [sys.executable, "run"]
+        exe = Path(sys.executable)
+        if os.name == "nt":  # rltray-cli.exe has a console window; login starts the windowed one
+            exe = exe.with_name("rltray.exe")
+        return [str(exe), "run"]
     script = Path(sys.executable).with_name("rltray.exe" if os.name == "nt" else "rltray")
     if script.is_file():
         return [str(script), "run"]

@@ -28,6 +28,17 @@ def bundle_folder() -> Path | None:
     return Path(meipass) if frozen() and meipass else None
 
 
+def cli_argv(*args: str) -> list[str]:
+    """How this installation runs an `rltray` command in a child process.
+
+    A bundle's executable takes the command itself; a Python install runs the
+    CLI module with this interpreter (no PATH lookup, so the same rltray answers).
+    """
+    if frozen():
+        return [sys.executable, *args]
+    return [sys.executable, "-m", "rltray.app.cli", *args]
+
+
 def hook_interpreter() -> str:
     """The program an agent's hook command starts: this Python, or the bundle's hook executable.
 

@@ -327,8 +327,11 @@ def _populate(folder: Path, the_plan: Plan, base: str, say: Say) -> Path:
     say(f"Creating a virtual environment in {folder} ...")
     _run([*argv, "-m", "venv", str(folder)], say, "creating the virtual environment")
     python = venv_python(folder)
+    # pip >= 24.1 prints "Progress N of M" lines (its real download progress) for the
+    # wizard's bar and the terminal's; an older pip in a fresh venv gets no bar.
+    bar = "raw" if _pip_version(python) >= (24, 1) else "off"
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check",
-           "--progress-bar", "off"]  # fmt: skip
+           "--progress-bar", bar]  # fmt: skip
     packages = [*the_plan.pins, *the_plan.requirements]
     index = ["--extra-index-url", the_plan.index] if the_plan.index else []
     say(f"Installing {', '.join(packages)} ...")
@@ -336,6 +339,14 @@ def _populate(folder: Path, the_plan: Plan, base: str, say: Say) -> Path:
     say(f"Installing rltray's trainer from {the_plan.source} ...")
     _run([*pip, "--no-deps", the_plan.source], say, "installing rltray's trainer")
     return python
+
+
+def _pip_version(python: Path) -> tuple[int, ...]:
+    done = subprocess.run(
+        [str(python), "-m", "pip", "--version"], capture_output=True, text=True, timeout=60
+    )
+    found = re.match(r"pip (\d+)\.(\d+)", done.stdout)
+    return (int(found.group(1)), int(found.group(2))) if found else (0,)
 
 
 def verify(python: Path | str, the_plan: Plan) -> dict[str, Any]:
@@ -442,7 +453,7 @@ def create(
     the_plan = plan(backend, torch_index)
     base = find_base_python(base_python)
     ctx.say(f"Trainer environment for {the_plan.backend} ({the_plan.why}), built with {base}.")
-    result = build(paths, the_plan, base, lambda line: ctx.say(("  " + line, "dim")))
+    result = build(paths, the_plan, base, _progress_say(ctx))
     python = venv_python(Layout(paths.home).final)
     record(paths, python, the_plan)
     ctx.say(
@@ -451,6 +462,26 @@ def create(
         f"training.python is now {python}.",
     )
     return ExitCode.OK
+
+
+def _progress_say(ctx: Context) -> Say:
+    """pip's lines for a person or a program: a terminal hides the raw "Progress N of M"
+    lines behind a percentage; a pipe (the setup wizard's job) gets them as they are."""
+    terminal = ctx.out.is_terminal
+
+    def say(line: str) -> None:
+        found = _PIP_PROGRESS.match(line)
+        if found is None or not terminal:
+            ctx.say(line if found else ("  " + line, "dim"))
+            return
+        done, total = int(found.group(1)), int(found.group(2))
+        if total:
+            ctx.out.print(f"  downloading… {100 * done // total:3d}%", end="\r")
+
+    return say
+
+
+_PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)")
 
 
 def show_status(ctx: Context, json_out: bool = False) -> int:

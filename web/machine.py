@@ -2,19 +2,16 @@
 
 The service never imports torch or mlx (tests/app/test_light_imports.py), so
 the trainer interpreter is asked in a child process: a few lines that import
-what is there and print JSON. A separate trainer environment is a venv under
-the data folder with the packages the detected backend needs; creating it is
-a `web.jobs` job (pip's real progress), and the result becomes
-``training.python``.
+what is there and print JSON. A separate trainer environment is built by
+`rltray trainer-env create` (app/trainerenv.py), run by the wizard as a
+`web.jobs` job that shows pip's real progress.
 """
 
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 PROBE = r"""
@@ -87,33 +84,3 @@ def backend(info: dict[str, Any]) -> dict[str, Any]:
         "message": "This interpreter has neither torch + transformers + peft nor mlx + mlx-lm; "
         "create a trainer environment below.",
     }
-
-
-def env_packages(plat: str | None = None, machine: str | None = None) -> list[str]:
-    """What a new trainer environment needs on this machine (torch CPU build elsewhere)."""
-    plat = sys.platform if plat is None else plat
-    machine = platform.machine() if machine is None else machine
-    if plat == "darwin" and machine == "arm64":
-        return ["mlx>=0.29", "mlx-lm>=0.28"]
-    return [TORCH_CPU, "transformers>=4.56", "peft>=0.17", "safetensors>=0.4"]
-
-
-def env_steps(folder: Path, packages: list[str], pip_args: list[str] | None = None) -> list:
-    """The commands that create the environment in ``folder`` and install ``packages``.
-
-    rltray's own pip installs into the new environment (``pip --python``): the
-    pip a fresh venv gets from ensurepip may be too old for ``--progress-bar raw``.
-    """
-    python = env_python(folder)
-    return [
-        ("Creating the environment", [sys.executable, "-m", "venv", str(folder)]),
-        (
-            "Installing " + ", ".join(p.split("=")[0].split(">")[0] for p in packages),
-            [sys.executable, "-m", "pip", "--python", str(python), "install",
-             "--disable-pip-version-check", "--progress-bar", "raw", *(pip_args or []), *packages],
-        ),
-    ]  # fmt: skip
-
-
-def env_python(folder: Path) -> Path:
-    return folder / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")

@@ -223,7 +223,7 @@ def api_backend() -> Any:
             "configured": current.training.python,
             "info": info,
             "backend": machine.backend(info),
-            "packages": machine.env_packages(),
+            "packages": _planned_packages(),
             "env_folder": str(_env_folder()),
             "job": job.as_dict() if job else None,
         }
@@ -234,26 +234,41 @@ def _env_folder() -> Path:
     return state().service.paths.home / "trainer-env"
 
 
+def _planned_packages() -> list[str]:
+    """What `rltray trainer-env create` would install here (its plan), for the page."""
+    from rltray.app import trainerenv
+
+    try:
+        chosen = trainerenv.plan()
+    except UserError as exc:
+        return [str(exc)]
+    return [*chosen.pins, *chosen.requirements]
+
+
 @bp.post("/api/setup/trainer-env")
 def api_trainer_env() -> Any:
-    """Create the trainer venv and install the backend's packages; poll /api/jobs/<id>."""
+    """Build the trainer environment with `rltray trainer-env create`; poll /api/jobs/<id>.
+
+    The one implementation (app/trainerenv.py: built beside, proven by a real
+    training step, swapped in, training.python recorded) runs as a child process;
+    its pip "Progress N of M" lines drive the page's bar.
+    """
+    from rltray.app.bundle import cli_argv
+
     jobs = state().jobs
     running = jobs.running(ENV_JOB)
     if running is not None:
         return jsonify(running.as_dict())
-    folder = _env_folder()
-    options = state().options
-    packages = list(options.get("env_packages") or machine.env_packages())
-    steps = machine.env_steps(folder, packages, list(options.get("pip_args") or []))
+    extra = list(state().options.get("env_cli_args") or [])
+    steps = [("Building the trainer environment", cli_argv("trainer-env", "create", *extra))]
     paths = state().service.paths
     store = state().service.store
 
     def done(job: Any) -> None:
         from rltray.app import config
 
-        python = str(machine.env_python(folder))
-        config.set_value(paths, "training.python", python)
-        store.log_event("setup", f"created the trainer environment {folder}")
+        python = config.load_config(paths).training.python
+        store.log_event("setup", f"created the trainer environment for {python}")
         job.result = {"python": python}
 
     return jsonify(jobs.start(ENV_JOB, steps, on_done=done).as_dict())

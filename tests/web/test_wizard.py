@@ -7,13 +7,14 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rltray.app import config
 from rltray.web import models
 from rltray.web.wizard import needs_setup
 
-from tests.web.webtesting import build_wheel, post_json, write_model_folder
+from tests.web.webtesting import post_json, write_model_folder
 
 
 def test_the_page_has_six_steps(client, service) -> None:
@@ -114,40 +115,42 @@ def test_backend_asks_the_trainer_interpreter(client, service) -> None:
     assert broken["backend"]["name"] is None and "could not be run" in broken["backend"]["message"]
 
 
+def wait_job(client: Any, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while job["status"] == "running":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.5)
+        job = client.get(f"/api/jobs/{job['id']}").get_json()
+    return job
+
+
 @pytest.mark.slow
-def test_trainer_environment_is_created_with_pip(client, app, service, tmp_path) -> None:
-    wheel = build_wheel(tmp_path)
+def test_trainer_environment_is_built_proven_and_recorded(client, app, service) -> None:
+    """The wizard runs `rltray trainer-env create` (the one implementation) as a job."""
     app.extensions["rltray"].options.update(
-        env_packages=[str(wheel)], pip_args=["--no-index", "--no-cache-dir"]
+        env_cli_args=["--backend", "cpu", "--torch-index", "none"]
     )
     job = post_json(client, "/api/setup/trainer-env").get_json()
     assert job["status"] == "running"
     again = post_json(client, "/api/setup/trainer-env").get_json()
     assert again["id"] == job["id"]  # one at a time
-    deadline = time.monotonic() + 240
-    while job["status"] == "running":
-        assert time.monotonic() < deadline, job
-        time.sleep(0.5)
-        job = client.get(f"/api/jobs/{job['id']}").get_json()
+    job = wait_job(client, job, 900)
     assert job["status"] == "done", job
     python = job["result"]["python"]
+    assert python == str(service.paths.home / "trainer-env" / "bin" / "python")
     assert config.load_config(service.paths).training.python == python
-    out = subprocess.run([python, "-c", "import rltray_probe_pkg as p; print(p.VALUE)"],
+    assert any(line.startswith("Ready: one training step took") for line in job["log"]), job
+    out = subprocess.run([python, "-c", "import torch, rltray.trainer; print(torch.__version__)"],
                          capture_output=True, text=True, check=True)  # fmt: skip
-    assert out.stdout.strip() == "42"
-    assert any("Successfully installed rltray-probe-pkg" in line for line in job["log"])
+    assert out.stdout.startswith("2.13.0")
 
 
-def test_a_failing_environment_step_fails_the_job(client, app, tmp_path) -> None:
-    app.extensions["rltray"].options.update(env_packages=[str(tmp_path / "missing.whl")],
-                                            pip_args=["--no-index"])  # fmt: skip
-    job = post_json(client, "/api/setup/trainer-env").get_json()
-    deadline = time.monotonic() + 240
-    while job["status"] == "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
-        job = client.get(f"/api/jobs/{job['id']}").get_json()
+def test_a_failing_environment_build_fails_the_job_with_its_reason(client, app, service) -> None:
+    app.extensions["rltray"].options.update(env_cli_args=["--python", "/nonexistent/python3"])
+    job = wait_job(client, post_json(client, "/api/setup/trainer-env").get_json(), 120)
     assert job["status"] == "failed" and "failed (exit code" in job["error"]
+    assert any("/nonexistent/python3" in line for line in job["log"]), job["log"]
+    assert config.load_config(service.paths).training.python == ""  # nothing recorded
     assert client.get("/api/jobs/nope").status_code == 400
 
 

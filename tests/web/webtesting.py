@@ -31,31 +31,3 @@ def write_model_folder(folder: Any, layers: int = 2, hidden: int = 64, vocab: in
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "model.safetensors").write_bytes(b"\0" * 1024)
     return folder
-
-
-def build_wheel(folder: Any, name: str = "rltray_probe_pkg", version: str = "1.0") -> Any:
-    """A minimal pure-Python wheel, so pip installs something real with no network."""
-    import base64
-    import hashlib
-    import zipfile
-
-    files = {
-        f"{name}/__init__.py": b"VALUE = 42\n",
-        f"{name}-{version}.dist-info/METADATA": (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-        ),
-        f"{name}-{version}.dist-info/WHEEL": (
-            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = []
-    for path, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(data)}")
-    record.append(f"{name}-{version}.dist-info/RECORD,,")
-    files[f"{name}-{version}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, data in files.items():
-            zf.writestr(path, data)
-    return wheel
