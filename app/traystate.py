@@ -68,6 +68,8 @@ def snapshot(service: Service) -> TrayState:
         f"active v{active}" if active else "base model"
     )
     problems.extend(_run_problem(service))
+    versions = service.versions()
+    problems.extend(_publish_problem(versions))
     background = service.background
     notifier = getattr(background, "notifier", None)
     if notifier is not None:
@@ -87,7 +89,7 @@ def snapshot(service: Service) -> TrayState:
         paused=paused,
         training=running,
         snoozed_until=None if snoozed is None else _when(snoozed),
-        versions=tuple(_versions(service.versions(), active)),
+        versions=tuple(_versions(versions, active)),
     )
 
 
@@ -97,6 +99,14 @@ def _run_problem(service: Service) -> list[str]:
     if runs and runs[0]["status"] == "failed":
         error = (runs[0].get("error") or "no reason recorded").strip().splitlines()
         return [f"The last training run failed: {error[-1][:160] if error else ''}"]
+    return []
+
+
+def _publish_problem(rows: list[dict[str, Any]]) -> list[str]:
+    """The active version could not be published to Ollama: the agents still run the old one."""
+    for row in rows:
+        if row.get("active") and str(row.get("published") or "").startswith("not published"):
+            return [f"v{row['version']} is {row['published']}"]
     return []
 
 
@@ -111,6 +121,8 @@ def _versions(rows: list[dict[str, Any]], active: int | None) -> list[VersionCho
         label = f"v{row['version']} · {date}"
         if isinstance(score, (int, float)):
             label += f" · held-out {score:.2f}"
+        if row.get("ollama_tag"):
+            label += f" · {row['ollama_tag']}"
         choices.append(VersionChoice(row["version"], label, row["version"] == active))
     choices.append(VersionChoice(None, "Base model (no adapter)", active is None))
     return choices

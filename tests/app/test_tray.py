@@ -221,6 +221,21 @@ def test_train_now_trains_then_roll_back_lists_versions_and_switches(tray: Tray)
     assert active is not None and active.version == 1
 
 
+def test_roll_back_names_the_ollama_tag_and_a_failed_publish_asks_for_attention(
+    tray: Tray,
+) -> None:
+    store = tray.service.store
+    adapter = store.add_adapter("/models/tiny", tray.service.paths.adapters / "v0001")
+    store.set_adapter_status(adapter.version, "active")
+    store.set_adapter_publication(1, "tiny-rltray:v1", {"tag": "tiny-rltray:v1", "path": "merged"})
+    state = snapshot(tray.service)
+    assert state.versions[0].label.endswith(" · tiny-rltray:v1") and state.mode == IDLE
+    store.set_adapter_publication(1, None, {"error": "Ollama is not running on 127.0.0.1:11434"})
+    state = snapshot(tray.service)
+    assert state.mode == ATTENTION
+    assert state.problems == ("v1 is not published: Ollama is not running on 127.0.0.1:11434",)
+
+
 def test_training_shows_percent_in_the_icon_and_a_stop_item(
     tray: Tray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
