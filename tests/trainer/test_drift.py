@@ -26,7 +26,8 @@ def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
                                           preset="aggressive", hyper={"lr": 0.05, "epochs": 4}))
     seen = [x["kl_round"] for x in free_lines if x["type"] == "progress"]
     assert len(seen) == 8 and seen[2] > seen[1]  # uncapped, it runs every step, drifting
-    cap = (seen[1] + seen[2]) / 2  # a cap the run passes at its third step
+    # a cap whose guard margin the run passes at its third step
+    cap = (seen[1] + seen[2]) / 2 / train.GUARD_MARGIN
     outcome, lines = run_round(make_job(
         tmp_path / "capped", tiny_model_dir, preset="aggressive",
         hyper={"lr": 0.05, "epochs": 4, "kl_cap": cap, "kl_cap_total": cap}))
@@ -38,7 +39,8 @@ def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
     last = progress[-1]
     assert f"after step {last['step']} of {total}" in stops[0]
     assert f"kept the weights of step {last['step'] - 1}" in stops[0]
-    assert last["kl_round"] > cap  # the step that passed the cap ...
+    assert last["kl_round"] > train.GUARD_MARGIN * cap  # the step that passed the margin ...
+    assert f"passed {train.GUARD_MARGIN:g} x the {cap:g} cap" in stops[0]
     m = outcome.result.metrics
     assert m["steps"] == last["step"] - 1 and m["stopped_early"] == stops[0]
     assert m["kl_round"] <= cap  # ... was undone: the adapter is within it
