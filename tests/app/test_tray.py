@@ -9,7 +9,6 @@ D-Bus is exercised in test_tray_dbus.py.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,15 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ["PYSTRAY_BACKEND"] = "dummy"  # pystray picks its backend at import time
-
 from rltray.app import config
 from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.app.tray import Tray, why_no_tray
 from rltray.app.trayicon import draw
 from rltray.app.traystate import ATTENTION, IDLE, TRAINING, snapshot
+
+
+@pytest.fixture(autouse=True)
+def dummy_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pystray picks its backend when first imported (inside Tray): the dummy one, no display."""
+    monkeypatch.setenv("PYSTRAY_BACKEND", "dummy")
 
 
 @pytest.fixture
