@@ -42,7 +42,9 @@ def why_no_tray(env: dict[str, str] | None = None) -> str | None:
     """
     env = dict(os.environ) if env is None else env
     backend = env.get("PYSTRAY_BACKEND")
-    if backend == "dummy" or not sys.platform.startswith("linux"):
+    if backend == "dummy":
+        return "PYSTRAY_BACKEND is 'dummy', pystray's test backend, which shows nothing"
+    if not sys.platform.startswith("linux"):
         return None
     if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
         return "there is no display (DISPLAY and WAYLAND_DISPLAY are unset)"
@@ -144,6 +146,8 @@ class Tray:
         self.service.listeners.append(self.refresh)
 
         def setup(icon: Any) -> None:
+            if self._stopping.is_set():  # released after a failed start: nothing to show
+                return
             icon.visible = True
             self._refresher.start()
             if ready is not None:
@@ -155,6 +159,13 @@ class Tray:
             # GTK backends close a notification at stop that some servers reject
             # (DESKTOP-STACK §2.4); a failure while stopping is not the user's problem.
             if not self._stopping.is_set():
+                # pystray's setup thread (not a daemon) waits for a loop that never
+                # started; release it, or this process could never exit.
+                self._stopping.set()
+                mark_ready = getattr(self.icon, "_mark_ready", None)
+                if mark_ready is not None:
+                    with contextlib.suppress(Exception):
+                        mark_ready()
                 raise
             log.debug("ignored while stopping the tray: %s", exc)
         finally:

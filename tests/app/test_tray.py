@@ -305,4 +305,18 @@ def test_why_no_tray_names_the_missing_display() -> None:
         pytest.skip("the display check is Linux-only")
     reason = why_no_tray({"PATH": "/usr/bin"})
     assert reason == "there is no display (DISPLAY and WAYLAND_DISPLAY are unset)"
-    assert why_no_tray({"PYSTRAY_BACKEND": "dummy"}) is None
+    assert "pystray's test backend" in str(why_no_tray({"PYSTRAY_BACKEND": "dummy"}))
+
+
+def test_a_backend_that_cannot_run_fails_without_leaving_the_process_hanging(tray: Tray) -> None:
+    """pystray starts a non-daemon setup thread before its loop; a loop that raises must
+    not leave that thread waiting forever (a CLI could then never exit)."""
+    import threading
+
+    before = {t.ident for t in threading.enumerate()}
+    with pytest.raises(NotImplementedError):
+        tray.run()  # the dummy backend has no loop
+    deadline = time.monotonic() + 5
+    while [t for t in threading.enumerate() if t.ident not in before and not t.daemon]:
+        assert time.monotonic() < deadline, "pystray's setup thread is still waiting"
+        time.sleep(0.05)
