@@ -259,34 +259,14 @@ def _seen_by_the_desktop(address: str | None, before: list[str] | None) -> tuple
 
 def registered_tray_items(address: str) -> list[str] | None:
     """The StatusNotifierWatcher's RegisteredStatusNotifierItems; None without a watcher."""
-    import asyncio
+    from rltray.app import dbusquery
 
-    async def ask() -> list[str] | None:
-        from dbus_fast import Message, MessageType
-        from dbus_fast.aio import MessageBus
-
-        bus = await MessageBus(bus_address=address).connect()
-        try:
-            reply = await bus.call(
-                Message(
-                    destination="org.kde.StatusNotifierWatcher",
-                    path="/StatusNotifierWatcher",
-                    interface="org.freedesktop.DBus.Properties",
-                    member="Get",
-                    signature="ss",
-                    body=["org.kde.StatusNotifierWatcher", "RegisteredStatusNotifierItems"],
-                )
-            )
-        finally:
-            bus.disconnect()
-        if reply is None or reply.message_type != MessageType.METHOD_RETURN:
-            return None
-        return list(reply.body[0].value)
-
-    try:
-        return asyncio.run(asyncio.wait_for(ask(), 3.0))
-    except Exception:
-        return None
+    watcher = "org.kde.StatusNotifierWatcher"
+    reply = dbusquery.call(
+        address, watcher, "/StatusNotifierWatcher", "org.freedesktop.DBus.Properties", "Get",
+        "ss", [watcher, "RegisteredStatusNotifierItems"],
+    )  # fmt: skip
+    return None if reply is None else list(reply[0].value)
 
 
 def trainer_environment(env: dict[str, str]) -> tuple[str, str]:

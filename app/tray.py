@@ -72,37 +72,13 @@ def tray_host_present(env: dict[str, str] | None = None, timeout: float = 2.0) -
     watcher unless the AppIndicator extension is on: the icon then exists but
     nobody draws it, which the user should hear once rather than wonder.
     """
-    import asyncio
+    from rltray.app import dbusquery
 
     env = dict(os.environ) if env is None else env
     address = env.get("DBUS_SESSION_BUS_ADDRESS")
     if not address:
         return None
-
-    async def ask() -> bool:
-        from dbus_fast import Message, MessageType
-        from dbus_fast.aio import MessageBus
-
-        bus = await MessageBus(bus_address=address).connect()
-        try:
-            reply = await bus.call(
-                Message(
-                    destination="org.freedesktop.DBus",
-                    path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus",
-                    member="NameHasOwner",
-                    signature="s",
-                    body=[WATCHER],
-                )
-            )
-            return bool(reply and reply.message_type == MessageType.METHOD_RETURN and reply.body[0])
-        finally:
-            bus.disconnect()
-
-    try:
-        return asyncio.run(asyncio.wait_for(ask(), timeout))
-    except Exception:
-        return None
+    return dbusquery.name_has_owner(address, WATCHER, timeout)
 
 
 class Tray:
