@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,32 +33,12 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
 from rltray.app import config
 from rltray.app.paths import Paths
 from rltray.app.store import Store
-from traybus import WATCHER, WATCHER_PATH, DBusMenu, FakeWatcher
-
-CHECK_GTK = (
-    "import gi; gi.require_version('Gtk', '3.0'); "
-    "gi.require_version('AyatanaAppIndicator3', '0.1'); "
-    "from gi.repository import Gtk, AyatanaAppIndicator3"
-)
-
-
-def _missing() -> str | None:
-    if shutil.which("Xvfb") is None:
-        return "needs Xvfb (Debian: apt install xvfb; `make test` installs it as root)"
-    probe = subprocess.run([sys.executable, "-c", CHECK_GTK], capture_output=True, text=True)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return (
-            "needs PyGObject with GTK 3 and AyatanaAppIndicator3 (Debian: apt install "
-            "gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1 libgirepository1.0-dev "
-            f"libcairo2-dev, then pip install 'pygobject<3.51'; `make test` does both): {last}"
-        )
-    return None
+from traybus import DBusMenu, FakeWatcher, missing_tray_desktop, panel_fixture  # noqa: F401
 
 
 @pytest.fixture
 def display() -> Iterator[str]:
-    missing = _missing()
+    missing = missing_tray_desktop()
     if missing:
         pytest.skip(missing)
     with xvfb() as name:
@@ -67,14 +46,8 @@ def display() -> Iterator[str]:
 
 
 @pytest.fixture
-def watcher(session_bus: PrivateSessionBus) -> Iterator[tuple[FakeWatcher, BusThread]]:
-    thread = BusThread(session_bus.address)
-    fake = FakeWatcher()
-    thread.export(WATCHER_PATH, fake, WATCHER)
-    try:
-        yield fake, thread
-    finally:
-        thread.close()
+def watcher(panel: tuple[FakeWatcher, BusThread]) -> tuple[FakeWatcher, BusThread]:
+    return panel
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:

@@ -13,16 +13,21 @@ the layout again before each click (``DBusMenu.click`` does).
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+import pytest
 from dbus_fast import Message, MessageType, Variant
 from dbus_fast.annotations import DBusBool, DBusInt32, DBusSignature, DBusStr
 from dbus_fast.service import PropertyAccess, ServiceInterface, dbus_method, dbus_property
 from dbus_fast.service import dbus_signal as signal
-from dbus_fixtures import BusThread
+from dbus_fixtures import BusThread, PrivateSessionBus
 
 WATCHER = "org.kde.StatusNotifierWatcher"
 WATCHER_PATH = "/StatusNotifierWatcher"
@@ -186,3 +191,38 @@ async def _menu_path(thread: BusThread, owner: str, path: str) -> str | None:
     except RuntimeError:
         return None
     return str(value.value)
+
+
+CHECK_GTK = (
+    "import gi; gi.require_version('Gtk', '3.0'); "
+    "gi.require_version('AyatanaAppIndicator3', '0.1'); "
+    "from gi.repository import Gtk, AyatanaAppIndicator3"
+)
+
+
+def missing_tray_desktop() -> str | None:
+    """What a real tray under Xvfb needs and this machine lacks, in one sentence; None if all."""
+    if shutil.which("Xvfb") is None:
+        return "needs Xvfb (Debian: apt install xvfb; `make test` installs it as root)"
+    probe = subprocess.run([sys.executable, "-c", CHECK_GTK], capture_output=True, text=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return (
+            "needs PyGObject with GTK 3 and AyatanaAppIndicator3 (Debian: apt install "
+            "gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1 libgirepository1.0-dev "
+            f"libcairo2-dev, then pip install 'pygobject<3.51'; `make test` does both): {last}"
+        )
+    return None
+
+
+@pytest.fixture(name="panel")
+def panel_fixture(session_bus: PrivateSessionBus) -> Iterator[tuple[FakeWatcher, BusThread]]:
+    """A desktop panel on the test's bus: the watcher items register with, and the bus
+    thread that reads and clicks their menus (import it with session_bus_fixture)."""
+    thread = BusThread(session_bus.address)
+    fake = FakeWatcher()
+    thread.export(WATCHER_PATH, fake, WATCHER)
+    try:
+        yield fake, thread
+    finally:
+        thread.close()
