@@ -33,7 +33,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
 )
 from rltray.app import config
 from rltray.app.paths import Paths
-from traybus import WATCHER, WATCHER_PATH, DBusMenu, FakeWatcher
+from traybus import DBusMenu, FakeWatcher, panel_fixture  # noqa: F401
 
 pytestmark = [
     pytest.mark.slow,
@@ -71,18 +71,6 @@ def display() -> Iterator[str]:
         pytest.skip("needs Xvfb (Debian: apt install xvfb; `make test` installs it as root)")
     with xvfb() as name:
         yield name
-
-
-@pytest.fixture
-def panel(session_bus: PrivateSessionBus) -> Iterator[tuple[FakeWatcher, BusThread]]:
-    """The tray watcher, and the bus thread a panel reads the tray's menu with."""
-    thread = BusThread(session_bus.address)
-    fake = FakeWatcher()
-    thread.export(WATCHER_PATH, fake, WATCHER)
-    try:
-        yield fake, thread
-    finally:
-        thread.close()
 
 
 @pytest.fixture

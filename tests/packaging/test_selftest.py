@@ -9,7 +9,6 @@ tray watcher (tests/app/dbus_fixtures.py, traybus.py).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,13 +23,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
     xvfb,
 )
-from traybus import WATCHER, WATCHER_PATH, FakeWatcher
-
-CHECK_GTK = (
-    "import gi; gi.require_version('Gtk', '3.0'); "
-    "gi.require_version('AyatanaAppIndicator3', '0.1'); "
-    "from gi.repository import Gtk, AyatanaAppIndicator3"
-)
+from traybus import FakeWatcher, missing_tray_desktop, panel_fixture  # noqa: F401
 
 
 def selftest(env: dict[str, str]) -> tuple[int, list[str], str]:
@@ -52,20 +45,12 @@ def state_of(lines: list[str], part: str) -> str:
 
 
 @pytest.fixture
-def desktop(session_bus: PrivateSessionBus) -> Iterator[tuple[str, FakeWatcher]]:
-    if shutil.which("Xvfb") is None:
-        pytest.skip("needs Xvfb (Debian: apt install xvfb; `make test` installs it as root)")
-    probe = subprocess.run([sys.executable, "-c", CHECK_GTK], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip("needs PyGObject with GTK 3 and AyatanaAppIndicator3 (`make test`)")
-    thread = BusThread(session_bus.address)
-    watcher = FakeWatcher()
-    thread.export(WATCHER_PATH, watcher, WATCHER)
-    try:
-        with xvfb() as display:
-            yield display, watcher
-    finally:
-        thread.close()
+def desktop(panel: tuple[FakeWatcher, BusThread]) -> Iterator[tuple[str, FakeWatcher]]:
+    missing = missing_tray_desktop()
+    if missing:
+        pytest.skip(missing)
+    with xvfb() as display:
+        yield display, panel[0]
 
 
 def test_without_a_desktop_the_required_parts_pass_and_the_rest_say_why() -> None:
