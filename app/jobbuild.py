@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rltray.app.errors import ExitCode, NothingToDo, UserError
 from rltray.app.fileio import write_private_atomic
+from rltray.app.store_base import parse_iso
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
@@ -369,7 +370,7 @@ def _write_jsonl(
 
 def _is_iso(text: str) -> bool:
     try:
-        datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        parse_iso(text)
     except ValueError:
         return False
     return True

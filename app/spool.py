@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.scrub import scrub
+from rltray.app.store_base import parse_iso
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
@@ -110,7 +111,7 @@ def _timestamp(obj: dict[str, Any]) -> str:
         raise SpoolError("`captured_at` must be an ISO-8601 time string.")
     text = value.strip()
     try:
-        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        when = parse_iso(text)
     except ValueError:
         raise SpoolError(f"`captured_at` is not an ISO-8601 time: {text[:40]!r}.") from None
     if when.tzinfo is None:

@@ -34,6 +34,16 @@ class StoreError(Exception):
     """A request the database cannot satisfy (unknown turn, bad value), in one sentence."""
 
 
+def parse_iso(text: str) -> datetime:
+    """An ISO-8601 time as hooks and agents write it (a trailing ``Z``/``z`` means UTC).
+
+    Python 3.10's ``fromisoformat`` rejects the ``Z``; raises ValueError for
+    anything else that is not a time.
+    """
+    text = text.strip()
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+
+
 def utc_iso(value: datetime | str | None = None) -> str:
     """Normalise a time to ``YYYY-MM-DDTHH:MM:SS.ffffff+00:00`` (now when None).
 
@@ -43,11 +53,10 @@ def utc_iso(value: datetime | str | None = None) -> str:
     if value is None:
         value = datetime.now(timezone.utc)
     if isinstance(value, str):
-        text = value.strip()
         try:
-            value = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+            value = parse_iso(value)
         except ValueError:
-            return text
+            return value.strip()
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
