@@ -11,6 +11,7 @@ speaking the real protocols (tests/app/traybus.py, dbus_fixtures.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -71,13 +72,29 @@ def read_store(paths: Paths, fn: Callable[[Store], Any]) -> Any:
         return fn(store)
 
 
-def start_tray(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+@contextlib.contextmanager
+def running_tray(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`rltray run` as a process; whatever the test did, it and its children are gone after."""
+    import psutil
+
+    proc = subprocess.Popen(
         [sys.executable, "-m", "rltray.app.cli", "run"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
     )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()  # a settings window the test made it open
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        proc.wait(30)
 
 
 def fire_claude_hook(home: Path, cwd: Path, session: str, prompt: str, answer: str) -> None:
@@ -130,8 +147,7 @@ def test_the_real_tray_menu_does_what_each_item_says(
     config.set_value(paths, "notify.ask", "every")
     (paths.home / "setup-done").touch()  # the first-run wizard is another test's
     log = tmp_path / "tray.log"
-    proc = start_tray(env, log)
-    try:
+    with running_tray(env, log) as proc:
         menu = DBusMenu.of_item(thread, fake_watcher.wait_for_item())
         top = [e.label for e in menu.layout().children if e.label]
         assert top[0] == "0 new ratings · base model", log.read_text()
@@ -193,10 +209,6 @@ def test_the_real_tray_menu_does_what_each_item_says(
 
         menu.click("Quit rltray")
         assert proc.wait(30) == 0, log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
     assert "rltray is running in the tray" in text and "rltray stopped." in text
     assert not paths.endpoint.exists()  # the API said goodbye
@@ -215,8 +227,7 @@ def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
     env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator"}
     Paths.from_env().ensure()
     (Paths.from_env().home / "setup-done").touch()
-    proc = start_tray(env, tmp_path / "one.log")
-    try:
+    with running_tray(env, tmp_path / "one.log") as proc:
         fake_watcher.wait_for_item()
         second = subprocess.run(
             [sys.executable, "-m", "rltray.app.cli", "run"],
@@ -226,10 +237,6 @@ def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
         assert "already running" in second.stderr
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert "rltray stopped." in (tmp_path / "one.log").read_text()
 
 
@@ -239,15 +246,10 @@ def test_without_a_display_run_says_why_and_serves_headless(
     env = {k: v for k, v in session_bus.env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.pop("PYSTRAY_BACKEND", None)
     log = tmp_path / "headless.log"
-    proc = start_tray(env, log)
-    try:
+    with running_tray(env, log) as proc:
         wait_until(lambda: "running headless" in log.read_text(), what="the headless start")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
     assert "No tray icon: there is no display (DISPLAY and WAYLAND_DISPLAY are unset)." in text
 
@@ -271,8 +273,7 @@ def test_the_first_run_opens_the_setup_wizard_and_later_runs_do_not(
     browser.chmod(0o755)
     env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator",
            "BROWSER": str(browser), "PYWEBVIEW_GUI": "none-such"}  # fmt: skip
-    proc = start_tray(env, tmp_path / "first.log")
-    try:
+    with running_tray(env, tmp_path / "first.log") as proc:
         fake_watcher.wait_for_item()
         windows = wait_until(
             lambda: [p for p in psutil.Process(proc.pid).children(recursive=True)
@@ -281,21 +282,12 @@ def test_the_first_run_opens_the_setup_wizard_and_later_runs_do_not(
             what="the setup window",
         )  # fmt: skip
         assert windows
-    finally:
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            child.kill()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
     (Paths.from_env().home / "setup-done").touch()  # what the wizard's Finish writes
     seen.unlink(missing_ok=True)
     with fake_watcher.changed:
         fake_watcher.items.clear()
-    proc = start_tray(env, tmp_path / "second.log")
-    try:
+    with running_tray(env, tmp_path / "second.log") as proc:
         fake_watcher.wait_for_item()
         time.sleep(2)  # the first run's window was asked for at this point already
         children = [" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(True)]
         assert not any("rltray.web.window" in c for c in children) and not seen.exists()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
