@@ -28,18 +28,23 @@ def restore_library_path():
         os.environ.pop("LD_LIBRARY_PATH", None)
 
 
+def run_script(argv):
+    """Execute ``argv[0]`` as ``__main__`` with ``sys.argv = argv`` (python's ``-I -S`` run)."""
+    path = argv[0]
+    sys.argv = list(argv)
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec")
+    exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
+    return 0
+
+
 def main():
     restore_library_path()
     args = sys.argv[1:]
     if len(args) < 3 or args[:2] != ["-I", "-S"]:
         print("usage: rltray-hook -I -S SCRIPT [ARGS...]", file=sys.stderr)
         return 2
-    path = args[2]
-    sys.argv = args[2:]
-    with open(path, "rb") as fh:
-        code = compile(fh.read(), path, "exec")
-    exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
-    return 0
+    return run_script(args[2:])
 
 
 if __name__ == "__main__":

@@ -13,15 +13,9 @@ the bootloader allows.
 
 import sys
 
-
-def run_script(argv):
-    """Execute ``argv[0]`` as ``__main__`` with ``sys.argv = argv`` (python's ``-I -S`` run)."""
-    path = argv[0]
-    sys.argv = list(argv)
-    with open(path, "rb") as fh:
-        code = compile(fh.read(), path, "exec")
-    exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
-    return 0
+# The hook executable's entry script (same folder): one copy of the -I -S runner and
+# of the LD_LIBRARY_PATH repair for both executables.
+from hook_main import restore_library_path, run_script
 
 
 def set_windows_app_id():
@@ -32,23 +26,6 @@ def set_windows_app_id():
         ctypes.windll.shell32.SetCurrentProcessExplicitAppUserModelID("dev.rltray.tray")
     except Exception:  # cosmetic: Windows then groups the toasts under the exe
         pass
-
-
-def restore_library_path():
-    """Give child programs the user's LD_LIBRARY_PATH, not the bundle's.
-
-    PyInstaller's bootloader points LD_LIBRARY_PATH at the bundle's libraries
-    for this process; inherited, it makes a trainer's Python, a browser or a
-    chained notify program load our copies of libssl, libstdc++ or GTK. The
-    loader read it already at start, so this process keeps its own libraries.
-    """
-    import os
-
-    original = os.environ.pop("LD_LIBRARY_PATH_ORIG", None)
-    if original is not None:
-        os.environ["LD_LIBRARY_PATH"] = original
-    else:
-        os.environ.pop("LD_LIBRARY_PATH", None)
 
 
 def main():
