@@ -136,8 +136,9 @@ class TrainingRunner:
             self._refuse_if_running()
             training = self._training()
             paused = adapterversions.resumable_run(self.store, self.paths, training.base_model)
+            away = reason == "scheduled"  # the scheduler starts rounds only while idle
             if paused is not None:
-                return self._launch(paused, reason="resume")
+                return self._launch(paused, reason="resume", user_away=away)
             python = jobbuild.training_python(training)
             run_id = jobbuild.new_run_id()
             built = jobbuild.build_job(
@@ -151,7 +152,9 @@ class TrainingRunner:
                 min_fresh=1 if reason == "manual" else training.min_ratings,
             )
             self.store.add_run(run_id, status="running")
-            return self._launch(run_id, reason=reason, built=built, python=python)
+            return self._launch(
+                run_id, reason=reason, built=built, python=python, user_away=away
+            )
 
     def resume(self, run_id: str | None = None) -> str:
         """Run a paused round's job folder again; the trainer continues from its checkpoint."""
@@ -254,12 +257,23 @@ class TrainingRunner:
         reason: str,
         built: jobbuild.BuiltJob | None = None,
         python: str | None = None,
+        user_away: bool = False,
     ) -> str:
-        """Spawn the trainer on ``runs/<run_id>/job.json`` and its reader thread."""
+        """Spawn the trainer on ``runs/<run_id>/job.json`` and its reader thread.
+
+        ``user_away``: the scheduler started this round because the user is idle
+        (it pauses the round when they return), so the trainer may use every core;
+        otherwise it leaves one free (``torch_setup.choose_threads``).
+        """
         folder = self.paths.runs / run_id
         built = built or jobbuild.read_manifest(folder)
         python = python or jobbuild.training_python(self._training())
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "RLTRAY_TRAINER_USER_AWAY": "1" if user_away else "0",
+            **self.env,
+        }
         flags = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)  # CTRL_BREAK on Windows
         with open(folder / "trainer.log", "ab") as log:
             log.write(f"--- {datetime.now(timezone.utc).isoformat()} {reason}\n".encode())

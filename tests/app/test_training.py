@@ -58,6 +58,8 @@ job_path = sys.argv[-1]
 job = json.load(open(job_path))
 folder = os.path.dirname(job_path)
 mode = os.environ["FAKE_MODE"]
+with open(os.path.join(folder, "user_away.txt"), "w") as f:
+    f.write(os.environ.get("RLTRAY_TRAINER_USER_AWAY", "unset"))
 def emit(d):
     print(json.dumps(d), flush=True)
 if mode == "crash":
@@ -172,6 +174,21 @@ def test_accept_registers_v1_marks_fresh_ratings_and_publishes(
     assert publisher.calls == [("published", 1)]
     assert any(c["percent"] == 50.0 for c in changes)
     assert changes[-1]["status"] == "done" and runner.progress["status"] == "done"
+
+
+@pytest.mark.parametrize(("reason", "away"), [("scheduled", "1"), ("manual", "0")])
+def test_the_trainer_hears_whether_the_user_is_away(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch,
+    reason: str, away: str,
+) -> None:
+    """A scheduled round runs while the user is idle and may take every core; Train now may not."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    monkeypatch.delenv("RLTRAY_TRAINER_USER_AWAY", raising=False)
+    rate_many(store, make_turn, 48)  # a scheduled round needs training.min_ratings fresh ones
+    runner, _, _ = make_runner(store, paths, fake_python)
+    run_id = runner.start(reason=reason)
+    assert runner.wait(30)
+    assert (paths.runs / run_id / "user_away.txt").read_text() == away
 
 
 def test_reject_keeps_ratings_and_registers_nothing(

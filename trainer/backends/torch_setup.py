@@ -33,13 +33,21 @@ def first_sentence(exc: BaseException) -> str:
     return text[: cut + 1] if cut > 0 else text
 
 
+#: Set by the tray's runner for a round the scheduler started: such rounds start
+#: only while the user is idle and are paused when they come back.
+USER_AWAY_ENV = "RLTRAY_TRAINER_USER_AWAY"
+
+
 def choose_threads() -> int:
-    """Torch CPU threads: ``RLTRAY_TRAINER_THREADS``, else physical cores minus one.
+    """Torch CPU threads: ``RLTRAY_TRAINER_THREADS``, else by whether the user is away.
 
     Physical, not logical, cores: hyper-threads add contention, not speed, for
-    matmuls. One core stays free for the user: the trainer runs in the background,
-    and an OpenMP pool that wants every core stalls badly whenever anything else
-    runs (measured on a busy 2-core box: a round took 75 s on 2 threads, 1 s on 1).
+    matmuls. A scheduled round (``RLTRAY_TRAINER_USER_AWAY=1``) runs only while the
+    user is idle and is paused when they return, so it takes every physical core.
+    Any other round (*Train now*, a resume, the command line) runs while the user
+    works: one core stays free for them, because an OpenMP pool that wants every
+    core stalls badly whenever anything else runs (measured on a busy 2-core box:
+    a round took 75 s on 2 threads, 1 s on 1).
     """
     env = os.environ.get("RLTRAY_TRAINER_THREADS")
     if env and env.isdigit() and int(env) > 0:
@@ -50,7 +58,10 @@ def choose_threads() -> int:
         cores = psutil.cpu_count(logical=False)
     except Exception:
         cores = None
-    return max(1, (cores or os.cpu_count() or 1) - 1)
+    cores = cores or os.cpu_count() or 1
+    if os.environ.get(USER_AWAY_ENV) == "1":
+        return cores
+    return max(1, cores - 1)
 
 
 def cpu_autocast(device: Any, dtype: Any) -> bool:
