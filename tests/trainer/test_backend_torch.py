@@ -95,7 +95,8 @@ def train_steps(backend: TorchPeftBackend, batch: Any, steps: int, adv: float = 
 
 def test_lora_on_every_block_linear_only(tiny_model: Path) -> None:
     backend = loaded(tiny_model)
-    assert backend.device_name == "cpu float32"
+    threads = torch.get_num_threads()
+    assert backend.device_name == f"cpu float32, {threads} thread" + ("s" if threads > 1 else "")
     paths = sorted(backend.lora_paths)
     assert paths == sorted(f"model.layers.{i}.{m}" for i in range(2) for m in _full(TARGETS))
     trainable = {n: p.numel() for n, p in backend.model.named_parameters() if p.requires_grad}
@@ -236,7 +237,7 @@ def test_bf16_autocast_is_opt_in_and_close_to_fp32(
     assert cpu_autocast(cpu, torch.float32) is True
     assert cpu_autocast(cpu, torch.bfloat16) is False  # a bf16 model needs no autocast
     fast = loaded(tiny_model)
-    assert fast.autocast and fast.device_name == "cpu float32 + bf16 autocast"
+    assert fast.autocast and fast.device_name.startswith("cpu float32 + bf16 autocast, ")
     monkeypatch.setenv("RLTRAY_TRAINER_BF16", "0")
     exact = loaded(tiny_model)
     batch = make_batch(exact.tokenizer, CORPUS)
@@ -246,3 +247,35 @@ def test_bf16_autocast_is_opt_in_and_close_to_fp32(
     train_steps(fast, batch, 2)  # trains: LoRA weights stay fp32 and finite
     assert all(np.isfinite(v).all() and v.dtype == np.float32
                for v in fast.lora_state().values())
+
+
+def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_model: Path) -> None:
+    """The prompt gets no logits in a training step; loss, stats and gradients stay the same."""
+    backend = loaded(tiny_model)
+    assert backend._keeps_logits()
+    batch = make_batch(backend.tokenizer, CORPUS)
+    assert batch.response_mask[:, 1].sum() == 0  # the first columns are prompt in every row
+    old = backend.logprobs(batch, adapter=True)
+    base = old - 0.05  # a drift, so the KL term has something to push against
+    adv = np.array([1.0, -1.0, 0.5, -0.5], np.float32)
+    w = np.full(4, 0.25, np.float32)
+    calls: list[Any] = []
+    forward = backend._forward_logits
+
+    def spy(inputs: Any, keep: Any = None) -> Any:
+        calls.append(keep)
+        return forward(inputs, keep)
+
+    backend._forward_logits = spy  # type: ignore[method-assign]
+    trimmed = backend.accumulate(batch, old, base, adv, w)
+    g_trimmed = backend.lora_gradients()
+    backend.zero_grad()
+    backend._logits_to_keep = False  # what a Transformers without logits_to_keep does
+    full = backend.accumulate(batch, old, base, adv, w)
+    g_full = backend.lora_gradients()
+    first_kept = calls[0]
+    assert first_kept is not None and int(first_kept[0]) > 0 and calls[1] is None
+    assert trimmed == pytest.approx(full, rel=1e-5, abs=1e-7)
+    assert g_trimmed.keys() == g_full.keys() and g_full
+    for k in g_full:
+        np.testing.assert_allclose(g_trimmed[k], g_full[k], rtol=1e-4, atol=1e-7)

@@ -52,6 +52,7 @@ class TorchPeftBackend(Backend):
         self.alpha = float(hyper.alpha)
         self.lora_paths: list[str] = []
         self.autocast = False  # bf16 matmuls on a capable CPU (torch_setup.cpu_autocast)
+        self._logits_to_keep: bool | None = None
 
     # ---- loading -------------------------------------------------------------------
 
@@ -60,7 +61,13 @@ class TorchPeftBackend(Backend):
         if self.device is None:
             return self.name
         name = f"{self.device.type} {str(self.dtype).replace('torch.', '')}"
-        return name + (" + bf16 autocast" if self.autocast else "")
+        name += " + bf16 autocast" if self.autocast else ""
+        if self.device.type == "cpu":
+            import torch
+
+            threads = torch.get_num_threads()
+            name += f", {threads} thread{'s' if threads != 1 else ''}"
+        return name
 
     def load(self) -> None:
         import torch
@@ -206,25 +213,49 @@ class TorchPeftBackend(Backend):
         }
 
     @staticmethod
-    def _token_logprobs(logits: Any, input_ids: Any) -> Any:
-        """(B, L-1) float32 log p(x_j | x_<j) from (B, L, V) logits, one row at a time."""
+    def _token_logprobs(logits: Any, input_ids: Any, shifted: bool = False) -> Any:
+        """(B, T) float32 log p(next token) from logits, one row at a time.
+
+        Plain: (B, L, V) logits of every position and (B, L) ids give T = L - 1.
+        ``shifted``: the logits were kept for the T positions that predict
+        ``input_ids`` (already cut to those T targets), so they pair one to one.
+        """
         import torch
 
         rows = []
         for b in range(logits.shape[0]):
-            z = logits[b, :-1].float()
-            target = input_ids[b, 1:]
+            z = logits[b].float() if shifted else logits[b, :-1].float()
+            target = input_ids[b] if shifted else input_ids[b, 1:]
             picked = z.gather(-1, target.unsqueeze(-1)).squeeze(-1)
             rows.append(picked - torch.logsumexp(z, dim=-1))
         return torch.stack(rows)
 
-    def _forward_logits(self, inputs: dict[str, Any]) -> Any:
+    def _forward_logits(self, inputs: dict[str, Any], keep: Any = None) -> Any:
+        """Logits of every position, or of the hidden-state positions in ``keep`` only.
+
+        ``keep`` (a 1-D tensor of positions) goes to the model as ``logits_to_keep``:
+        the output head and the log-softmax over the vocabulary then run only where
+        a trained token is predicted, not over the prompt (on SmolLM2 the head is a
+        fifth of the model's matmul work and its logits the largest tensor).
+        """
         import torch
 
+        kwargs = {"use_cache": False}
+        if keep is not None:
+            kwargs["logits_to_keep"] = keep
         if self.autocast:
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                return self.model(**inputs, use_cache=False).logits.float()
-        return self.model(**inputs, use_cache=False).logits
+                return self.model(**inputs, **kwargs).logits.float()
+        return self.model(**inputs, **kwargs).logits
+
+    def _keeps_logits(self) -> bool:
+        """Whether this model's forward takes ``logits_to_keep`` (Transformers >= 4.50)."""
+        if self._logits_to_keep is None:
+            import inspect
+
+            forward = self.model.get_base_model().forward
+            self._logits_to_keep = "logits_to_keep" in inspect.signature(forward).parameters
+        return self._logits_to_keep
 
     def logprobs(self, batch: Any, *, adapter: bool) -> np.ndarray:
         import torch
@@ -247,6 +278,7 @@ class TorchPeftBackend(Backend):
         adv: np.ndarray,
         weight: np.ndarray,
     ) -> dict[str, float]:
+        import torch
         from rltray.trainer.objective import mispo_loss_torch
 
         if float(self.hyper.dropout) > 0:
@@ -254,14 +286,27 @@ class TorchPeftBackend(Backend):
         else:
             self.model.eval()  # no dropout: eval keeps n identical to the o computed in eval
         inputs = self._inputs(batch)
-        logits = self._forward_logits(inputs)
-        n = self._token_logprobs(logits, inputs["input_ids"])
         mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
+        # Only the columns from the first trained token on carry loss: the prompt
+        # before it gets no logits (same maths: masked columns add exactly nothing).
+        cols = np.flatnonzero(mask.any(axis=0))
+        first = int(cols[0]) if cols.size and self._keeps_logits() else 0
+        width = mask.shape[1]
+        keep = None
+        if first > 0:
+            keep = torch.arange(first, width, device=self.device)
+        logits = self._forward_logits(inputs, keep)
+        ids = inputs["input_ids"]
+        n = (
+            self._token_logprobs(logits, ids)
+            if keep is None
+            else self._token_logprobs(logits, ids[:, first + 1 :], shifted=True)
+        )
         loss, stats = mispo_loss_torch(
             n,
-            np.asarray(old, dtype=np.float32),
-            np.asarray(base, dtype=np.float32),
-            mask,
+            np.asarray(old, dtype=np.float32)[:, first:],
+            np.asarray(base, dtype=np.float32)[:, first:],
+            mask[:, first:],
             np.asarray(adv, dtype=np.float32),
             np.asarray(weight, dtype=np.float32),
             self.hyper,
