@@ -53,6 +53,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--presets", default="careful,balanced,aggressive")
     ap.add_argument("--sources", default="on,off")
     ap.add_argument("--backend", default="torch", choices=("torch", "mlx"))
+    ap.add_argument("--methods", default="mispo",
+                    help="comma list of mispo, reinforce, sft, kto (the last three: baselines "
+                         "with the preset's rate, LoRA, steps and clip; torch only)")
     ap.add_argument("--lr-scale", default="1", help="comma list: x preset rate (20 = collapse)")
     ap.add_argument("--prefer", default=w.PREFER, choices=sorted(w.PREFERENCES))
     ap.add_argument("--noise", type=float, default=0.1)
@@ -165,9 +168,57 @@ def example(i: int, p: str, r: str, y: int, prefix: str) -> dict[str, Any]:
     return {"id": f"{prefix}{i}", "prompt": p, "response": r, "rating": y, "rated_at": at}
 
 
+#: REINFORCE = the trainer with its trust region, drift gate and KL term switched off
+#: (the same advantages, class weights, LoRA and optimizer; bench/README.md).
+REINFORCE = {"rho_lo": 0, "rho_hi": 1e9, "delta_lo": -1e9, "delta_hi": 1e9, "beta": 0,
+             "guard_turns": 0}
+
+
+def preset_hyper(folder: Path, preset: str) -> Any:
+    sys.path.insert(0, str(ROOT))
+    from rltray.trainer import presets
+
+    return presets.resolve(preset, presets.model_info(json.loads((folder / "config.json")
+                                                                 .read_text())))
+
+
+def run_baseline(a: argparse.Namespace, folder: Path, world: dict[str, Any], method: str,
+                 preset: str, source: str, n: int, lr_scale: float,
+                 base_score: dict[str, Any], key: str, run_dir: Path) -> dict[str, Any]:
+    """SFT on the good-rated answers or TRL's KTO, in this process, on the preset's budget."""
+    import baselines
+
+    h = preset_hyper(folder, preset)
+    budget = baselines.Budget(lr=h.lr * lr_scale, epochs=int(h.epochs),
+                              step_examples=int(h.step_examples), warmup_steps=int(h.warmup_steps),
+                              rank=int(h.rank), alpha=int(h.alpha), grad_clip=float(h.grad_clip),
+                              seed=a.seed)
+    rated = [(p, r, y) for p, r, y in world[source][:n]]
+    model, tok = load(folder)
+    t = time.time()
+    train = baselines.train_sft if method == "sft" else baselines.train_kto
+    train(model, tok, rated, budget, run_dir / "adapter")
+    wall = time.time() - t
+    del model
+    sc = score(folder, run_dir / "adapter", world, a)
+    steps = math.ceil((sum(y > 0 for *_, y in rated) if method == "sft" else n)
+                      / budget.step_examples) * budget.epochs
+    return {
+        "key": key, "method": method, "backend": "torch", "preset": preset, "source": source,
+        "n": n, "lr_scale": lr_scale, "lr": budget.lr, "wall_s": round(wall, 1),
+        "steps": steps, "accepted": None, "reasons": [], "kl_round": None,
+        "pref": sc["pref"], "pref_se": sc["pref_se"], "degenerate": sc["degenerate"],
+        "kl_ref": sc["kl"], "nll_change": sc["nll"] / base_score["nll"] - 1.0,
+        "eval_s": sc["eval_s"], "samples": sc["samples"],
+    }
+
+
 def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: str,
-            source: str, n: int, lr_scale: float, base_score: dict[str, Any]) -> dict[str, Any]:
+            source: str, n: int, lr_scale: float, base_score: dict[str, Any],
+            method: str = "mispo") -> dict[str, Any]:
     key = f"{a.backend}-{a.prefer}-{preset}-{source}-n{n}-x{lr_scale:g}-s{a.seed}"
+    if method != "mispo":
+        key = f"{method}-{key}"
     run_dir = a.out / "runs" / key
     row_file = run_dir / "row.json"
     if row_file.exists() and not a.fresh:
@@ -180,14 +231,17 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     held = [example(1000 + i, *x, "h") for i, x in enumerate(world[f"held_{source}"])]
     for name, rows in (("examples.jsonl", train), ("heldout.jsonl", held)):
         (run_dir / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if method in ("sft", "kto"):
+        row = run_baseline(a, folder, world, method, preset, source, n, lr_scale, base_score,
+                           key, run_dir)
+        row_file.write_text(json.dumps(row))
+        return row
     hyper: dict[str, Any] = {"max_seq_len": 512}
     if lr_scale != 1:
-        sys.path.insert(0, str(ROOT))
-        from rltray.trainer import presets
-
-        info = presets.model_info(json.loads((folder / "config.json").read_text()))
-        hyper["lr"] = presets.resolve(preset, info).lr * lr_scale
+        hyper["lr"] = preset_hyper(folder, preset).lr * lr_scale
         hyper["guard_turns"] = 0  # no drift guard: see what the gate does with the result
+    if method == "reinforce":
+        hyper.update(REINFORCE)
     job = {"v": 1, "id": key, "base_model": str(folder), "backend": a.backend, "device": "cpu",
            "preset": preset, "hyper": hyper, "examples": "examples.jsonl",
            "heldout": "heldout.jsonl", "out": "adapter", "seed": a.seed, "baseline": 0.0}
@@ -208,7 +262,8 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     sc = score(folder, run_dir / "adapter", world, a)
     m = done["metrics"]
     row = {
-        "key": key, "backend": a.backend, "preset": preset, "source": source, "n": n,
+        "key": key, "method": method, "backend": a.backend, "preset": preset, "source": source,
+        "n": n,
         "lr_scale": lr_scale, "wall_s": round(wall, 1), "train_s": m.get("train_seconds"),
         "steps": m.get("steps"), "accepted": done["accepted"], "reasons": done["reasons"],
         "gate_notes": m.get("gate_notes"), "kl_round": m.get("kl_round"),
@@ -225,7 +280,7 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     return row
 
 
-HEADER = (f"{'backend':7} {'preset':10} {'src':3} {'N':>4} {'lr x':>4} {'pref':>12} "
+HEADER = (f"{'method':9} {'backend':7} {'preset':10} {'src':3} {'N':>4} {'lr x':>4} {'pref':>12} "
           f"{'degen':>5} {'kl_ref':>7} {'nll+%':>6} {'kl_rnd':>7} {'gate':>4} {'steps':>5} "
           f"{'wall s':>6}")
 
@@ -233,10 +288,12 @@ HEADER = (f"{'backend':7} {'preset':10} {'src':3} {'N':>4} {'lr x':>4} {'pref':>
 def fmt(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"{r['key']}: ERROR {r['error']}"
-    return (f"{r['backend']:7} {r['preset']:10} {r['source']:3} {r['n']:>4} {r['lr_scale']:>4g} "
+    gate = "-" if r["accepted"] is None else "yes" if r["accepted"] else "no"
+    return (f"{r.get('method', 'mispo'):9} {r['backend']:7} {r['preset']:10} {r['source']:3} "
+            f"{r['n']:>4} {r['lr_scale']:>4g} "
             f"{r['pref']:.2f} ± {r['pref_se']:.2f} {r['degenerate']:>5.2f} {r['kl_ref']:>7.4f} "
             f"{100 * r['nll_change']:>+5.1f}% {r['kl_round'] or 0:>7.4f} "
-            f"{'yes' if r['accepted'] else 'no':>4} {r['steps']:>5} {r['wall_s']:>6.0f}")
+            f"{gate:>4} {r['steps']:>5} {r['wall_s']:>6.0f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,9 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             for source in a.sources.split(","):
                 for preset in a.presets.split(","):
-                    row = run_one(a, folder, world, preset, source, n, scale, base)
-                    rows.append(row)
-                    log(fmt(row))
+                    for method in a.methods.split(","):
+                        row = run_one(a, folder, world, preset, source, n, scale, base, method)
+                        rows.append(row)
+                        log(fmt(row))
     print(f"base model: preferred rate {base['pref']:.3f} ± {base['pref_se']:.3f}, degenerate "
           f"{base['degenerate']:.3f} ({a.eval} samples on held-out prompts)")
     print(HEADER)
