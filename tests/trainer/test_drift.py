@@ -13,7 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from jobfiles import default_examples, example, make_job, run_round, setup_round
-from rltray.trainer import evaluate, objective, train
+from rltray.trainer import drift, evaluate, objective
 
 pytestmark = pytest.mark.ml
 
@@ -27,7 +27,7 @@ def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
     seen = [x["kl_round"] for x in free_lines if x["type"] == "progress"]
     assert len(seen) == 8 and seen[2] > seen[1]  # uncapped, it runs every step, drifting
     # a cap whose guard margin the run passes at its third step
-    cap = (seen[1] + seen[2]) / 2 / train.GUARD_MARGIN
+    cap = (seen[1] + seen[2]) / 2 / drift.GUARD_MARGIN
     outcome, lines = run_round(make_job(
         tmp_path / "capped", tiny_model_dir, preset="aggressive",
         hyper={"lr": 0.05, "epochs": 4, "kl_cap": cap, "kl_cap_total": cap}))
@@ -39,8 +39,8 @@ def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
     last = progress[-1]
     assert f"after step {last['step']} of {total}" in stops[0]
     assert f"kept the weights of step {last['step'] - 1}" in stops[0]
-    assert last["kl_round"] > train.GUARD_MARGIN * cap  # the step that passed the margin ...
-    assert f"passed {train.GUARD_MARGIN:g} x the {cap:g} cap" in stops[0]
+    assert last["kl_round"] > drift.GUARD_MARGIN * cap  # the step that passed the margin ...
+    assert f"passed {drift.GUARD_MARGIN:g} x the {cap:g} cap" in stops[0]
     m = outcome.result.metrics
     assert m["steps"] == last["step"] - 1 and m["stopped_early"] == stops[0]
     assert m["kl_round"] <= cap  # ... was undone: the adapter is within it
@@ -97,8 +97,8 @@ def test_gate_kl_is_measured_on_the_held_out_turns_not_the_neutral_texts(
     backend.set_lora_state(adapters.load_adapter_tensors(outcome.result.adapter))
     held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper, lambda _: None,
                                                "held-out")  # fmt: skip
-    drift = train.DriftSet(held_enc, held_kept, "held-out", None)
-    again = drift.measure(backend, hyper, rounddata.pad_id(backend.tokenizer))
+    drift_set = drift.DriftSet(held_enc, held_kept, "held-out", None)
+    again = drift_set.measure(backend, hyper, rounddata.pad_id(backend.tokenizer))
     assert again["kl_round"] == pytest.approx(m["kl_round"], rel=1e-4)
 
     strict = type(hyper)(**{**hyper.__dict__, "kl_cap": m["kl_round"] / 2})
