@@ -517,3 +517,44 @@ def test_paused_round_resumes_bit_identical_on_mlx(tiny_model: Path, tmp_path: P
     assert a.keys() == b.keys()
     for name in a:
         np.testing.assert_array_equal(b[name], a[name], err_msg=name)
+
+
+def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_model: Path) -> None:
+    """The prompt gets no logits in a training step; loss, stats and gradients stay the same."""
+    backend = loaded(tiny_model)
+    assert backend._split is not None  # a Llama's logits are head(body(ids)), checked at load
+    batch = make_batch(backend.tokenizer, CORPUS)
+    assert batch.response_mask[:, 1].sum() == 0  # the first columns are prompt in every row
+    old = backend.logprobs(batch, adapter=True)
+    base = old - 0.05
+    b = batch.input_ids.shape[0]
+    adv = np.linspace(-1.0, 1.0, b).astype(np.float32)
+    w = np.full(b, 1.0 / b, np.float32)
+    trimmed = backend.accumulate(batch, old, base, adv, w)
+    g_trimmed = backend.lora_gradients()
+    backend.zero_grad()
+    backend._split = None  # the whole-model path a model with a custom head takes
+    full = backend.accumulate(batch, old, base, adv, w)
+    g_full = backend.lora_gradients()
+    assert trimmed == pytest.approx(full, rel=1e-4, abs=1e-6)
+    assert g_trimmed.keys() == g_full.keys() and g_full
+    for k in g_full:
+        np.testing.assert_allclose(g_trimmed[k], g_full[k], rtol=1e-3, atol=1e-6)
+
+
+def test_a_head_that_is_not_plain_is_never_split(tiny_model: Path) -> None:
+    """A model whose logits are not head(body(ids)) (softcapping, scaling) keeps the whole path."""
+    from rltray.trainer.backends.mlx import _body_and_head
+
+    backend = loaded(tiny_model)
+    model = backend.model
+    plain = type(model).__call__
+
+    class Capped(type(model)):  # type: ignore[misc]
+        def __call__(self, *args: Any, **kw: Any) -> Any:
+            return mx.tanh(plain(self, *args, **kw) / 30.0) * 30.0
+
+    model.__class__ = Capped
+    assert _body_and_head(model, 64) is None
+    model.__class__ = type(model).__mro__[1]
+    assert _body_and_head(model, 64) is not None

@@ -133,6 +133,7 @@ class MlxBackend(Backend):
         self.steps_done = 0
         self.micro_steps = 0
         self._grads = None
+        self._split = _body_and_head(model, int(config.get("vocab_size") or 2))
         mx.random.seed(seed)
 
     def _read_parent(self, folder: Path) -> dict[str, np.ndarray]:
@@ -176,9 +177,18 @@ class MlxBackend(Backend):
 
     # ---- forward helpers -----------------------------------------------------------
 
-    def _token_logprobs(self, input_ids: Any) -> Any:
-        """(B, L-1) fp32 log p(x_j | x_<j) from the model as it is now (graph kept)."""
-        return _gather_logprobs(self.model(input_ids), input_ids)
+    def _token_logprobs(self, input_ids: Any, first: int = 0) -> Any:
+        """(B, L-1-first) fp32 log p(x_j | x_<j), j > first, from the model as it is now.
+
+        With ``first`` > 0 (and a model whose logits are ``head(body(ids))``) the
+        output head and the log-softmax run only from column ``first`` on: the
+        prompt before the first trained token gets no logits.
+        """
+        if first > 0 and self._split is not None:
+            body, head = self._split
+            hidden = body(input_ids)[:, first:-1, :]
+            return _gather_logprobs(head(hidden), input_ids[:, first:], shifted=True)
+        return _gather_logprobs(self.model(input_ids), input_ids)[:, first:]
 
     def _ids(self, batch: Any) -> Any:
         import mlx.core as mx
@@ -229,10 +239,18 @@ class MlxBackend(Backend):
         ids = self._ids(batch)
         mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         hyper = self.hyper
+        # Only the columns from the first trained token on carry loss (same maths).
+        cols = np.flatnonzero(mask.any(axis=0))
+        first = int(cols[0]) if cols.size else 0
+        old_t = np.asarray(old, dtype=np.float32)[:, first:]
+        base_t = np.asarray(base, dtype=np.float32)[:, first:]
+        mask_t = mask[:, first:]
 
         def loss_fn(model: Any) -> Any:
-            n = self._token_logprobs(ids)
-            loss, stats = mispo_loss_mlx(n, old, base, mask, adv, weight, hyper, float_stats=False)
+            n = self._token_logprobs(ids, first)
+            loss, stats = mispo_loss_mlx(
+                n, old_t, base_t, mask_t, adv, weight, hyper, float_stats=False
+            )
             return loss, stats
 
         if float(hyper.dropout) > 0:
@@ -457,13 +475,48 @@ class MlxBackend(Backend):
 # ---- helpers -----------------------------------------------------------------------
 
 
-def _gather_logprobs(logits: Any, input_ids: Any) -> Any:
-    """(B, L-1) fp32 log-softmax of ``logits[:, :-1]`` at the next tokens."""
+def _gather_logprobs(logits: Any, input_ids: Any, shifted: bool = False) -> Any:
+    """(B, L-1) fp32 log-softmax of ``logits[:, :-1]`` at the next tokens.
+
+    ``shifted``: ``logits`` are already those of the positions that predict
+    ``input_ids[:, 1:]`` (one fewer column than ``input_ids``).
+    """
     import mlx.core as mx
 
-    z = logits[:, :-1, :].astype(mx.float32)
+    z = (logits if shifted else logits[:, :-1, :]).astype(mx.float32)
     picked = mx.take_along_axis(z, input_ids[:, 1:, None], axis=-1).squeeze(-1)
     return picked - mx.logsumexp(z, axis=-1)
+
+
+def _body_and_head(model: Any, vocab: int) -> tuple[Any, Any] | None:
+    """``(body, head)`` when this model's logits are exactly ``head(body(ids))``, else None.
+
+    mlx-lm models compute ``model.model(ids)`` then ``lm_head`` or the tied
+    embedding's ``as_linear``; some add softcapping or scaling in between, so the
+    split is checked once on a few tokens against the model's own output and used
+    only when it matches. Why: a training step then asks for no logits of the prompt.
+    """
+    import mlx.core as mx
+
+    body = getattr(model, "model", None)
+    if body is None or not callable(body):
+        return None
+    heads = [getattr(model, "lm_head", None)]
+    embed = getattr(body, "embed_tokens", None)
+    heads.append(getattr(embed, "as_linear", None))
+    ids = mx.array([[i % max(vocab, 1) for i in range(1, 9)]], dtype=mx.int32)
+    try:
+        want = model(ids)
+        hidden = body(ids)
+        for head in heads:
+            if head is None:
+                continue
+            got = head(hidden)
+            if got.shape == want.shape and bool(mx.allclose(got, want, rtol=1e-5, atol=1e-5)):
+                return body, head
+    except Exception:  # any surprise: the plain whole-model path is always right
+        return None
+    return None
 
 
 def check_right_padded(batch: Any) -> None:
