@@ -56,6 +56,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--methods", default="mispo",
                     help="comma list of mispo, reinforce, sft, kto (the last three: baselines "
                          "with the preset's rate, LoRA, steps and clip; torch only)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="train with CPU bf16 autocast (RLTRAY_TRAINER_BF16=1); scoring stays fp32")
     ap.add_argument("--lr-scale", default="1", help="comma list: x preset rate (20 = collapse)")
     ap.add_argument("--prefer", default=w.PREFER, choices=sorted(w.PREFERENCES))
     ap.add_argument("--noise", type=float, default=0.1)
@@ -219,6 +221,8 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     key = f"{a.backend}-{a.prefer}-{preset}-{source}-n{n}-x{lr_scale:g}-s{a.seed}"
     if method != "mispo":
         key = f"{method}-{key}"
+    if a.bf16:
+        key += "-bf16"
     run_dir = a.out / "runs" / key
     row_file = run_dir / "row.json"
     if row_file.exists() and not a.fresh:
@@ -246,7 +250,8 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
            "preset": preset, "hyper": hyper, "examples": "examples.jsonl",
            "heldout": "heldout.jsonl", "out": "adapter", "seed": a.seed, "baseline": 0.0}
     (run_dir / "job.json").write_text(json.dumps(job, indent=1))
-    env = {**os.environ, "RLTRAY_TRAINER_THREADS": os.environ.get("RLTRAY_TRAINER_THREADS", "1")}
+    env = {**os.environ, "RLTRAY_TRAINER_THREADS": os.environ.get("RLTRAY_TRAINER_THREADS", "1"),
+           "RLTRAY_TRAINER_BF16": "1" if a.bf16 else "0"}
     t = time.time()
     proc = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "rltray.trainer",
                            str(run_dir / "job.json")], capture_output=True, text=True,
@@ -263,7 +268,7 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     m = done["metrics"]
     row = {
         "key": key, "method": method, "backend": a.backend, "preset": preset, "source": source,
-        "n": n,
+        "n": n, "bf16": a.bf16,
         "lr_scale": lr_scale, "wall_s": round(wall, 1), "train_s": m.get("train_seconds"),
         "steps": m.get("steps"), "accepted": done["accepted"], "reasons": done["reasons"],
         "gate_notes": m.get("gate_notes"), "kl_round": m.get("kl_round"),
