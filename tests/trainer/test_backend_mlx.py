@@ -544,7 +544,7 @@ def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_mode
 
 def test_a_head_that_is_not_plain_is_never_split(tiny_model: Path) -> None:
     """A model whose logits are not head(body(ids)) (softcapping, scaling) keeps the whole path."""
-    from rltray.trainer.backends.mlx import _body_and_head
+    from rltray.trainer.backends.mlx import body_and_head
 
     backend = loaded(tiny_model)
     model = backend.model
@@ -555,6 +555,6 @@ def test_a_head_that_is_not_plain_is_never_split(tiny_model: Path) -> None:
             return mx.tanh(plain(self, *args, **kw) / 30.0) * 30.0
 
     model.__class__ = Capped
-    assert _body_and_head(model, 64) is None
+    assert body_and_head(model, 64) is None
     model.__class__ = type(model).__mro__[1]
-    assert _body_and_head(model, 64) is not None
+    assert body_and_head(model, 64) is not None

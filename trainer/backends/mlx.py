@@ -34,20 +34,19 @@ from typing import Any
 import numpy as np
 
 from .base import Backend
+from .mlx_setup import (
+    body_and_head,
+    check_right_padded,
+    gather_logprobs,
+    in_dims,
+    lr_at,
+    mix_seed,
+    pad_id,
+    paths_key,
+)
 
 CHECKPOINT_FILE = "mlx_state.safetensors"
 CHECKPOINT_FORMAT = "rltray-mlx-checkpoint-1"
-
-
-def lr_at(step: int, lr: float, warmup_steps: int) -> float:
-    """Learning rate for 0-based optimizer step ``step``: linear warm-up, then constant.
-
-    Step ``k < warmup_steps`` uses ``lr · (k + 1) / warmup_steps`` (never 0, so the
-    first step moves), later steps ``lr``.
-    """
-    if warmup_steps > 0 and step < warmup_steps:
-        return float(lr) * (step + 1) / warmup_steps
-    return float(lr)
 
 
 class MlxBackend(Backend):
@@ -97,7 +96,7 @@ class MlxBackend(Backend):
         targets = self.hyper.target_modules
         modules = dict(model.named_modules())
         self.base_shapes = {
-            p: (int(modules[p].weight.shape[0]), _in_dims(modules[p]))
+            p: (int(modules[p].weight.shape[0]), in_dims(modules[p]))
             for p in block_linear_paths(model, "all-linear")
         }
         paths = block_linear_paths(model, targets)
@@ -133,7 +132,7 @@ class MlxBackend(Backend):
         self.steps_done = 0
         self.micro_steps = 0
         self._grads = None
-        self._split = _body_and_head(model, int(config.get("vocab_size") or 2))
+        self._split = body_and_head(model, int(config.get("vocab_size") or 2))
         mx.random.seed(seed)
 
     def _read_parent(self, folder: Path) -> dict[str, np.ndarray]:
@@ -187,8 +186,8 @@ class MlxBackend(Backend):
         if first > 0 and self._split is not None:
             body, head = self._split
             hidden = body(input_ids)[:, first:-1, :]
-            return _gather_logprobs(head(hidden), input_ids[:, first:], shifted=True)
-        return _gather_logprobs(self.model(input_ids), input_ids)[:, first:]
+            return gather_logprobs(head(hidden), input_ids[:, first:], shifted=True)
+        return gather_logprobs(self.model(input_ids), input_ids)[:, first:]
 
     def _ids(self, batch: Any) -> Any:
         import mlx.core as mx
@@ -215,7 +214,7 @@ class MlxBackend(Backend):
             # (a 150k vocabulary makes the whole batch's copy gigabytes).
             rows = []
             for b in range(ids.shape[0]):
-                row = _gather_logprobs(logits[b : b + 1], ids[b : b + 1])
+                row = gather_logprobs(logits[b : b + 1], ids[b : b + 1])
                 mx.eval(row)
                 rows.append(np.array(row[0], dtype=np.float32))
         return np.stack(rows)
@@ -256,7 +255,7 @@ class MlxBackend(Backend):
         if float(hyper.dropout) > 0:
             # Dropout draws from the global RNG; reseeding from (seed, micro-step)
             # makes a resumed run draw the same masks as an uninterrupted one.
-            mx.random.seed(_mix_seed(int(getattr(self.job, "seed", 0) or 0), self.micro_steps))
+            mx.random.seed(mix_seed(int(getattr(self.job, "seed", 0) or 0), self.micro_steps))
             self.model.train()
         try:
             (_, stats), grads = nn.value_and_grad(self.model, loss_fn)(self.model)
@@ -310,7 +309,7 @@ class MlxBackend(Backend):
                 seqs.append(ids)
         total, count = 0.0, 0.0
         size = max(1, int(self.hyper.batch_size))
-        pad = _pad_id(self.tokenizer)
+        pad = pad_id(self.tokenizer)
         self.model.eval()
         for start in range(0, len(seqs), size):
             chunk = seqs[start : start + size]
@@ -470,93 +469,3 @@ class MlxBackend(Backend):
                 dtype = str(m.linear.weight.dtype).replace("mlx.core.", "")
                 break
         return f"mlx {mx.default_device()} {dtype}"
-
-
-# ---- helpers -----------------------------------------------------------------------
-
-
-def _gather_logprobs(logits: Any, input_ids: Any, shifted: bool = False) -> Any:
-    """(B, L-1) fp32 log-softmax of ``logits[:, :-1]`` at the next tokens.
-
-    ``shifted``: ``logits`` are already those of the positions that predict
-    ``input_ids[:, 1:]`` (one fewer column than ``input_ids``).
-    """
-    import mlx.core as mx
-
-    z = (logits if shifted else logits[:, :-1, :]).astype(mx.float32)
-    picked = mx.take_along_axis(z, input_ids[:, 1:, None], axis=-1).squeeze(-1)
-    return picked - mx.logsumexp(z, axis=-1)
-
-
-def _body_and_head(model: Any, vocab: int) -> tuple[Any, Any] | None:
-    """``(body, head)`` when this model's logits are exactly ``head(body(ids))``, else None.
-
-    mlx-lm models compute ``model.model(ids)`` then ``lm_head`` or the tied
-    embedding's ``as_linear``; some add softcapping or scaling in between, so the
-    split is checked once on a few tokens against the model's own output and used
-    only when it matches. Why: a training step then asks for no logits of the prompt.
-    """
-    import mlx.core as mx
-
-    body = getattr(model, "model", None)
-    if body is None or not callable(body):
-        return None
-    heads = [getattr(model, "lm_head", None)]
-    embed = getattr(body, "embed_tokens", None)
-    heads.append(getattr(embed, "as_linear", None))
-    ids = mx.array([[i % max(vocab, 1) for i in range(1, 9)]], dtype=mx.int32)
-    try:
-        want = model(ids)
-        hidden = body(ids)
-        for head in heads:
-            if head is None:
-                continue
-            got = head(hidden)
-            if got.shape == want.shape and bool(mx.allclose(got, want, rtol=1e-5, atol=1e-5)):
-                return body, head
-    except Exception:  # any surprise: the plain whole-model path is always right
-        return None
-    return None
-
-
-def check_right_padded(batch: Any) -> None:
-    """Refuse batches this backend would mis-handle (left padding, packing)."""
-    attn = np.asarray(batch.attention_mask)
-    lengths = attn.sum(axis=1)
-    width = attn.shape[1]
-    expected = (np.arange(width)[None, :] < lengths[:, None]).astype(attn.dtype)
-    if not np.array_equal(attn, expected):
-        raise ValueError("the MLX backend needs right-padded batches (no left padding, no gaps)")
-    pos = np.asarray(batch.position_ids)
-    arange = np.broadcast_to(np.arange(width), pos.shape)
-    if not np.array_equal(np.where(expected > 0, pos, 0), np.where(expected > 0, arange, 0)):
-        raise ValueError("the MLX backend needs position_ids 0..len-1 per row (no packing)")
-
-
-def paths_key(path: str) -> list[Any]:
-    """Sort key that orders ``layers.10`` after ``layers.9``."""
-    return [int(p) if p.isdigit() else p for p in path.split(".")]
-
-
-def _in_dims(module: Any) -> int:
-    import mlx.nn as nn
-
-    width = int(module.weight.shape[1])
-    if isinstance(module, nn.QuantizedLinear):
-        width = width * 32 // module.bits
-    return width
-
-
-def _pad_id(tokenizer: Any) -> int:
-    for attr in ("pad_token_id", "eos_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if isinstance(value, int):
-            return value
-    return 0
-
-
-def _mix_seed(seed: int, counter: int) -> int:
-    """A 63-bit seed from (job seed, counter), stable across runs and platforms."""
-    x = (seed * 0x9E3779B97F4A7C15 + counter * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    x ^= x >> 31
-    return x & 0x7FFFFFFFFFFFFFFF
