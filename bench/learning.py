@@ -1,6 +1,8 @@
 """Learning benchmark: does training on N single good/bad ratings make the model better?
 
 Run:  .venv/bin/python bench/learning.py [--quick] [--out .bench-out/learning]
+      .venv/bin/python bench/learning.py --presets careful,balanced,aggressive \
+          --backends torch,mlx --sizes 64 --pool-size 128      # preset mode
 
 What it does (see bench/README.md for results and how long it takes):
 
@@ -18,6 +20,13 @@ What it does (see bench/README.md for results and how long it takes):
 4. Scores each adapter on held-out prompts: preferred-style rate, implicit-reward
    AUROC on held-out ratings, per-token KL to the base, held-out NLL change.
 
+Preset mode (``--presets``) replaces steps 3's sweep: MIS-PO through the trainer
+with each preset's *own* hyper-parameters (no rate or epoch override) on each
+backend of ``--backends``, to show whether any preset collapses the model (issue 8,
+"Safe presets"). Its table adds the steps run / planned, whether the drift guard
+stopped the round, the largest gradient norm and k3 of the progress lines, and a
+``collapsed`` verdict (:func:`collapsed`).
+
 The table is printed; the last stdout line is one JSON object with every figure.
 """
 
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import sys
@@ -69,6 +79,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900.0, help="per trainer run, seconds")
     ap.add_argument("--fresh", action="store_true", help="ignore cached run results")
+    ap.add_argument("--presets", default="",
+                    help="preset mode: comma list of trainer presets, each with its own numbers")
+    ap.add_argument("--backends", default="torch", help="preset mode: torch,mlx")
+    ap.add_argument("--pool-size", type=int, default=0,
+                    help="ratings per rated pool (default: the largest N); the held-out set "
+                         "and eval prompts depend on it, so keep it fixed across invocations")
+    ap.add_argument("--gate-profile", default="standard", choices=("standard", "tiny-test"),
+                    help="preset mode: the job's hyper gate_profile")
     a = ap.parse_args(argv)
     if a.quick:  # small sizes, except where a flag was given explicitly
         quick = {
@@ -179,6 +197,64 @@ def fmt_row(r: dict[str, Any]) -> str:
     )
 
 
+#: Collapse thresholds (preset mode): perplexity up more than this share, or KL above.
+COLLAPSE_NLL = 0.25
+COLLAPSE_KL = 0.5
+
+
+def collapsed(row: dict[str, Any], pref0: float, n_eval: int) -> list[str]:
+    """Why a run counts as collapsed; empty when it does not.
+
+    The rule (issue 8: no preset may wreck the model): preferred-style rate below the
+    base rate by more than 2 standard errors of a rate measured on ``n_eval`` samples,
+    ``sqrt(p0 (1 - p0) / n_eval)``; or held-out perplexity up more than 25%
+    (the ``nll+%`` column); or per-token KL to the base above 0.5.
+    """
+    if "error" in row:
+        return ["error"]
+    se = math.sqrt(pref0 * (1.0 - pref0) / max(n_eval, 1))
+    why = []
+    if row["pref"] < pref0 - 2.0 * se:
+        why.append(f"pref {row['pref']:.2f} < {pref0:.2f} - 2x{se:.3f}")
+    if not row["ppl_change"] <= COLLAPSE_NLL:  # NaN counts as collapsed
+        why.append(f"nll {100 * row['ppl_change']:+.1f}% > +{100 * COLLAPSE_NLL:.0f}%")
+    if not row["kl"] <= COLLAPSE_KL:
+        why.append(f"kl {row['kl']:.3f} > {COLLAPSE_KL}")
+    return why
+
+
+PRESET_HEADER = (
+    f"{'backend':<7} {'preset':<10} {'src':<3} {'N':>4} {'lr':>7} {'ep':>2} {'pref':>5} "
+    f"{'chat':>5} {'apol':>5} {'oth':>5} {'auroc':>6} {'kl':>6} {'nll+%':>8} {'gate':>4} "
+    f"{'steps':>5} {'guard':>5} {'gnorm':>6} {'k3':>6} {'collapsed':>9} {'sec':>6}"
+)
+
+
+def fmt_preset_row(r: dict[str, Any]) -> str:
+    """One preset-mode row: the usual columns plus steps, guard stop, grad norm, k3, verdict."""
+    head = (
+        f"{r['backend']:<7} {r['preset']:<10} {r['source']:<3} {r['n']:>4} {r['lr']:>7.1e} "
+        f"{r['epochs']:>2}"
+    )
+    if "error" in r:
+        return f"{head} ERROR {r['error'][:100]}"
+    mix = r["mix"]
+    acc = {True: "yes", False: "no", None: "-"}[r.get("accepted")]
+    steps = f"{r.get('steps_run')}/{r.get('steps_planned')}"
+    guard = "stop" if r.get("stopped_early") else "-"
+
+    def num(x: Any) -> str:
+        return f"{x:>6.3f}" if isinstance(x, (int, float)) else f"{'-':>6}"
+
+    return (
+        f"{head} {r['pref']:>5.2f} {mix['chatty']:>5.2f} {mix['apology']:>5.2f}"
+        f" {mix['other']:>5.2f} {r['auroc']:>6.3f} {r['kl']:>6.3f}"
+        f" {100 * r['ppl_change']:>+7.1f}% {acc:>4} {steps:>5} {guard:>5}"
+        f" {num(r.get('max_grad_norm'))} {num(r.get('max_k3'))}"
+        f" {'YES' if r.get('collapsed') else 'no':>9} {r['seconds']:>6.1f}"
+    )
+
+
 HEADER = (
     f"{'method':<9} {'src':<3} {'N':>4} {'lr':>7} {'ep':>2} {'variant':<14} {'pref':>5} "
     f"{'chat':>5} {'apol':>5} {'oth':>5} {'auroc':>6} {'kl':>6} {'nll+%':>8} {'gate':>4} {'sec':>6}"
@@ -196,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     mid = sizes[(len(sizes) - 1) // 2]  # the sweep's N: the middle (lower middle) size
 
     base_dir = build_base(a)
-    world = build_world(a, base_dir, max(sizes))
+    world = build_world(a, base_dir, max(a.pool_size, max(sizes)))
     before = runs.evaluate(world, world.base)
     world.base_nll = before["nll"]
     pref0 = before["mix"][a.prefer]
@@ -207,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[dict[str, Any]] = []
 
-    def do(spec: runs.Spec) -> dict[str, Any]:
+    def do(spec: runs.Spec, quiet: bool = False) -> dict[str, Any]:
         cache = a.out / "runs" / spec.key.replace("/", "_") / "row.json"
         if cache.exists() and not a.fresh:
             row = json.loads(cache.read_text())
@@ -217,8 +293,12 @@ def main(argv: list[str] | None = None) -> int:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.write_text(json.dumps(row))
         rows.append(row)
-        log(fmt_row(row))
+        if not quiet:
+            log(fmt_row(row))
         return row
+
+    if a.presets:
+        return run_presets(a, world, do, rows, pref0, before, sizes, sources, t_start)
 
     log(HEADER)
     # Phase A: learning-rate sweep at the middle N, every method and source.
@@ -259,6 +339,54 @@ def main(argv: list[str] | None = None) -> int:
                  "nll": before["nll"], "auroc_on": before["auroc_on"],
                  "auroc_off": before["auroc_off"]},
         "best_lr": {f"{m}/{s}": v for (m, s), v in best.items()},
+        "rows": rows,
+        "seconds": round(time.time() - t_start, 1),
+    }
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+def run_presets(
+    a: argparse.Namespace, world: runs.World, do: Any, rows: list[dict[str, Any]],
+    pref0: float, before: dict[str, Any], sizes: list[int], sources: list[str], t_start: float,
+) -> int:
+    """Preset mode: every N x source x backend x preset, each preset with its own numbers."""
+    presets = [p for p in a.presets.split(",") if p]
+    backends = [b for b in a.backends.split(",") if b]
+    overrides = {"gate_profile": a.gate_profile} if a.gate_profile != "standard" else {}
+    log(PRESET_HEADER)
+    for n in sizes:
+        for source in sources:
+            for backend in backends:
+                for preset in presets:
+                    h = runs.preset_hyper(world.base_dir, preset, overrides)
+                    spec = runs.Spec(
+                        "mispo", source, n, h.lr, h.epochs, preset, overrides, preset=preset,
+                        backend=backend, digest=runs.hyper_digest(h),
+                    )
+                    row = do(spec, quiet=True)
+                    why = collapsed(row, pref0, len(world.eval_prompts))
+                    row.update(collapsed=bool(why), collapse_reasons=why)
+                    log(fmt_preset_row(row))
+    se = math.sqrt(pref0 * (1.0 - pref0) / len(world.eval_prompts))
+    print(f"base model: preferred ('{a.prefer}') rate before training = {pref0:.3f} "
+          f"(standard error {se:.3f} on {len(world.eval_prompts)} samples); "
+          f"mix {', '.join(f'{k} {v:.2f}' for k, v in before['mix'].items())}")
+    print(f"collapsed = pref < {pref0:.3f} - 2 x {se:.3f}, or nll+% > "
+          f"{100 * COLLAPSE_NLL:.0f}%, or kl > {COLLAPSE_KL}")
+    print(PRESET_HEADER)
+    for r in rows:
+        print(fmt_preset_row(r))
+    for r in rows:
+        if r.get("stopped_early") or r.get("collapse_reasons"):
+            print(f"  {r['backend']} {r['preset']} {r['source']} N={r['n']}: "
+                  f"{r.get('stopped_early') or 'ran every step'}; "
+                  f"collapse: {', '.join(r.get('collapse_reasons') or []) or 'none'}")
+    summary = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+        "base": {"pref": pref0, "pref_se": se, "mix": before["mix"], "kl": before["kl"],
+                 "nll": before["nll"], "auroc_on": before["auroc_on"],
+                 "auroc_off": before["auroc_off"]},
         "rows": rows,
         "seconds": round(time.time() - t_start, 1),
     }

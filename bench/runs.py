@@ -8,6 +8,12 @@ weights, masks and the publish gate, not a re-implementation of it.
 Every method's adapter is scored by the same :func:`evaluate` on the same
 held-out prompts with the same sampling seed, so differences between rows are
 differences between adapters, not between evaluations.
+
+A *preset* spec (``Spec.preset`` set) runs the trainer with that preset's own
+hyper-parameters on the backend it names (``torch`` or ``mlx``): nothing of the
+baselines' budget is imposed, so the row shows what a user of that preset gets,
+drift guard included. The adapter is always scored by the torch evaluation here
+(MLX writes the same PEFT layout), so torch and MLX rows are comparable.
 """
 
 from __future__ import annotations
@@ -44,10 +50,21 @@ class Spec:
     epochs: int
     variant: str = "default"
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: Preset mode: the trainer uses this preset's own numbers (``lr`` and ``epochs``
+    #: above are then only the resolved values, for the table) and ``overrides`` are
+    #: the only job overrides. Empty = the baselines' budget (every other mode).
+    preset: str = ""
+    backend: str = "torch"
+    #: Short digest of the resolved preset hyper, so a retuned preset is not served a
+    #: stale cached row.
+    digest: str = ""
 
     @property
     def key(self) -> str:
-        return f"{self.method}/{self.source}/n{self.n}/lr{self.lr:g}/e{self.epochs}/{self.variant}"
+        head = f"{self.method}/{self.source}/n{self.n}/lr{self.lr:g}/e{self.epochs}"
+        if self.preset:  # older keys stay as they were: their cached rows keep working
+            return f"{head}/preset-{self.preset}/{self.backend}/h{self.digest}"
+        return f"{head}/{self.variant}"
 
 
 @dataclass
@@ -85,8 +102,34 @@ def _write_jsonl(path: Path, rows: list[tuple[str, str, int]], start: int = 0) -
             f.write(json.dumps(_example(start + i, p, r, y)) + "\n")
 
 
+def preset_hyper(base_dir: Path, preset: str, overrides: dict[str, Any] | None = None) -> Any:
+    """The trainer's resolved ``Hyper`` for ``preset`` on this base (what the job will get).
+
+    Resolved by the trainer's own :func:`rltray.trainer.presets.resolve`, so the table's
+    rate and epochs are the ones the child process trains with, not a copy of the rule.
+    """
+    from rltray.trainer import presets
+
+    config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
+    return presets.resolve(preset, presets.model_info(config), dict(overrides or {}))
+
+
+def hyper_digest(hyper: Any) -> str:
+    """Eight hex digits of a resolved ``Hyper`` (part of a preset run's cache key)."""
+    import hashlib
+
+    text = json.dumps(hyper.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
 def trainer_hyper(spec: Spec, budget: baselines.Budget) -> dict[str, Any]:
-    """Hyper overrides that give the trainer exactly the baselines' budget."""
+    """Hyper overrides that give the trainer exactly the baselines' budget.
+
+    A preset spec gets only its own ``overrides`` (e.g. ``gate_profile``): the point
+    of that mode is to measure the preset's numbers, not the budget's.
+    """
+    if spec.preset:
+        return dict(spec.overrides)
     hyper: dict[str, Any] = {
         "lr": spec.lr,
         "epochs": spec.epochs,
@@ -126,9 +169,9 @@ def run_trainer(
         "id": spec.key.replace("/", "-"),
         "base_model": str(world.base_dir.resolve()),
         "revision": None,
-        "backend": "torch",
+        "backend": spec.backend,
         "device": "cpu",
-        "preset": "balanced",
+        "preset": spec.preset or "balanced",
         "hyper": trainer_hyper(spec, budget),
         "examples": "examples.jsonl",
         "heldout": "heldout.jsonl",
@@ -165,7 +208,35 @@ def run_trainer(
     done["steps"] = len(progress)
     done["masked_tokens"] = _mean(x.get("masked_tokens") for x in progress)
     done["gated_examples"] = _mean(x.get("gated_examples") for x in progress)
+    done.update(progress_facts(progress, done.get("metrics") or {}))
     return done
+
+
+def progress_facts(progress: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
+    """What the progress lines say about how hard a round pushed and whether it was stopped.
+
+    ``steps_run`` is the trainer's own count (a step the drift guard undid does not
+    count), ``steps_planned`` the ``total`` of the progress lines (epochs x steps per
+    epoch); ``max_k3`` is the largest per-step mean of the objective's k3 KL term
+    (the progress line's ``kl``); ``max_guard_kl`` the largest KL to the parent the
+    guard measured after a step, the undone step included.
+    """
+
+    def top(name: str) -> float | None:
+        vals = [float(x[name]) for x in progress if isinstance(x.get(name), (int, float))]
+        return max(vals) if vals else None
+
+    return {
+        "steps_run": metrics.get("steps", len(progress)),
+        "steps_planned": progress[-1].get("total") if progress else None,
+        "stopped_early": metrics.get("stopped_early"),
+        "max_grad_norm": top("grad_norm"),
+        "max_k3": top("kl"),
+        "max_masked": top("masked_tokens"),
+        "max_guard_kl": top("kl_round"),
+        "gate_kl_round": metrics.get("kl_round"),
+        "gate_kl_round_general": metrics.get("kl_round_general"),
+    }
 
 
 def _mean(xs) -> float:
@@ -186,6 +257,10 @@ def train(world: World, spec: Spec, folder: Path, timeout: float) -> tuple[Path,
             "masked_tokens": done.get("masked_tokens"),
             "gated_examples": done.get("gated_examples"),
             "trainer_auroc": (done.get("metrics") or {}).get("auroc_new"),
+            **{k: done.get(k) for k in (
+                "steps_run", "steps_planned", "stopped_early", "max_grad_norm", "max_k3",
+                "max_masked", "max_guard_kl", "gate_kl_round", "gate_kl_round_general",
+            )},
         }
         return Path(done["adapter"]), facts
     out = folder / "adapter"
@@ -243,6 +318,8 @@ def run(world: World, spec: Spec, out_root: Path, timeout: float, prefer: str) -
         "epochs": spec.epochs,
         "variant": spec.variant,
     }
+    if spec.preset:
+        row.update(preset=spec.preset, backend=spec.backend)
     try:
         adapter, facts = train(world, spec, folder, timeout)
         train_s = time.time() - t0
