@@ -618,18 +618,31 @@ def _label(name: str, fn: Any) -> Any:
     return wrapped
 
 
-def op_kind(name: str) -> str:
-    if name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"):
-        return "matmul"
-    if "log_softmax" in name:
-        return "log_softmax"
-    if "attention" in name:
-        return "attention"
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+#: Labelled parts of a step reported whole (not split into forward/backward op kinds).
+PARTS = ("drift guard", "data prep", "optimizer", "lora_state copy")
+
+
+def op_kind(chain: list[str]) -> str:
+    """The op family of an event: the innermost of its ops (itself first) that names one.
+
+    ``log-softmax`` covers ``log_softmax`` and ``logsumexp`` with every op they are
+    made of, forward and backward (``LogsumexpBackward0`` ...).
+    """
+    for name in chain:
+        low = name.lower()
+        if name in MATMULS:
+            return "matmul"
+        if "log_softmax" in low or "logsoftmax" in low or "logsumexp" in low:
+            return "log-softmax"
+        if "attention" in low:
+            return "attention"
     return "other ops"
 
 
 def breakdown(events: Any, labels: dict[str, str]) -> dict[str, float]:
-    """Self CPU seconds by ``outer/inner/phase/kind``.
+    """Self CPU seconds by ``outer/inner/phase/kind``, and ``op/phase/name`` for each
+    op of the ``other ops`` kind inside the steps.
 
     ``labels`` maps our ``record_function`` names to groups; outer and inner are the
     outermost and innermost of them around an event (``-``: none); phase is ``bwd``
@@ -644,11 +657,16 @@ def breakdown(events: Any, labels: dict[str, str]) -> dict[str, float]:
         while parent is not None:
             chain.append(parent.name)
             parent = parent.cpu_parent
-        ours = [labels[n] for n in chain if n in labels]
+        mine = [i for i, n in enumerate(chain) if n in labels]
+        ours = [labels[chain[i]] for i in mine]
         phase = "bwd" if any(n.startswith("autograd::engine") for n in chain) else "fwd"
-        kind = "python" if ev.name in labels else op_kind(ev.name)
+        kind = "python" if ev.name in labels else op_kind(chain[: mine[0] if mine else None])
         key = f"{ours[-1] if ours else '-'}/{ours[0] if ours else '-'}/{phase}/{kind}"
-        out[key] = out.get(key, 0.0) + ev.self_cpu_time_total / 1e6
+        sec = ev.self_cpu_time_total / 1e6
+        out[key] = out.get(key, 0.0) + sec
+        if kind == "other ops" and ours and ours[-1] == "steps" and ours[0] not in PARTS:
+            detail = f"op/{phase}/{ev.name}"
+            out[detail] = out.get(detail, 0.0) + sec
     return out
 
 
@@ -669,7 +687,10 @@ def child_profile_rltray(a: argparse.Namespace) -> dict[str, Any]:
         "drift guard": (tr.DriftSet, "measure"), "data prep": (data, "collate"),
         "data prep (pad rows)": (tr, "_pad_rows"),
     }
-    for name, (owner, attr) in targets.items():
+    for name, (owner, attr) in list(targets.items()):
+        if not hasattr(owner, attr):  # the trainer changed: profile without that label
+            del targets[name]
+            continue
         setattr(owner, attr, _label(name, getattr(owner, attr)))
     lines: list[dict[str, Any]] = []
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -677,6 +698,7 @@ def child_profile_rltray(a: argparse.Namespace) -> dict[str, Any]:
     done = [x for x in lines if x.get("type") == "done"]
     labels = {n: ("data prep" if n.startswith("data prep") else n) for n in targets}
     return {"exit": code, "metrics": done[0]["metrics"] if done else lines[-1:],
+            "labels": sorted(targets),
             "breakdown": breakdown(prof.events(), labels)}
 
 
@@ -684,12 +706,14 @@ def summarise(bd: dict[str, float]) -> dict[str, float]:
     """The steps' self time in named parts (see :func:`breakdown` for the keys)."""
     out: dict[str, float] = {}
     for key, sec in bd.items():
-        outer, inner, phase, kind = key.split("/")
+        if key.startswith("op/"):
+            continue
+        outer, inner, phase, kind = key.split("/", 3)
         if outer != "steps":
             part = {"round start": "before steps: round-start log-probs",
                     "finish": "after steps (rltray: final drift + gate)"}.get(
                 outer, "outside (load, save)")
-        elif inner in ("drift guard", "data prep", "optimizer", "lora_state copy"):
+        elif inner in PARTS:
             part = f"steps: {inner}"
         elif kind == "python":
             part = "steps: Python between ops"
@@ -718,12 +742,20 @@ def profile_main(a: argparse.Namespace, folder: Path, rows: list[dict[str, Any]]
     print(f"profile (torch.profiler, 1 thread, self CPU seconds; load average "
           f"{os.getloadavg()[0]:.1f}); {a.examples} examples x {a.passes} pass(es)")
     print(f"{'part':<44} {'rltray':>8} {'reinforceclaw':>13}")
+    for t in parts:  # the optimizer steps alone: what tokens/s over the steps divides by
+        parts[t]["= steps without the drift guard"] = sum(
+            v for k, v in parts[t].items() if k.startswith("steps:") and "drift" not in k)
     for part in sorted(set(parts["rltray"]) | set(parts["reinforceclaw"])):
         print(f"{part:<44} {parts['rltray'].get(part, 0.0):>8.2f} "
               f"{parts['reinforceclaw'].get(part, 0.0):>13.2f}")
     for t, r in (("rltray", rl), ("reinforceclaw", rc)):
         if "error" in r:
             print(f"{t}: ERROR {r['error']}")
+            continue
+        ops = sorted(((v, k[3:]) for k, v in r["breakdown"].items() if k.startswith("op/")),
+                     reverse=True)[:8]
+        print(f"{t}, largest 'other ops' in the steps: "
+              + ", ".join(f"{name} {sec:.2f}" for sec, name in ops))
     print(json.dumps({"profile": parts, "rltray": rl, "reinforceclaw": rc}, default=str))
     return 0 if all("breakdown" in r for r in (rl, rc)) else 1
 
