@@ -67,6 +67,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--fresh", action="store_true", help="ignore cached run rows")
+    ap.add_argument("--rescore", action="store_true",
+                    help="add the reference NLL split by preference to every cached row, then stop")
     return ap.parse_args(argv)
 
 
@@ -131,7 +133,6 @@ def build_world(a: argparse.Namespace, folder: Path, n_max: int) -> dict[str, An
 def score(folder: Path, adapter: Path | None, world: dict[str, Any], a: argparse.Namespace
           ) -> dict[str, Any]:
     """Preferred/degenerate rates on held-out prompts; KL and NLL on reference answers."""
-    import torch
 
     model, tok = load(folder, adapter)
     t = time.time()
@@ -140,7 +141,26 @@ def score(folder: Path, adapter: Path | None, world: dict[str, Any], a: argparse
     n = len(ans)
     pref = sum(map(w.prefers, ans)) / n
     degen = sum(map(w.degenerate, ans)) / n
-    kl_sum = nll_sum = count = 0.0
+    ref = reference_nll(model, tok, world, adapter is not None)
+    return {
+        "pref": pref, "pref_se": math.sqrt(max(pref * (1 - pref), 1e-9) / n), "degenerate": degen,
+        **ref, "eval_s": round(time.time() - t, 1), "samples": ans[:3],
+    }
+
+
+def reference_nll(model: Any, tok: Any, world: dict[str, Any], has_adapter: bool
+                  ) -> dict[str, Any]:
+    """KL to the base and NLL per token on the reference answers, also split by preference.
+
+    The references are the base's greedy answers to held-out prompts; a round that
+    teaches the preference must make the ones *without* it less likely, so the
+    split tells capability lost (both parts rise) from preference learnt (only the
+    non-preferred part rises).
+    """
+    import torch
+
+    sums = {"kl": 0.0, "nll": 0.0, "count": 0.0, "nll_pref": 0.0, "count_pref": 0.0,
+            "nll_other": 0.0, "count_other": 0.0}
     tok.padding_side = "right"
     for p, r in zip(world["eval_prompts"][:24], world["reference"], strict=True):
         prompt = w.chat(tok, p)
@@ -148,21 +168,51 @@ def score(folder: Path, adapter: Path | None, world: dict[str, Any], a: argparse
         start = len(tok(prompt, add_special_tokens=False)["input_ids"])
         with torch.no_grad():
             lp = torch.log_softmax(model(**ids).logits[0, :-1].float(), -1)
-            if adapter is not None:
+            if has_adapter:
                 with model.disable_adapter():
                     lq = torch.log_softmax(model(**ids).logits[0, :-1].float(), -1)
             else:
                 lq = lp
         tgt = ids["input_ids"][0, 1:]
         sl = slice(start - 1, None)
-        nll_sum += float(-lp[sl].gather(-1, tgt[sl, None]).sum())
-        kl_sum += float((lp[sl].exp() * (lp[sl] - lq[sl])).sum())
-        count += int(tgt[sl].numel())
+        nll = float(-lp[sl].gather(-1, tgt[sl, None]).sum())
+        count = int(tgt[sl].numel())
+        part = "pref" if w.prefers(r) else "other"
+        sums["nll"] += nll
+        sums["count"] += count
+        sums[f"nll_{part}"] += nll
+        sums[f"count_{part}"] += count
+        sums["kl"] += float((lp[sl].exp() * (lp[sl] - lq[sl])).sum())
+    c = sums["count"]
     return {
-        "pref": pref, "pref_se": math.sqrt(max(pref * (1 - pref), 1e-9) / n), "degenerate": degen,
-        "kl": kl_sum / count, "nll": nll_sum / count, "eval_s": round(time.time() - t, 1),
-        "samples": ans[:3],
+        "kl": sums["kl"] / c, "nll": sums["nll"] / c,
+        "nll_pref": sums["nll_pref"] / max(sums["count_pref"], 1.0),
+        "nll_other": sums["nll_other"] / max(sums["count_other"], 1.0),
+        "refs_pref": sum(map(w.prefers, world["reference"])),
     }
+
+
+def nll_changes(ref: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+    return {k + "_change": ref[k] / base[k] - 1.0 for k in ("nll", "nll_pref", "nll_other")}
+
+
+def rescore(a: argparse.Namespace, folder: Path, world: dict[str, Any]) -> None:
+    """Add the split reference NLL to every cached row (forward passes only, no sampling)."""
+    model, tok = load(folder)
+    base = reference_nll(model, tok, world, False)
+    log(f"base reference NLL {base['nll']:.4f}: {base['refs_pref']} of 24 references have "
+        f"the preference (NLL {base['nll_pref']:.4f}), the others {base['nll_other']:.4f}")
+    for row_file in sorted((a.out / "runs").glob("*/row.json")):
+        row = json.loads(row_file.read_text())
+        adapter = row_file.parent / "adapter"
+        if "nll_other_change" not in row and adapter.is_dir():
+            peft_model, tok = load(folder, adapter)
+            row.update(nll_changes(reference_nll(peft_model, tok, world, True), base))
+            row_file.write_text(json.dumps(row))
+        if "nll_other_change" in row:
+            log(f"{row['key']:48} pref {row['pref']:.2f}  NLL {100 * row['nll_change']:+5.1f}%"
+                f"  with the preference {100 * row['nll_pref_change']:+5.1f}%"
+                f"  without {100 * row['nll_other_change']:+5.1f}%")
 
 
 def example(i: int, p: str, r: str, y: int, prefix: str) -> dict[str, Any]:
@@ -212,6 +262,7 @@ def run_baseline(a: argparse.Namespace, folder: Path, world: dict[str, Any], met
         "pref": sc["pref"], "pref_se": sc["pref_se"], "degenerate": sc["degenerate"],
         "kl_ref": sc["kl"], "nll_change": sc["nll"] / base_score["nll"] - 1.0,
         "eval_s": sc["eval_s"], "samples": sc["samples"],
+        **(nll_changes(sc, base_score) if "nll_pref" in base_score else {}),
     }
 
 
@@ -281,6 +332,8 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
         "kl_ref": sc["kl"], "nll_change": sc["nll"] / base_score["nll"] - 1.0,
         "eval_s": sc["eval_s"], "samples": sc["samples"],
     }
+    if "nll_pref" in base_score:
+        row.update(nll_changes(sc, base_score))
     row_file.write_text(json.dumps(row))
     return row
 
@@ -309,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in a.sizes.split(",")]
     world = build_world(a, folder, max(sizes))
     w.PREFER = a.prefer
+    if a.rescore:
+        rescore(a, folder, world)
+        return 0
     for name in ("on", "off"):
         answers = [r for _, r, _ in world[name]]
         log(f"pool {name}: " + ", ".join(
