@@ -561,10 +561,12 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
     print(f"model: Llama hidden {d['hidden']}, {d['layers']} layers, vocab {d['vocab']}; "
           f"{n_mm / 1e6:.1f}M matmul params; {a.examples} examples of {a.min_tokens}-"
           f"{a.max_tokens} tokens ({tokens} tokens) x {a.passes} pass(es); backend "
-          f"{a.versus_backend}, 1 thread; load average {min(loads):.1f}-{max(loads):.1f} "
+          + ("torch at 1 thread" if a.versus_backend == "torch" else
+             "mlx (its own CPU threads; OMP/OpenBLAS/MKL held to 1)")
+          + f"; load average {min(loads):.1f}-{max(loads):.1f} "
           f"on {os.cpu_count()} CPUs")
-    print(f"{'fp32' if a.versus_backend == 'torch' else 'mlx'} matmul peak at 1 thread "
-          f"(n={a.matmul_n}, before/after): "
+    what = "fp32 torch matmul peak, 1 thread" if a.versus_backend == "torch" else "mlx matmul peak"
+    print(f"{what} (n={a.matmul_n}, before/after): "
           + " / ".join(f"{p['gflops']:.1f}" if "gflops" in p else p["error"] for p in peaks)
           + " GFLOP/s")
     head = (f"{'tool':<13} {'rep':>3} {'tokens':>7} {'step s':>7} {'guard s':>7} "
