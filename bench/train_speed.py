@@ -27,6 +27,36 @@ How:
 * The machine's peak: the best of several large fp32 matmuls (2·n³ FLOPs each)
   in torch and in MLX, with the same thread count as the trainer.
 
+Side by side with ReinforceClaw 0.1.0 (issue 8)::
+
+    nice -n 10 .venv/bin/python bench/train_speed.py --versus reinforceclaw [--versus-backend mlx]
+    nice -n 10 .venv/bin/python bench/train_speed.py --versus reinforceclaw --profile
+
+* Both tools train the same 32 rated examples (200-386 tokens of chat-templated
+  prompt + response, half rated +1, half -1; fixed seed) on the same 60M model,
+  one pass each, at one torch thread and niceness 10, through their own entry
+  points: ``python -m rltray.trainer JOB.json`` (preset ``balanced``, ``epochs`` =
+  ``--passes``) and ReinforceClaw's ``trainer.train_result(config, conn)`` with its
+  ``balanced`` preset on a fresh database (``batch_size`` = all examples, ``steps``
+  = examples x passes, ``grad_accum`` 1, so each example is trained once per pass,
+  one example per optimizer step as ReinforceClaw does). Rounds are interleaved
+  (rltray, ReinforceClaw, rltray, ...) and medians reported.
+* Tokens/s over the steps = trained prompt+response tokens (no padding) / the
+  optimizer steps' seconds. rltray: its ``train_seconds`` minus ``guard_seconds``
+  (the drift guard after each step, shown separately and in ``+guard``).
+  ReinforceClaw: from its loop's ``backend.reset_peak_memory()`` to its last
+  step's ``guard.log_step``. Wall = process start to exit; ``before``/``after``
+  split it around the steps. FLOP/s = 4N per trained token against the 1-thread
+  matmul peak, measured before and after the rounds (the better one is used).
+* ``--profile`` runs one round of each under torch.profiler and sums self CPU time
+  by part: forward/backward matmuls, log-softmax, attention, other ops, Python
+  between ops, optimizer, drift guard, data prep, before and after the steps.
+
+Over 30 KB on purpose: every measurement here runs as this same file re-executed
+with ``--child`` (so each has its own process, threads and peak RSS), and the
+modes share the model, the example builder and the matmul peak. The side-by-side
+(from ``WORDS`` down) is the part to move to its own module if it grows further.
+
 The last stdout line is one JSON object with every figure.
 """
 
