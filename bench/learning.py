@@ -377,10 +377,11 @@ def run_presets(
     print(PRESET_HEADER)
     for r in rows:
         print(fmt_preset_row(r))
-    for r in rows:
-        if r.get("stopped_early") or r.get("collapse_reasons"):
+    for r in rows:  # the sentences behind a guard stop, a rejection or a collapse
+        if r.get("stopped_early") or r.get("collapse_reasons") or r.get("accepted") is False:
             print(f"  {r['backend']} {r['preset']} {r['source']} N={r['n']}: "
                   f"{r.get('stopped_early') or 'ran every step'}; "
+                  f"gate: {'; '.join(r.get('reasons') or []) or 'accepted'}; "
                   f"collapse: {', '.join(r.get('collapse_reasons') or []) or 'none'}")
     summary = {
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
