@@ -87,6 +87,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                          "and eval prompts depend on it, so keep it fixed across invocations")
     ap.add_argument("--gate-profile", default="standard", choices=("standard", "tiny-test"),
                     help="preset mode: the job's hyper gate_profile")
+    ap.add_argument("--hyper", default="",
+                    help="preset mode: extra job hyper overrides KEY=VALUE[,KEY=VALUE], e.g. "
+                         "guard_turns=0 to see a preset without its drift guard")
     a = ap.parse_args(argv)
     if a.quick:  # small sizes, except where a flag was given explicitly
         quick = {
@@ -233,7 +236,7 @@ PRESET_HEADER = (
 def fmt_preset_row(r: dict[str, Any]) -> str:
     """One preset-mode row: the usual columns plus steps, guard stop, grad norm, k3, verdict."""
     head = (
-        f"{r['backend']:<7} {r['preset']:<10} {r['source']:<3} {r['n']:>4} {r['lr']:>7.1e} "
+        f"{r['backend']:<7} {r['variant']:<10} {r['source']:<3} {r['n']:>4} {r['lr']:>7.1e} "
         f"{r['epochs']:>2}"
     )
     if "error" in r:
@@ -354,6 +357,9 @@ def run_presets(
     presets = [p for p in a.presets.split(",") if p]
     backends = [b for b in a.backends.split(",") if b]
     overrides = {"gate_profile": a.gate_profile} if a.gate_profile != "standard" else {}
+    extra = dict(kv.split("=", 1) for kv in a.hyper.split(",") if kv)
+    overrides.update({k: json.loads(v) for k, v in extra.items()})
+    tag = "".join(f"+{k}={v}" for k, v in extra.items())  # the variant names the overrides
     log(PRESET_HEADER)
     for n in sizes:
         for source in sources:
@@ -361,7 +367,7 @@ def run_presets(
                 for preset in presets:
                     h = runs.preset_hyper(world.base_dir, preset, overrides)
                     spec = runs.Spec(
-                        "mispo", source, n, h.lr, h.epochs, preset, overrides, preset=preset,
+                        "mispo", source, n, h.lr, h.epochs, preset + tag, overrides, preset=preset,
                         backend=backend, digest=runs.hyper_digest(h),
                     )
                     row = do(spec, quiet=True)
@@ -379,7 +385,7 @@ def run_presets(
         print(fmt_preset_row(r))
     for r in rows:  # the sentences behind a guard stop, a rejection or a collapse
         if r.get("stopped_early") or r.get("collapse_reasons") or r.get("accepted") is False:
-            print(f"  {r['backend']} {r['preset']} {r['source']} N={r['n']}: "
+            print(f"  {r['backend']} {r['variant']} {r['source']} N={r['n']}: "
                   f"{r.get('stopped_early') or 'ran every step'}; "
                   f"gate: {'; '.join(r.get('reasons') or []) or 'accepted'}; "
                   f"collapse: {', '.join(r.get('collapse_reasons') or []) or 'none'}")
