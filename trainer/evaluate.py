@@ -187,13 +187,17 @@ def implicit_reward(n: Any, f: Any, mask: Any) -> Any:
 # Work is done one sequence at a time in float32 to bound memory at L × V.
 
 
-def kl_sum_torch(logits_policy: Any, logits_base: Any, mask: Any) -> tuple[float, float]:
-    """Σ over masked positions of Σ_v p log(p/q), and the number of positions (torch)."""
+def kl_positions_torch(logits_policy: Any, logits_base: Any) -> Any:
+    """(B, T) float64 Σ_v p log(p/q) at every position (torch), one row at a time.
+
+    Why per position: drift is summed under several masks (answer and prompt
+    positions); computing the KL once and masking the result costs one
+    log-softmax pair per row instead of one per mask. The row loop bounds the
+    fp32 copies to one row's T x V.
+    """
     import torch
 
-    _check_logits(tuple(logits_policy.shape), tuple(logits_base.shape), tuple(mask.shape))
-    mask = torch.as_tensor(mask, device=logits_policy.device).float()
-    total = torch.zeros((), dtype=torch.float64, device=logits_policy.device)
+    rows = []
     with torch.no_grad():
         for b in range(logits_policy.shape[0]):
             lp = torch.log_softmax(logits_policy[b].float(), dim=-1)
@@ -201,10 +205,22 @@ def kl_sum_torch(logits_policy: Any, logits_base: Any, mask: Any) -> tuple[float
             p = lp.exp()
             # p = 0 (logit −inf) contributes 0, not 0·(−inf) = NaN.
             per_pos = torch.where(p > 0, p * (lp - lq), torch.zeros_like(p)).sum(-1)
-            per_pos = per_pos.clamp(min=0.0)  # KL ≥ 0; drop float rounding below 0
-            total = total + (per_pos * mask[b]).sum().double()
-        count = float(mask.sum())
-    return float(total), count
+            rows.append(per_pos.clamp(min=0.0).double())  # KL ≥ 0; drop rounding below 0
+    return torch.stack(rows)
+
+
+def masked_sum_torch(per_pos: Any, mask: Any) -> tuple[float, float]:
+    """(Σ per_pos · mask, Σ mask) as floats."""
+    import torch
+
+    mask = torch.as_tensor(mask, device=per_pos.device).double()
+    return float((per_pos * mask).sum()), float(mask.sum())
+
+
+def kl_sum_torch(logits_policy: Any, logits_base: Any, mask: Any) -> tuple[float, float]:
+    """Σ over masked positions of Σ_v p log(p/q), and the number of positions (torch)."""
+    _check_logits(tuple(logits_policy.shape), tuple(logits_base.shape), tuple(mask.shape))
+    return masked_sum_torch(kl_positions_torch(logits_policy, logits_base), mask)
 
 
 def kl_per_token_torch(logits_policy: Any, logits_base: Any, mask: Any) -> float:
@@ -213,13 +229,12 @@ def kl_per_token_torch(logits_policy: Any, logits_base: Any, mask: Any) -> float
     return total / count if count else 0.0
 
 
-def kl_sum_mlx(logits_policy: Any, logits_base: Any, mask: Any) -> tuple[float, float]:
-    """Σ over masked positions of Σ_v p log(p/q), and the number of positions (MLX)."""
+def kl_positions_mlx(logits_policy: Any, logits_base: Any) -> Any:
+    """(B, T) numpy float64 Σ_v p log(p/q) at every position (MLX); see the torch twin."""
     import mlx.core as mx
+    import numpy as np
 
-    _check_logits(tuple(logits_policy.shape), tuple(logits_base.shape), tuple(mask.shape))
-    mask = mx.stop_gradient(mx.array(mask).astype(mx.float32))
-    total = 0.0
+    rows = []
     for b in range(logits_policy.shape[0]):
         zp = mx.stop_gradient(logits_policy[b]).astype(mx.float32)
         zq = mx.stop_gradient(logits_base[b]).astype(mx.float32)
@@ -227,9 +242,18 @@ def kl_sum_mlx(logits_policy: Any, logits_base: Any, mask: Any) -> tuple[float, 
         lq = zq - mx.logsumexp(zq, axis=-1, keepdims=True)
         p = mx.exp(lp)
         per_pos = mx.where(p > 0, p * (lp - lq), mx.zeros_like(p)).sum(axis=-1)
-        per_pos = mx.maximum(per_pos, 0.0)
-        total += float((per_pos * mask[b]).sum().item())
-    return total, float(mask.sum().item())
+        rows.append(np.array(mx.maximum(per_pos, 0.0), dtype=np.float64))
+    return np.stack(rows)
+
+
+def kl_sum_mlx(logits_policy: Any, logits_base: Any, mask: Any) -> tuple[float, float]:
+    """Σ over masked positions of Σ_v p log(p/q), and the number of positions (MLX)."""
+    import numpy as np
+
+    _check_logits(tuple(logits_policy.shape), tuple(logits_base.shape), tuple(mask.shape))
+    per_pos = kl_positions_mlx(logits_policy, logits_base)
+    mask = np.asarray(mask, dtype=np.float64)
+    return float((per_pos * mask).sum()), float(mask.sum())
 
 
 def kl_per_token_mlx(logits_policy: Any, logits_base: Any, mask: Any) -> float:

@@ -286,6 +286,9 @@ def _optimise(
                     "elapsed_s": round(elapsed_before + time.monotonic() - resumed_at, 3),
                     "kl_round": round(guard["kl_round"], 6) if guard else None,
                     "kl_total": round(guard["kl_total"], 6) if guard else None,
+                    # the prompt-text drift the guard also checks (it stops most
+                    # on-policy rounds that it stops): visible where the stop is
+                    "kl_round_general": round(guard["kl_round_general"], 6) if guard else None,
                 }
             )
             if why is not None:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.ml
 PROGRESS_KEYS = {
     "type", "step", "total", "epoch", "loss", "grad_norm", "masked_tokens", "gated_examples",
     "drift", "kl", "adv_mean", "tokens_per_s", "elapsed_s", "kl_round", "kl_total",
+    "kl_round_general",
 }  # fmt: skip
 
 

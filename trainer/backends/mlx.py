@@ -361,7 +361,7 @@ class MlxBackend(Backend):
     def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
         import mlx.core as mx
 
-        from ..evaluate import kl_sum_mlx
+        from ..evaluate import kl_positions_mlx
 
         ids = self._ids(batch)
         self.model.eval()
@@ -371,8 +371,9 @@ class MlxBackend(Backend):
         with self._adapter_context(False):
             base = self.model(ids)[:, :-1, :]
         mx.eval(new, base)
+        to_base = kl_positions_mlx(new, base)
         if parent is None:
-            par = base
+            to_par = to_base  # the parent is the base: the round's KL is the total's
         else:
             current = self.lora_state()
             self.set_lora_state(parent)
@@ -381,10 +382,13 @@ class MlxBackend(Backend):
                 mx.eval(par)
             finally:
                 self.set_lora_state(current)
+            to_par = kl_positions_mlx(new, par)
         out: dict[str, float] = {}
         for where, mask in (("resp", resp), ("prompt", prompt)):
-            out[f"{where}_round"], out[f"{where}_count"] = kl_sum_mlx(new, par, mask)
-            out[f"{where}_total"] = kl_sum_mlx(new, base, mask)[0]
+            m = mask.astype(np.float64)
+            out[f"{where}_round"] = float((to_par * m).sum())
+            out[f"{where}_count"] = float(m.sum())
+            out[f"{where}_total"] = float((to_base * m).sum())
         return out
 
     def lora_gradients(self) -> dict[str, np.ndarray]:

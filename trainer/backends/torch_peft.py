@@ -222,10 +222,13 @@ class TorchPeftBackend(Backend):
         """
         import torch
 
+        # unbind, not logits[b]: each select's backward writes a zero tensor the size
+        # of the whole batch's logits and autograd adds them up (B full-size fills
+        # and adds per micro-batch, ~10% of a step); unbind's backward stacks once.
         rows = []
-        for b in range(logits.shape[0]):
-            z = logits[b].float() if shifted else logits[b, :-1].float()
-            target = input_ids[b] if shifted else input_ids[b, 1:]
+        for z_b, ids_b in zip(logits.unbind(0), input_ids.unbind(0), strict=True):
+            z = z_b.float() if shifted else z_b[:-1].float()
+            target = ids_b if shifted else ids_b[1:]
             picked = z.gather(-1, target.unsqueeze(-1)).squeeze(-1)
             rows.append(picked - torch.logsumexp(z, dim=-1))
         return torch.stack(rows)
@@ -406,7 +409,7 @@ class TorchPeftBackend(Backend):
 
     def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
         import torch
-        from rltray.trainer.evaluate import kl_sum_torch
+        from rltray.trainer.evaluate import kl_positions_torch, masked_sum_torch
 
         self.model.eval()
         inputs = self._inputs(batch)
@@ -417,7 +420,7 @@ class TorchPeftBackend(Backend):
             with self.model.disable_adapter():
                 base = self._forward_logits(inputs)[:, :-1]
             if parent is None:
-                par = base
+                par = None
             else:
                 current = self.lora_state()
                 self.set_lora_state(parent)
@@ -425,11 +428,14 @@ class TorchPeftBackend(Backend):
                     par = self._forward_logits(inputs)[:, :-1]
                 finally:
                     self.set_lora_state(current)
+        # KL once per position, then summed under each mask; with no parent the
+        # round's KL *is* the total's (the parent is the base).
+        to_base = kl_positions_torch(new, base)
+        to_par = to_base if parent is None else kl_positions_torch(new, par)
         out: dict[str, float] = {}
         for where, mask in (("resp", resp), ("prompt", prompt)):
-            m = torch.from_numpy(mask)
-            out[f"{where}_round"], out[f"{where}_count"] = kl_sum_torch(new, par, m)
-            out[f"{where}_total"] = kl_sum_torch(new, base, m)[0]
+            out[f"{where}_round"], out[f"{where}_count"] = masked_sum_torch(to_par, mask)
+            out[f"{where}_total"] = masked_sum_torch(to_base, mask)[0]
         return out
 
     def lora_gradients(self) -> dict[str, np.ndarray]:
