@@ -349,6 +349,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _value(text: str) -> Any:
+    """A ``--hyper`` value as the job file would hold it: JSON (0, 1e-3, true), else a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def run_presets(
     a: argparse.Namespace, world: runs.World, do: Any, rows: list[dict[str, Any]],
     pref0: float, before: dict[str, Any], sizes: list[int], sources: list[str], t_start: float,
@@ -358,7 +366,7 @@ def run_presets(
     backends = [b for b in a.backends.split(",") if b]
     overrides = {"gate_profile": a.gate_profile} if a.gate_profile != "standard" else {}
     extra = dict(kv.split("=", 1) for kv in a.hyper.split(",") if kv)
-    overrides.update({k: json.loads(v) for k, v in extra.items()})
+    overrides.update({k: _value(v) for k, v in extra.items()})
     tag = "".join(f"+{k}={v}" for k, v in extra.items())  # the variant names the overrides
     log(PRESET_HEADER)
     for n in sizes:
