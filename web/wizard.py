@@ -22,25 +22,29 @@ from rltray.web.state import state
 bp = Blueprint("wizard", __name__)
 DONE_MARKER = "setup-done"
 ENV_JOB = "trainer environment"
+#: (name, what it does, what it measurably did): SmolLM2-135M-Instruct, 64 ratings of
+#: a hidden preference with a base rate of 0.31 (bench/README.md, learning_smollm2.py).
 PRESETS = (
     (
         "careful",
         "Small, slow steps: each round moves the model a little and stays close to it.",
-        "Not measured as a whole; in the learning benchmark (64 ratings, tiny model) a "
-        "stronger brake than careful's (beta 0.1 vs its 0.05) gave 0.55 instead of 0.85 "
-        "preferred on the model's own answers, at +1.2% instead of +2.6% likelihood cost.",
+        "Measured: the preferred behaviour went from 0.31 to 0.55 learning from the model's "
+        "own answers and to 0.44 from agents' answers, for +3.4% / +4.8% likelihood cost "
+        "on reference answers.",
     ),
     (
         "balanced",
         "The default: learns your preferences in a few rounds without drifting far.",
-        "Measured: the preferred style went from 0.27 to 0.86 on the model's own answers and "
-        "to 0.39 on agents' answers, for +2.6% / +0.3% held-out likelihood cost.",
+        "Measured: 0.31 to 0.86 from the model's own answers and to 0.70 from agents' "
+        "answers; reference likelihood cost +10% / +11%, nearly all of it on reference "
+        "answers without the preference (+0.7% / +1.5% on the two that have it).",
     ),
     (
         "aggressive",
-        "Bigger steps and more passes: learns from agents' answers fastest, with more risk.",
-        "Measured: 0.54 preferred on agents' answers (balanced 0.34 with the same passes "
-        "rule), +1.3% likelihood cost; on the model's own answers it overshoots (0.69).",
+        "Bigger steps and more passes: learns fastest; the drift guard stops it at the cap.",
+        "Measured: 0.31 to 0.94 from the model's own answers (stopped by the drift guard "
+        "after 8 of 16 steps), at +26% reference likelihood cost and 6% broken answers "
+        "(1.6% before).",
     ),
     (
         "custom",
