@@ -68,7 +68,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--fresh", action="store_true", help="ignore cached run rows")
     ap.add_argument("--rescore", action="store_true",
-                    help="add the reference NLL split by preference to every cached row, then stop")
+                    help="add the split reference NLL to every cached row; print them all")
     return ap.parse_args(argv)
 
 
@@ -202,6 +202,7 @@ def rescore(a: argparse.Namespace, folder: Path, world: dict[str, Any]) -> None:
     base = reference_nll(model, tok, world, False)
     log(f"base reference NLL {base['nll']:.4f}: {base['refs_pref']} of 24 references have "
         f"the preference (NLL {base['nll_pref']:.4f}), the others {base['nll_other']:.4f}")
+    rows = []
     for row_file in sorted((a.out / "runs").glob("*/row.json")):
         row = json.loads(row_file.read_text())
         adapter = row_file.parent / "adapter"
@@ -209,10 +210,17 @@ def rescore(a: argparse.Namespace, folder: Path, world: dict[str, Any]) -> None:
             peft_model, tok = load(folder, adapter)
             row.update(nll_changes(reference_nll(peft_model, tok, world, True), base))
             row_file.write_text(json.dumps(row))
-        if "nll_other_change" in row:
-            log(f"{row['key']:48} pref {row['pref']:.2f}  NLL {100 * row['nll_change']:+5.1f}%"
-                f"  with the preference {100 * row['nll_pref_change']:+5.1f}%"
-                f"  without {100 * row['nll_other_change']:+5.1f}%")
+        rows.append(row)
+    rows.sort(key=lambda r: (r.get("method", "mispo") != "mispo", r.get("method", "mispo"),
+                             r["source"], r["n"], r["lr_scale"], r.get("bf16", False),
+                             ("careful", "balanced", "aggressive").index(r["preset"])))
+    print(HEADER + f" {'nll+% with / without the preference':>36}")
+    for r in rows:
+        split = ""
+        if "nll_other_change" in r:
+            split = (f" {100 * r['nll_pref_change']:>+17.1f}% / "
+                     f"{100 * r['nll_other_change']:>+6.1f}%")
+        print(fmt(r) + (" bf16" if r.get("bf16") else "") + split)
 
 
 def example(i: int, p: str, r: str, y: int, prefix: str) -> dict[str, Any]:
