@@ -267,6 +267,11 @@ def versus_examples(tokenizer: Any, n: int, lo: int, hi: int, seed: int) -> list
     return rows
 
 
+#: Environment that holds every math library to one thread (torch is set in-process).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+
+
 def _timed_lines(cmd: list[str], env: dict[str, str], timeout: float, log: Path
                  ) -> tuple[list[tuple[float, str]], float, float, int]:
     """Run ``cmd``; every stdout line with its arrival time (epoch s), start, end, exit code."""
@@ -335,11 +340,6 @@ def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: s
         "round_start_s": m.get("round_start_s"), "finish_s": m.get("finish_seconds"),
         "progress_tokens_per_s": [d["tokens_per_s"] for _, d in prog],
     }
-
-
-#: Environment that holds every math library to one thread (torch is set in-process).
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-              "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 
 
 def child_rc(a: argparse.Namespace) -> dict[str, Any]:
