@@ -526,6 +526,16 @@ def run_rc(folder: Path, model: Path, rows: list[dict[str, Any]], backend: str, 
     }
 
 
+def _own_folder(out: Path, prefix: str) -> Path:
+    """A fresh folder for this invocation's job and home folders: two runs sharing an
+    ``--out`` must not delete or overwrite each other's (a rltray round refuses to write
+    over an adapter folder another run created)."""
+    import tempfile
+
+    out.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=out))
+
+
 def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
     """Interleaved rounds (rltray, ReinforceClaw, rltray, ...) on identical data; medians."""
     import statistics
@@ -551,7 +561,7 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
     peaks = [spawn(["--child", peak_kind, *common], a.timeout, one)]
     loads = [os.getloadavg()[0]]
     runs: list[dict[str, Any]] = []
-    work = a.out / f"versus-{a.versus_backend}"
+    work = _own_folder(a.out, f"versus-{a.versus_backend}-")
     for rep in range(a.reps):
         for tool in ("rltray", "reinforceclaw"):
             sub = work / f"{tool}-{rep}"
@@ -757,7 +767,7 @@ def summarise(bd: dict[str, float]) -> dict[str, float]:
 
 def profile_main(a: argparse.Namespace, folder: Path, rows: list[dict[str, Any]]) -> int:
     """One profiled round per tool; prints where each one's time goes."""
-    work = a.out / "profile"
+    work = _own_folder(a.out, "profile-")
     one = {"RLTRAY_TRAINER_THREADS": "1", **ONE_THREAD}
     job = write_job(work / "rltray", folder, rows, "torch", a.passes)
     rl = spawn(["--child", "profile-rltray", "--rows", str(job)], a.timeout, one)
