@@ -279,3 +279,25 @@ def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_mode
     assert g_trimmed.keys() == g_full.keys() and g_full
     for k in g_full:
         np.testing.assert_allclose(g_trimmed[k], g_full[k], rtol=1e-4, atol=1e-7)
+
+
+def test_log_probs_in_row_groups_equal_the_whole_batch(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large vocabulary splits the log-prob pass into groups of rows; same numbers, same grads."""
+    from rltray.trainer.backends import torch_peft
+
+    backend = loaded(tiny_model)
+    batch = make_batch(backend.tokenizer, CORPUS)
+    old = backend.logprobs(batch, adapter=True)
+    adv = np.array([1.0, -1.0, 0.5, -0.5], np.float32)
+    w = np.full(4, 0.25, np.float32)
+    whole = backend.accumulate(batch, old, old - 0.05, adv, w)
+    g_whole = backend.lora_gradients()
+    backend.zero_grad()
+    monkeypatch.setattr(torch_peft, "LOGPROB_CHUNK_BYTES", 1)  # one row per group
+    np.testing.assert_allclose(backend.logprobs(batch, adapter=True), old, rtol=0, atol=1e-6)
+    rows = backend.accumulate(batch, old, old - 0.05, adv, w)
+    assert rows == pytest.approx(whole, rel=1e-6, abs=1e-8)
+    for k, g in backend.lora_gradients().items():
+        np.testing.assert_allclose(g, g_whole[k], rtol=1e-5, atol=1e-8)
