@@ -355,10 +355,11 @@ def fmt(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"{r['key']}: ERROR {r['error']}"
     gate = "-" if r["accepted"] is None else "yes" if r["accepted"] else "no"
+    kl_rnd = "-" if r.get("kl_round") is None else f"{r['kl_round']:.4f}"
     return (f"{r.get('method', 'mispo'):9} {r['backend']:7} {r['preset']:10} {r['source']:3} "
             f"{r['n']:>4} {r['lr_scale']:>4g} "
             f"{r['pref']:.2f} ± {r['pref_se']:.2f} {r['degenerate']:>5.2f} {r['kl_ref']:>7.4f} "
-            f"{100 * r['nll_change']:>+5.1f}% {r['kl_round'] or 0:>7.4f} "
+            f"{100 * r['nll_change']:>+5.1f}% {kl_rnd:>7} "
             f"{gate:>4} {r['steps']:>5} {r['wall_s']:>6.0f}")
 
 
