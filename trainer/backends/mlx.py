@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rounddata import pad_id
 from .base import Backend
 from .mlx_setup import (
     body_and_head,
@@ -41,7 +42,6 @@ from .mlx_setup import (
     in_dims,
     lr_at,
     mix_seed,
-    pad_id,
     paths_key,
 )
 

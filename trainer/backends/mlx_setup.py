@@ -92,14 +92,6 @@ def in_dims(module: Any) -> int:
     return width
 
 
-def pad_id(tokenizer: Any) -> int:
-    for attr in ("pad_token_id", "eos_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if isinstance(value, int):
-            return value
-    return 0
-
-
 def mix_seed(seed: int, counter: int) -> int:
     """A 63-bit seed from (job seed, counter), stable across runs and platforms."""
     x = (seed * 0x9E3779B97F4A7C15 + counter * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
