@@ -33,9 +33,10 @@ def main() -> None:
     ap.add_argument("--b-std", type=float, default=0.15)
     args = ap.parse_args()
     import gguf
-    import llama_cpp
     import torch
-    from exportkit import SMOL_PROMPT, smollm2_random_adapter
+    from exportkit import cosine as cos
+    from exportkit import llama_logits as llama
+    from exportkit import smollm2_random_adapter
     from fetch_test_model import cached_model
     from peft import PeftModel
     from rltray.trainer import gguf_base
@@ -47,19 +48,6 @@ def main() -> None:
         sys.exit("needs SmolLM2: run `python packaging/fetch_test_model.py` first")
     work = Path(tempfile.mkdtemp(prefix="rltray-fidelity-"))
     hf = gguf_base.materialize(model, cache=work / "cache")
-
-    def llama(path: Path, lora: Path | None = None) -> tuple[list[int], np.ndarray]:
-        llm = llama_cpp.Llama(model_path=str(path), lora_path=str(lora) if lora else None,
-                              logits_all=True, n_ctx=256, n_threads=1, verbose=False)
-        tokens = llm.tokenize(SMOL_PROMPT.encode(), add_bos=False, special=True)
-        llm.eval(tokens)
-        scores = np.array(llm.scores[: len(tokens)], dtype=np.float64)
-        llm.close()
-        return tokens, scores
-
-    def cos(a: np.ndarray, b: np.ndarray) -> float:
-        a, b = a.ravel(), b.ravel()
-        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
     leaves = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     hf_model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32).eval()

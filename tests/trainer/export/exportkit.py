@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ (for fixtures/)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -26,6 +28,27 @@ SMOL_RANK, SMOL_ALPHA = 8, 16.0
 SMOL_PROMPT = (
     "<|im_start|>user\nWrite a haiku about the sea.<|im_end|>\n<|im_start|>assistant\nWaves"
 )
+
+
+def llama_logits(model: Path, lora: Path | None = None) -> tuple[list[int], np.ndarray]:
+    """llama.cpp's logits (float64) at every position of :data:`SMOL_PROMPT`, one thread."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(
+        model_path=str(model), lora_path=str(lora) if lora else None, logits_all=True,
+        n_ctx=256, n_threads=1, verbose=False,
+    )
+    tokens = llm.tokenize(SMOL_PROMPT.encode(), add_bos=False, special=True)
+    llm.eval(tokens)
+    scores = np.array(llm.scores[: len(tokens)], dtype=np.float64)
+    llm.close()
+    return tokens, scores
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine of two arrays taken as flat vectors."""
+    a, b = a.ravel(), b.ravel()
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 def smollm2_random_adapter(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from exportkit import SMOL_PROMPT, smollm2_random_adapter
+from exportkit import cosine, llama_logits, smollm2_random_adapter
 
 pytestmark = [
     pytest.mark.slow,
@@ -39,26 +39,9 @@ llama_cpp = pytest.importorskip(
 ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def _llama_logits(model: Path, lora: Path | None = None) -> tuple[list[int], np.ndarray]:
-    llm = llama_cpp.Llama(
-        model_path=str(model), lora_path=str(lora) if lora else None, logits_all=True,
-        n_ctx=256, n_threads=1, verbose=False,
-    )
-    tokens = llm.tokenize(SMOL_PROMPT.encode(), add_bos=False, special=True)
-    llm.eval(tokens)
-    scores = np.array(llm.scores[: len(tokens)], dtype=np.float64)
-    llm.close()
-    return tokens, scores
-
-
-def _cos(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.ravel(), b.ravel()
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-
-
 @pytest.fixture(scope="module")
 def base_logits(smollm2_gguf: Path) -> tuple[list[int], np.ndarray]:
-    return _llama_logits(smollm2_gguf)
+    return llama_logits(smollm2_gguf)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +79,7 @@ def adapter_case(smollm2_hf: Path, hf_model, base_logits, tmp_path_factory):
 def test_llamacpp_and_transformers_agree_on_the_base(base_logits, adapter_case) -> None:
     _, llama_base = base_logits
     _, peft_base, _ = adapter_case
-    assert _cos(llama_base, peft_base) > 0.999
+    assert cosine(llama_base, peft_base) > 0.999
 
 
 def test_adapter_gguf_moves_llamacpp_like_peft(
@@ -109,10 +92,10 @@ def test_adapter_gguf_moves_llamacpp_like_peft(
     arch = gguf_adapter.ArchInfo.from_gguf(gguf.GGUFReader(smollm2_gguf))
     out = gguf_adapter.export(folder, tmp_path / "adapter.gguf", arch_info=arch)
     _, llama_base = base_logits
-    _, adapted = _llama_logits(smollm2_gguf, out)
+    _, adapted = llama_logits(smollm2_gguf, out)
     shift = adapted - llama_base
     assert np.linalg.norm(shift) > 0.5 * np.linalg.norm(peft_shift)  # it does move
-    assert _cos(shift, peft_shift) >= 0.98
+    assert cosine(shift, peft_shift) >= 0.98
 
 
 @pytest.mark.parametrize(("out_type", "floor"), [("f16", 0.98), ("q8_0", 0.98), ("base", 0.90)])
@@ -124,10 +107,10 @@ def test_merged_gguf_moves_llamacpp_like_peft(
     folder, _, peft_shift = adapter_case
     report = merge.merge(smollm2_gguf, folder, tmp_path / "merged.gguf", out_type=out_type)
     _, llama_base = base_logits
-    _, merged = _llama_logits(report.out)
+    _, merged = llama_logits(report.out)
     shift = merged - llama_base
     assert np.linalg.norm(shift) > 0.5 * np.linalg.norm(peft_shift)
-    assert _cos(shift, peft_shift) >= floor
+    assert cosine(shift, peft_shift) >= floor
     expected = {"f16": "F16", "q8_0": "Q8_0", "base": "Q4_1"}[out_type]
     assert report.types == {expected: 70}  # 10 layers x 7 linear layers
 
@@ -175,7 +158,7 @@ def test_the_qk_row_permutation_is_what_makes_q_and_k_right(
     right = gguf_adapter.export(folder, tmp_path / "right.gguf", arch_info=arch)
     monkeypatch.setattr(gguf_adapter, "PERMUTED_ARCHS", frozenset())
     wrong = gguf_adapter.export(folder, tmp_path / "wrong.gguf", arch_info=arch)
-    cos_right = _cos(_llama_logits(smollm2_gguf, right)[1] - llama_base, peft_shift)
-    cos_wrong = _cos(_llama_logits(smollm2_gguf, wrong)[1] - llama_base, peft_shift)
+    cos_right = cosine(llama_logits(smollm2_gguf, right)[1] - llama_base, peft_shift)
+    cos_wrong = cosine(llama_logits(smollm2_gguf, wrong)[1] - llama_base, peft_shift)
     assert cos_right >= 0.95
     assert cos_wrong < cos_right - 0.2
