@@ -188,6 +188,16 @@ class Backend(ABC):
         return self.name
 
 
+def first_trained_column(mask: np.ndarray) -> int:
+    """The first column of a (B, T) response mask that any row trains; 0 when none.
+
+    Columns before it carry no loss in any row, so a training step may skip the
+    output head and the log-softmax there (both backends do).
+    """
+    cols = np.flatnonzero(np.asarray(mask).any(axis=0))
+    return int(cols[0]) if cols.size else 0
+
+
 def resolve_model_folder(base_model: str | Path, revision: str | None = None) -> Path:
     """A local folder for ``base_model``: the folder itself, the local HF cache snapshot,
     or for a GGUF file the HF folder it is materialized into once (``gguf_base``).

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..rounddata import pad_id
-from .base import Backend
+from .base import Backend, first_trained_column
 from .mlx_setup import (
     body_and_head,
     check_right_padded,
@@ -239,8 +239,7 @@ class MlxBackend(Backend):
         mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         hyper = self.hyper
         # Only the columns from the first trained token on carry loss (same maths).
-        cols = np.flatnonzero(mask.any(axis=0))
-        first = int(cols[0]) if cols.size else 0
+        first = first_trained_column(mask)
         old_t = np.asarray(old, dtype=np.float32)[:, first:]
         base_t = np.asarray(base, dtype=np.float32)[:, first:]
         mask_t = mask[:, first:]

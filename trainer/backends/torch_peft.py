@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from rltray.trainer import adapters
-from rltray.trainer.backends.base import Backend, read_base_config
+from rltray.trainer.backends.base import Backend, first_trained_column, read_base_config
 from rltray.trainer.backends.base import job_error as _job_error
 from rltray.trainer.backends.torch_setup import (
     block_linear_modules,
@@ -300,12 +300,8 @@ class TorchPeftBackend(Backend):
         mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         # Only the columns from the first trained token on carry loss: the prompt
         # before it gets no logits (same maths: masked columns add exactly nothing).
-        cols = np.flatnonzero(mask.any(axis=0))
-        first = int(cols[0]) if cols.size and self._keeps_logits() else 0
-        width = mask.shape[1]
-        keep = None
-        if first > 0:
-            keep = torch.arange(first, width, device=self.device)
+        first = first_trained_column(mask) if self._keeps_logits() else 0
+        keep = torch.arange(first, mask.shape[1], device=self.device) if first > 0 else None
         logits = self._forward_logits(inputs, keep)
         ids = inputs["input_ids"]
         n = (
