@@ -248,10 +248,14 @@ def kl_positions_mlx(logits_policy: Any, logits_base: Any) -> Any:
 
 def kl_sum_mlx(logits_policy: Any, logits_base: Any, mask: Any) -> tuple[float, float]:
     """Σ over masked positions of Σ_v p log(p/q), and the number of positions (MLX)."""
+    _check_logits(tuple(logits_policy.shape), tuple(logits_base.shape), tuple(mask.shape))
+    return masked_sum_numpy(kl_positions_mlx(logits_policy, logits_base), mask)
+
+
+def masked_sum_numpy(per_pos: Any, mask: Any) -> tuple[float, float]:
+    """(Σ per_pos · mask, Σ mask) as floats, for numpy arrays (the MLX path)."""
     import numpy as np
 
-    _check_logits(tuple(logits_policy.shape), tuple(logits_base.shape), tuple(mask.shape))
-    per_pos = kl_positions_mlx(logits_policy, logits_base)
     mask = np.asarray(mask, dtype=np.float64)
     return float((per_pos * mask).sum()), float(mask.sum())
 

@@ -360,7 +360,7 @@ class MlxBackend(Backend):
     def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
         import mlx.core as mx
 
-        from ..evaluate import kl_positions_mlx
+        from ..evaluate import kl_positions_mlx, masked_sum_numpy
 
         ids = self._ids(batch)
         self.model.eval()
@@ -384,10 +384,8 @@ class MlxBackend(Backend):
             to_par = kl_positions_mlx(new, par)
         out: dict[str, float] = {}
         for where, mask in (("resp", resp), ("prompt", prompt)):
-            m = mask.astype(np.float64)
-            out[f"{where}_round"] = float((to_par * m).sum())
-            out[f"{where}_count"] = float(m.sum())
-            out[f"{where}_total"] = float((to_base * m).sum())
+            out[f"{where}_round"], out[f"{where}_count"] = masked_sum_numpy(to_par, mask)
+            out[f"{where}_total"] = masked_sum_numpy(to_base, mask)[0]
         return out
 
     def lora_gradients(self) -> dict[str, np.ndarray]:
