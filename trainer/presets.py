@@ -157,6 +157,9 @@ class Hyper:
     # Drift-set turns the drift guard checks after each step; 0 = guard off. 8 cost 31%
     # of a SmolLM2 round's step time (290 of 933 s); 4 halves that and still sees drift.
     guard_turns: int = 4
+    # Most optimizer steps between two guard measurements while drift is far below the
+    # guard's line (drift.steps_to_next_check); 1 = measure after every step.
+    guard_max_gap: int = 4
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``target_modules`` as a list or ``"all-linear"``)."""
@@ -423,6 +426,7 @@ def _check(h: Hyper, info: ModelInfo) -> None:
         (h.kl_cap > 0, "'kl_cap' must be greater than 0"),
         (h.kl_cap_total >= h.kl_cap, "'kl_cap_total' must be at least 'kl_cap'"),
         (h.guard_turns >= 0, "'guard_turns' must be 0 (guard off) or more"),
+        (h.guard_max_gap >= 1, "'guard_max_gap' must be 1 (every step) or more"),
     ]
     for ok, message in rules:
         if not ok:

@@ -14,10 +14,11 @@ round:
    weights, then ``epochs`` passes over **all** kept examples in a seeded order,
    one optimizer step per ``step_examples`` examples (micro-batches of
    ``batch_size``, weights normalised over the step);
-   After every step the **drift guard** measures the exact KL to the parent and
-   to the base on a few turns of the drift set (below); when either passes its
-   cap the round stops early and keeps the weights of the step before, so no
-   preset can run a model off a cliff between two gate checks;
+   The **drift guard** measures the exact KL to the parent and to the base on a
+   few turns of the drift set (below) after every step, or every few steps
+   while the drift is far below its line (``drift.Guard``); when either passes
+   it the round stops early and keeps the newest step within it, so no preset
+   can run a model off a cliff between two gate checks;
 4. the new held-out AUROC, exact drift against the parent and the base on the
    drift set (the held-out turns, else the newest training turns) at response
    and prompt positions, sanity, the gate's verdict; the adapter folder; the EMA
@@ -40,7 +41,7 @@ from typing import Any
 
 import numpy as np
 from rltray.trainer import adapters, checkpoint, data, evaluate, objective, rounddata
-from rltray.trainer.drift import GUARD_MARGIN, DriftSet, over_cap
+from rltray.trainer.drift import DriftSet, Guard
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
 
 Emit = Callable[[dict[str, Any]], None]
@@ -239,6 +240,7 @@ def _optimise(
     elapsed_before = state.elapsed_s
     resumed_at = time.monotonic()
     lengths = {p: rounddata.length(enc[i]) for p, i in enumerate(kept)}
+    guard = Guard(drift, backend, hyper, pad_id, state.global_step)
     while state.epoch < int(hyper.epochs):
         if not state.order:
             state.order = epoch_order(len(kept), job.seed, state.epoch)
@@ -262,18 +264,15 @@ def _optimise(
                     np.array([w_of[p] for p in mb], dtype=np.float32),
                 )
                 agg.add(stats, sum(lengths[p] for p in mb))
-            before = backend.lora_state()
+            guard.remember(state.global_step)
             step = backend.step()
             state.step += 1
             state.global_step += 1
             dt = max(time.monotonic() - t0, 1e-9)
             # The guard measures a few turns of the drift set (``hyper.guard_turns``, a
-            # cheap sample of what the gate measures on all of them); 0 turns it off.
-            turns = int(getattr(hyper, "guard_turns", 4))
-            t_guard = time.monotonic()
-            guard = drift.measure(backend, hyper, pad_id, turns) if turns > 0 else None
-            drift.seconds += time.monotonic() - t_guard
-            why = over_cap(guard, hyper, GUARD_MARGIN) if guard is not None else None
+            # cheap sample of what the gate measures on all of them) every step or
+            # every few while drift is far below its line; 0 turns turn it off.
+            measured, stop = guard.check(state.global_step, last=state.global_step == total)
             emit(
                 {
                     "type": "progress",
@@ -284,19 +283,19 @@ def _optimise(
                     "grad_norm": step["grad_norm"],
                     "tokens_per_s": round(agg.seq_tokens / dt, 1),
                     "elapsed_s": round(elapsed_before + time.monotonic() - resumed_at, 3),
-                    "kl_round": round(guard["kl_round"], 6) if guard else None,
-                    "kl_total": round(guard["kl_total"], 6) if guard else None,
-                    # the prompt-text drift the guard also checks (it stops most
-                    # on-policy rounds that it stops): visible where the stop is
-                    "kl_round_general": round(guard["kl_round_general"], 6) if guard else None,
+                    # None on the steps the guard did not measure
+                    **{k: round(measured[k], 6) if measured else None
+                       # the prompt-text drift the guard also checks (it stops most
+                       # on-policy rounds that it stops): visible where the stop is
+                       for k in ("kl_round", "kl_total", "kl_round_general")},
                 }
             )
-            if why is not None:
-                backend.set_lora_state(before)
+            if stop is not None:
+                kept_step, why = stop
                 message = (f"drift guard: {why} after step {state.global_step} of {total}; "
-                           f"stopped early and kept the weights of step {state.global_step - 1}")
+                           f"stopped early and kept the weights of step {kept_step}")
                 emit({"type": "log", "message": message})
-                state.global_step -= 1  # the undone step does not count
+                state.global_step = kept_step  # the undone steps do not count
                 state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
                 return message
         state.epoch += 1
@@ -373,24 +372,19 @@ def _finish(
 ) -> TrainResult:
     t_finish = time.monotonic()
     size = max(1, int(hyper.batch_size))
-    h_pol = (
-        rounddata.logprob_rows(
-            backend,
-            held_enc,
-            state.held_kept,
-            size,
-            pad_id,
-            adapter=True,
-            should_stop=lambda: False,
-        )
-        or {}
-    )
-    h_base = dict(zip(state.held_kept, state.held_base, strict=True))
     metrics: dict[str, Any] = dict(state.metrics)
+    # When the drift set is the held-out turns, the forward that measures drift also
+    # gives the policy's held-out log-probs the gate scores (one forward, not two).
+    h_pol: dict[int, np.ndarray] = {}
+    shared = drift.which == "held-out" and drift.idx == list(state.held_kept)
+    metrics.update(drift.measure(backend, hyper, pad_id, policy_rows=h_pol if shared else None))
+    if not shared:
+        h_pol = rounddata.logprob_rows(backend, held_enc, state.held_kept, size, pad_id,
+                                       adapter=True, should_stop=lambda: False) or {}
+    h_base = dict(zip(state.held_kept, state.held_base, strict=True))
     metrics.update(
         rounddata.heldout_metrics(held_enc, state.held_kept, heldout, h_pol, h_base, "auroc_new")
     )
-    metrics.update(drift.measure(backend, hyper, pad_id))
     metrics["kl_to_base"] = metrics["kl_total"]  # the name earlier rounds stored
     metrics["drift_set"] = drift.which
     metrics["stopped_early"] = stopped_early or None

@@ -22,8 +22,8 @@ def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """aggressive at a high rate: the guard stops it and keeps the last step within the cap."""
-    _, free_lines = run_round(make_job(tmp_path / "free", tiny_model_dir,
-                                          preset="aggressive", hyper={"lr": 0.05, "epochs": 4}))
+    _, free_lines = run_round(make_job(tmp_path / "free", tiny_model_dir, preset="aggressive",
+                                       hyper={"lr": 0.05, "epochs": 4, "guard_max_gap": 1}))
     seen = [x["kl_round"] for x in free_lines if x["type"] == "progress"]
     assert len(seen) == 8 and seen[2] > seen[1]  # uncapped, it runs every step, drifting
     # a cap whose guard margin the run passes at its third step
@@ -129,3 +129,22 @@ def test_with_the_guard_off_the_gate_alone_rejects_the_same_drift(
     res = outcome.result
     assert not res.accepted and res.metrics["steps"] == 4
     assert "KL to the parent on the held-out answers" in res.reasons[0]
+
+
+def test_measuring_every_few_steps_changes_nothing_the_round_learns(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Far below the cap the guard skips steps; the final step is always measured and
+    the adapter is the one measuring after every step gives."""
+    outcomes = {}
+    for gap in (1, 4):
+        outcomes[gap] = run_round(make_job(tmp_path / f"gap{gap}", tiny_model_dir,
+                                           hyper={"guard_max_gap": gap}))
+    every = [x["kl_round"] for x in outcomes[1][1] if x["type"] == "progress"]
+    sparse = [x["kl_round"] for x in outcomes[4][1] if x["type"] == "progress"]
+    assert len(every) == len(sparse) == 4 and None not in every
+    assert sparse[0] == every[0] and sparse[-1] == every[-1]  # the first and the last step
+    assert sparse.count(None) >= 1  # drift far below the line: at least one step unmeasured
+    a, b = (outcomes[g][0].result.metrics for g in (1, 4))
+    assert b["kl_round"] == pytest.approx(a["kl_round"], rel=1e-6)
+    assert b["guard_seconds"] < a["guard_seconds"]
