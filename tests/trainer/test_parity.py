@@ -128,6 +128,23 @@ def test_same_base_and_policy_logprobs(pair: tuple[Any, Any]) -> None:
     assert drift[valid].max() > 1e-3  # the shared LoRA really changes the model
 
 
+def test_drift_sums_give_the_policy_logprobs_from_their_own_forward(
+    pair: tuple[Any, Any]
+) -> None:
+    """The gate's held-out scores come from the drift forward: the same numbers as
+    ``logprobs(adapter=True)``, and asking for them leaves the KL sums unchanged."""
+    batch = make_batch(pair[1].tokenizer)
+    valid = batch.attention_mask[:, 1:] > 0
+    for backend in pair:
+        plain = backend.drift_sums(batch, None)
+        both = backend.drift_sums(batch, None, logprobs=True)
+        assert "logprobs" not in plain
+        assert {k: both[k] for k in plain} == pytest.approx(plain, rel=1e-6)
+        want = backend.logprobs(batch, adapter=True)
+        assert both["logprobs"].shape == want.shape
+        assert np.abs(both["logprobs"] - want)[valid].max() <= 1e-6, backend.name
+
+
 def test_same_loss_gradients_and_adamw_step(pair: tuple[Any, Any]) -> None:
     tb, mb = pair
     batch = make_batch(mb.tokenizer)

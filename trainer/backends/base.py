@@ -166,14 +166,17 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
+    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None, *,
+                   logprobs: bool = False) -> dict[str, Any]:
         """Exact KL sums of the current policy against the parent and the base, no gradient.
 
         ``parent`` is the parent's LoRA state (``None``: the parent is the base).
         Returns ``resp_round``, ``resp_total`` (Σ over response positions of
         KL(policy ‖ parent) and KL(policy ‖ base)), ``resp_count``, and the same at
         prompt positions (``prompt_round``, ``prompt_total``, ``prompt_count``). The
-        policy's own weights are unchanged afterwards.
+        policy's own weights are unchanged afterwards. ``logprobs``: also
+        ``"logprobs"``, what ``logprobs(batch, adapter=True)`` gives, from the same
+        forward (the gate's held-out scores need it on the same turns).
         """
 
     # ---- optional helpers with a shared default -------------------------------------

@@ -357,7 +357,8 @@ class MlxBackend(Backend):
             raise ValueError(f"LoRA tensor {unknown[0]} is not in this model")
         self._set_lora(full)
 
-    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
+    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None, *,
+                   logprobs: bool = False) -> dict[str, Any]:
         import mlx.core as mx
 
         from ..evaluate import kl_positions_mlx, masked_sum_numpy
@@ -370,6 +371,14 @@ class MlxBackend(Backend):
         with self._adapter_context(False):
             base = self.model(ids)[:, :-1, :]
         mx.eval(new, base)
+        out: dict[str, Any] = {}
+        if logprobs:  # row by row, as logprobs() does (the fp32 copy is L x V)
+            rows = []
+            for b in range(ids.shape[0]):
+                row = gather_logprobs(new[b : b + 1], ids[b : b + 1], shifted=True)
+                mx.eval(row)
+                rows.append(np.array(row[0], dtype=np.float32))
+            out["logprobs"] = np.stack(rows)
         to_base = kl_positions_mlx(new, base)
         if parent is None:
             to_par = to_base  # the parent is the base: the round's KL is the total's
@@ -382,7 +391,6 @@ class MlxBackend(Backend):
             finally:
                 self.set_lora_state(current)
             to_par = kl_positions_mlx(new, par)
-        out: dict[str, float] = {}
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_numpy(to_par, mask)
             out[f"{where}_total"] = masked_sum_numpy(to_base, mask)[0]

@@ -411,7 +411,8 @@ class TorchPeftBackend(Backend):
                 elif ".lora_B." in name:
                     p.zero_()
 
-    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None) -> dict[str, float]:
+    def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None, *,
+                   logprobs: bool = False) -> dict[str, Any]:
         import torch
         from rltray.trainer.evaluate import kl_positions_torch, masked_sum_torch
 
@@ -419,8 +420,13 @@ class TorchPeftBackend(Backend):
         inputs = self._inputs(batch)
         resp = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         prompt = np.asarray(batch.attention_mask, dtype=np.float32)[:, 1:] - resp
+        out: dict[str, Any] = {}
         with torch.no_grad():
-            new = self._forward_logits(inputs)[:, :-1]
+            full = self._forward_logits(inputs)
+            if logprobs:
+                lp = self._token_logprobs(full, inputs["input_ids"])
+                out["logprobs"] = lp.cpu().numpy().astype(np.float32)
+            new = full[:, :-1]
             with self.model.disable_adapter():
                 base = self._forward_logits(inputs)[:, :-1]
             if parent is None:
@@ -436,7 +442,6 @@ class TorchPeftBackend(Backend):
         # round's KL *is* the total's (the parent is the base).
         to_base = kl_positions_torch(new, base)
         to_par = to_base if parent is None else kl_positions_torch(new, par)
-        out: dict[str, float] = {}
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_torch(to_par, mask)
             out[f"{where}_total"] = masked_sum_torch(to_base, mask)[0]
