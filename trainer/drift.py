@@ -22,6 +22,20 @@ from rltray.trainer.job import TrainJob
 DRIFT_TRAIN_TURNS = 16
 
 
+SUM_KEYS = ("resp_round", "resp_total", "resp_count", "prompt_round", "prompt_total",
+            "prompt_count")
+
+
+@dataclass
+class Measured:
+    """Raw KL sums over some turns under one set of weights (sums add over turns),
+    with the policy's log-prob rows of those turns when they were asked for."""
+
+    turns: frozenset[int]
+    sums: dict[str, float]
+    rows: dict[int, np.ndarray] | None
+
+
 @dataclass
 class DriftSet:
     """Where drift is measured: encoded turns, which of them, and the parent's LoRA.
@@ -37,6 +51,7 @@ class DriftSet:
     which: str
     parent: dict[str, np.ndarray] | None
     seconds: float = 0.0  # time the drift guard spent measuring (profile of a round)
+    last: Measured | None = None  # what the latest :meth:`measure` call measured
 
     @classmethod
     def of(cls, enc: dict[int, Any], kept: list[int], held_enc: dict[int, Any],
@@ -49,27 +64,36 @@ class DriftSet:
         return cls(enc, list(kept[-DRIFT_TRAIN_TURNS:]), "training", parent)
 
     def measure(self, backend: Any, hyper: Any, pad_id: int, limit: int | None = None,
-                policy_rows: dict[int, np.ndarray] | None = None) -> dict[str, float]:
+                policy_rows: dict[int, np.ndarray] | None = None,
+                known: Measured | None = None) -> dict[str, float]:
         """Mean per-token KL to the parent and the base at response and prompt positions.
 
         ``policy_rows``: filled with each turn's log-prob row under the current
         policy (as :func:`rounddata.logprob_rows` gives it), from the forward the KL
         needs anyway: the gate scores the held-out turns without a forward of its own.
+        ``known``: sums the caller already has for some of these turns under the
+        weights loaded now (the guard's last measurement); only the rest is run.
         """
         idx = self.idx if limit is None else self.idx[:limit]
-        sums = dict.fromkeys(("resp_round", "resp_total", "resp_count", "prompt_round",
-                              "prompt_total", "prompt_count"), 0.0)
-        size = max(1, int(hyper.batch_size))
         want = policy_rows is not None
-        for mb in rounddata.micro_batches(idx, self.enc, size):
+        if known is not None and (not known.turns <= set(idx) or (want and known.rows is None)):
+            known = None
+        sums = dict(known.sums) if known else dict.fromkeys(SUM_KEYS, 0.0)
+        rows: dict[int, np.ndarray] = dict(known.rows or {}) if known else {}
+        todo = [i for i in idx if known is None or i not in known.turns]
+        size = max(1, int(hyper.batch_size))
+        for mb in rounddata.micro_batches(todo, self.enc, size):
             got = backend.drift_sums(data.collate([self.enc[i] for i in mb], pad_id),
                                      self.parent, logprobs=want)
-            for k in sums:
+            for k in SUM_KEYS:
                 sums[k] += float(got[k])
-            if policy_rows is not None:
+            if want:
                 for r, i in enumerate(mb):
                     n = rounddata.length(self.enc[i]) - 1
-                    policy_rows[i] = got["logprobs"][r, :n].astype(np.float32)
+                    rows[i] = got["logprobs"][r, :n].astype(np.float32)
+        self.last = Measured(frozenset(idx), sums, rows if want else None)
+        if policy_rows is not None:
+            policy_rows.update(rows)
         rc, pc = max(sums["resp_count"], 1.0), max(sums["prompt_count"], 1.0)
         return {
             "kl_round": sums["resp_round"] / rc,
@@ -150,11 +174,18 @@ class Guard:
         self.most = max(1, int(getattr(hyper, "guard_max_gap", 4)))
         self._snapshots: list[tuple[int, dict[str, np.ndarray], bool]] = []
         self._known_good = start_step if start_step == 0 else None
+        self._good_sums: Measured | None = None  # the known-good step's measurement
         self._due = start_step + 1
         self.measurements = 0
+        #: The guard's measurement of the weights loaded now (None once they change):
+        #: the gate's final measurement reuses it for the turns it covers.
+        self.current: Measured | None = None
+        # the gate scores held-out turns from the same forward, so keep their rows
+        self._rows = drift.which == "held-out"
 
     def remember(self, step: int) -> None:
         """Snapshot the weights of ``step`` (called before the next optimizer step)."""
+        self.current = None  # the step about to run changes the weights
         if self.turns <= 0:
             return
         lora = self.backend.lora_state()
@@ -176,6 +207,7 @@ class Guard:
         if why is None:
             self._snapshots.clear()
             self._known_good = step
+            self._good_sums = self.current = self.drift.last
             self._due = step + steps_to_next_check(share_of_line(measured, self.hyper),
                                                    step, self.most)
             return measured, None
@@ -185,7 +217,8 @@ class Guard:
         t0 = time.monotonic()
         try:
             self.measurements += 1
-            return self.drift.measure(self.backend, self.hyper, self.pad_id, self.turns)
+            return self.drift.measure(self.backend, self.hyper, self.pad_id, self.turns,
+                                      policy_rows={} if self._rows else None)
         finally:
             self.drift.seconds += time.monotonic() - t0
 
@@ -193,6 +226,11 @@ class Guard:
         """Load the newest snapshot within the line (measuring the unmeasured); its step."""
         for step, lora, good in reversed(self._snapshots):
             self.backend.set_lora_state(lora)
-            if good or over_cap(self._measure(), self.hyper, GUARD_MARGIN) is None:
+            if good:
+                self.current = self._good_sums
                 return step
-        return self._snapshots[0][0]  # nothing passed: the oldest, for the gate to judge
+            if over_cap(self._measure(), self.hyper, GUARD_MARGIN) is None:
+                self.current = self.drift.last
+                return step
+        self.current = self.drift.last  # nothing passed: the oldest, for the gate to judge
+        return self._snapshots[0][0]

@@ -119,14 +119,15 @@ def train(
             emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
 
     drift = DriftSet.of(enc, kept, held_enc, held_kept, job)
+    guard = Guard(drift, backend, hyper, pad_id, state.global_step)
     how = _optimise(
-        backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started, drift
+        backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started, guard
     )
     if how == "paused":
         return Outcome("paused", checkpoint=checkpoint.save(ck_dir, state, backend))
     result = _finish(
         backend, examples, held_enc, heldout, state, job, hyper, pad_id, data_hash, emit,
-        started, drift, stopped_early=how,
+        started, guard, stopped_early=how,
     )
     checkpoint.remove(ck_dir)
     return Outcome("done", result=result)
@@ -221,13 +222,13 @@ def _optimise(
     emit: Emit,
     should_stop: Callable[[], bool],
     started: float,
-    drift: DriftSet,
+    guard: Guard,
 ) -> str:
     """Run the remaining optimizer steps.
 
     Returns ``"paused"`` when asked to stop (state = the position), ``""`` when all
     steps ran, or the drift guard's sentence when it stopped the round early (the
-    weights are then those of the step before).
+    weights are then those of the newest step within the guard's line).
     """
     kept = state.kept
     ratings = [examples[i].rating for i in kept]
@@ -240,7 +241,6 @@ def _optimise(
     elapsed_before = state.elapsed_s
     resumed_at = time.monotonic()
     lengths = {p: rounddata.length(enc[i]) for p, i in enumerate(kept)}
-    guard = Guard(drift, backend, hyper, pad_id, state.global_step)
     while state.epoch < int(hyper.epochs):
         if not state.order:
             state.order = epoch_order(len(kept), job.seed, state.epoch)
@@ -367,7 +367,7 @@ def _finish(
     data_hash: str,
     emit: Emit,
     started: float,
-    drift: DriftSet,
+    guard: Guard,
     stopped_early: str = "",
 ) -> TrainResult:
     t_finish = time.monotonic()
@@ -376,8 +376,11 @@ def _finish(
     # When the drift set is the held-out turns, the forward that measures drift also
     # gives the policy's held-out log-probs the gate scores (one forward, not two).
     h_pol: dict[int, np.ndarray] = {}
+    # The guard's last measurement, when it was of the weights kept, covers its turns.
+    drift = guard.drift
     shared = drift.which == "held-out" and drift.idx == list(state.held_kept)
-    metrics.update(drift.measure(backend, hyper, pad_id, policy_rows=h_pol if shared else None))
+    metrics.update(drift.measure(backend, hyper, pad_id, policy_rows=h_pol if shared else None,
+                                 known=guard.current))
     if not shared:
         h_pol = rounddata.logprob_rows(backend, held_enc, state.held_kept, size, pad_id,
                                        adapter=True, should_stop=lambda: False) or {}

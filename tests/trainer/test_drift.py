@@ -148,3 +148,38 @@ def test_measuring_every_few_steps_changes_nothing_the_round_learns(
     a, b = (outcomes[g][0].result.metrics for g in (1, 4))
     assert b["kl_round"] == pytest.approx(a["kl_round"], rel=1e-6)
     assert b["guard_seconds"] < a["guard_seconds"]
+
+
+def test_the_gate_reuses_the_guards_measurement_of_the_weights_it_keeps(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard measured the final step on all 4 held-out turns: the gate's drift and
+    held-out scores need no forward of their own, and read the same as a fresh one."""
+    from rltray.trainer.backends.torch_peft import TorchPeftBackend
+
+    calls: list[int] = []
+    real = TorchPeftBackend.drift_sums
+
+    def counting(self, batch, parent, *, logprobs=False):  # type: ignore[no-untyped-def]
+        calls.append(len(batch.input_ids))
+        return real(self, batch, parent, logprobs=logprobs)
+
+    monkeypatch.setattr(TorchPeftBackend, "drift_sums", counting)
+    job_path = make_job(tmp_path / "job", tiny_model_dir, hyper={"guard_turns": 4})
+    outcome, lines = run_round(job_path)
+    measured = [x for x in lines if x["type"] == "progress" and x["kl_round"] is not None]
+    assert sum(calls) == 4 * len(measured)  # 4 held-out turns per guard measurement, no more
+    m = outcome.result.metrics
+    assert m["kl_round"] == pytest.approx(measured[-1]["kl_round"], abs=1e-6)
+
+    monkeypatch.setattr(TorchPeftBackend, "drift_sums", real)
+    _job, hyper, backend, _examples, heldout = setup_round(job_path)
+    from rltray.trainer import adapters, rounddata
+
+    backend.set_lora_state(adapters.load_adapter_tensors(outcome.result.adapter))
+    held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper, lambda _: None,
+                                               "held-out")  # fmt: skip
+    fresh = drift.DriftSet(held_enc, held_kept, "held-out", None)
+    again = fresh.measure(backend, hyper, rounddata.pad_id(backend.tokenizer))
+    for k in ("kl_round", "kl_total", "kl_round_general", "kl_total_general"):
+        assert again[k] == pytest.approx(m[k], rel=1e-4), k

@@ -35,9 +35,11 @@ class CountingDriftSet:
 
     asked: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    which: str = "training"
+    last: object = None
 
     def measure(self, backend: OneNumberPolicy, hyper: Hyper, pad_id: int,
-                limit: int | None = None) -> dict[str, float]:
+                limit: int | None = None, policy_rows: object = None) -> dict[str, float]:
         self.asked.append(backend.w)
         return {"kl_round": backend.w, "kl_total": backend.w,
                 "kl_round_general": 0.0, "kl_total_general": 0.0}
