@@ -81,11 +81,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from . import gguf_adapter, merge, ollama
+    from . import gguf_adapter, merge
+    from .ollama_client import Ollama
+    from .ollama_errors import ModelMissing, OllamaError
+    from .ollama_model import blob_from_manifests
+    from .ollama_names import latest_tag
+    from .ollama_publish import point_latest, publish, published_versions
 
     if args.command == "publish":
-        with ollama.Ollama(args.host) as client:
-            pub = ollama.publish(
+        with Ollama(args.host) as client:
+            pub = publish(
                 client,
                 args.model,
                 args.adapter,
@@ -100,19 +105,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         return pub.as_dict()
     if args.command == "latest":
-        with ollama.Ollama(args.host) as client:
+        with Ollama(args.host) as client:
             republished = None
             if args.version is not None and args.adapter is not None:
-                have = ollama.published_versions(client, args.model)
+                have = published_versions(client, args.model)
                 if args.version not in have:
-                    republished = ollama.publish(
+                    republished = publish(
                         client, args.model, args.adapter, args.version,
                         workdir=args.workdir or args.adapter.parent / ".publish",
                         keep=args.keep, active=args.version, num_ctx=args.num_ctx,
                         base_gguf=args.base_gguf,
                     ).as_dict()
-            source = ollama.point_latest(client, args.model, args.version)
-        return {"latest": ollama.latest_tag(args.model), "source": source,
+            source = point_latest(client, args.model, args.version)
+        return {"latest": latest_tag(args.model), "source": source,
                 "republished": republished}
     if args.command == "adapter":
         import gguf
@@ -138,25 +143,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.command == "pair":
         from .. import gguf_base
 
-        with ollama.Ollama(args.host) as client:
+        with Ollama(args.host) as client:
             info = client.show(args.model)
         template = gguf_base.gguf_chat_template(info.blob_path) if (
             info.blob_path and info.blob_path.is_file()) else None
         problems = gguf_base.pairing_problems(args.base, info.model_info, template)
         if problems:
-            raise ollama.OllamaError(
+            raise OllamaError(
                 f"The weights in {args.base} do not match the Ollama model {args.model}: "
                 + "; ".join(problems) + "."
             )
         return {"matches": True}
     if args.command == "locate":
         try:
-            with ollama.Ollama(args.host) as client:
+            with Ollama(args.host) as client:
                 info = client.show(args.model)
-        except ollama.ModelMissing:
+        except ModelMissing:
             raise
-        except ollama.OllamaError:
-            found = ollama.blob_from_manifests(args.model)  # Ollama not running: its files
+        except OllamaError:
+            found = blob_from_manifests(args.model)  # Ollama not running: its files
             if found is None:
                 raise
             return {"gguf": str(found), "readable": True, "architecture": None,
@@ -174,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args)
     except Exception as exc:  # one sentence on stdout for the caller, the type for logs
         from ..gguf_base import GGUFBaseError
-        from .ollama import OllamaError
+        from .ollama_errors import OllamaError
 
         ours = isinstance(exc, (OllamaError, GGUFBaseError))
         message = str(exc) if ours else f"{type(exc).__name__}: {exc}"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from .ollama import ModelInfo
+    from .ollama_model import ModelInfo
 
 #: GGUF architectures whose converter permutes q/k rows (llama.cpp's LlamaModel.permute).
 PERMUTED_ARCHS = frozenset({"llama", "granite", "granitemoe", "deci", "olmo"})
@@ -216,7 +216,7 @@ def fit_problems(
 
 def check_fits(adapter_dir: Path, info: ModelInfo, gguf_path: Path | None) -> None:
     """Raise ``OllamaError`` listing every mismatch between the adapter and the Ollama model."""
-    from .ollama import OllamaError
+    from .ollama_errors import OllamaError
 
     arch = ArchInfo.from_ollama(info)
     shapes = base_shapes(gguf_path) if gguf_path is not None else None

@@ -82,12 +82,12 @@ def test_materialized_folder_is_the_gguf_as_a_plain_hf_model(
 def test_pairing_reports_every_difference_at_once(
     smollm2_gguf: Path, smollm2_hf: Path, tiny_gguf: Path, tmp_path: Path
 ) -> None:
-    from rltray.trainer.export import ollama
+    from rltray.trainer.export.ollama_client import Ollama
 
     fake = start_fake(tmp_path / "o", "0.35.0", tiny_gguf)
     fake.install("smollm2:135m", smollm2_gguf)
     try:
-        with ollama.Ollama(fake.url) as client:
+        with Ollama(fake.url) as client:
             smol, tiny = client.show("smollm2:135m"), client.show(BASE)
     finally:
         fake.stop()
@@ -113,12 +113,13 @@ def test_train_on_the_gguf_ollama_serves_then_publish_it_back(
     pytest.importorskip("peft")
     from jobfiles import make_job, run_trainer
     from rltray.trainer import adapters
-    from rltray.trainer.export import ollama
+    from rltray.trainer.export.ollama_client import Ollama
+    from rltray.trainer.export.ollama_publish import publish
 
     fake = start_fake(tmp_path / "o", "0.35.0", smollm2_gguf)
     fake.install("smollm2:135m", smollm2_gguf)
     try:
-        with ollama.Ollama(fake.url) as client:
+        with Ollama(fake.url) as client:
             blob = client.show("smollm2:135m").blob_path
         assert blob is not None and blob.name.startswith("sha256-")
         # the cache from the session fixture: this blob has the same sha256, so no reconversion
@@ -129,8 +130,8 @@ def test_train_on_the_gguf_ollama_serves_then_publish_it_back(
         done = lines[-1]
         assert done["type"] == "done" and Path(done["adapter"]).is_dir()
         assert adapters.validate_adapter(done["adapter"]) == []
-        with ollama.Ollama(fake.url) as client:
-            pub = ollama.publish(
+        with Ollama(fake.url) as client:
+            pub = publish(
                 client, "smollm2:135m", Path(done["adapter"]), 1, workdir=tmp_path / "w"
             )
     finally:

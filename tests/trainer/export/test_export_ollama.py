@@ -11,20 +11,24 @@ import httpx
 import pytest
 from exportkit import BASE, BASE_PARAMS, start_fake
 from fixtures.fake_ollama import ADAPTERS_REFUSED, FakeOllama
-from rltray.trainer.export import ollama
+from rltray.trainer.export.ollama_client import Ollama, sha256_file
+from rltray.trainer.export.ollama_errors import AdapterRefused, DiskFull, ModelMissing, OllamaError
+from rltray.trainer.export.ollama_model import blob_from_manifests
+from rltray.trainer.export.ollama_names import adapter_era, latest_tag, version_tag
+from rltray.trainer.export.ollama_publish import Publication, point_latest, publish
 from tinygguf import GO_TEMPLATE, build_tiny_adapter
 
 pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
 pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
 
 
-def _client(fake: FakeOllama) -> ollama.Ollama:
-    return ollama.Ollama(fake.url, timeout=30)
+def _client(fake: FakeOllama) -> Ollama:
+    return Ollama(fake.url, timeout=30)
 
 
-def _publish(fake: FakeOllama, adapter: Path, version: int, tmp: Path, **kw) -> ollama.Publication:
+def _publish(fake: FakeOllama, adapter: Path, version: int, tmp: Path, **kw) -> Publication:
     with _client(fake) as client:
-        return ollama.publish(client, BASE, adapter, version, workdir=tmp / f"w{version}", **kw)
+        return publish(client, BASE, adapter, version, workdir=tmp / f"w{version}", **kw)
 
 
 def _gguf_type(fake: FakeOllama, digest: str) -> str:
@@ -47,13 +51,13 @@ def _gguf_type(fake: FakeOllama, digest: str) -> str:
     ],
 )
 def test_tags_keep_the_size_so_two_sizes_never_collide(base: str, tag: str) -> None:
-    assert ollama.version_tag(base, 1) == tag
-    assert ollama.latest_tag(base) == tag.replace(":v1", ":latest")
+    assert version_tag(base, 1) == tag
+    assert latest_tag(base) == tag.replace(":v1", ":latest")
 
 
 def test_era_boundary() -> None:
-    assert ollama.adapter_era("0.33.0") and ollama.adapter_era("0.5.4")
-    assert not ollama.adapter_era("0.34.1") and not ollama.adapter_era("0.35.2-rc1")
+    assert adapter_era("0.33.0") and adapter_era("0.5.4")
+    assert not adapter_era("0.34.1") and not adapter_era("0.35.2-rc1")
 
 
 def test_show_reads_template_parameters_and_the_blob_path(new_ollama: FakeOllama) -> None:
@@ -134,15 +138,15 @@ def test_new_ollama_refuses_adapters_and_gguf_quantize_like_the_real_one(
             tiny_adapter, tmp_path / "a.gguf", arch_info=gguf_adapter.ArchInfo.from_ollama(info)
         )
         digest, _ = client.push_blob(out)
-        with pytest.raises(ollama.AdapterRefused, match=ADAPTERS_REFUSED):
+        with pytest.raises(AdapterRefused, match=ADAPTERS_REFUSED):
             client.create("x:1", from_=BASE, adapters={"a.gguf": digest})
-        with pytest.raises(ollama.AdapterRefused, match="is a LoRA adapter"):
+        with pytest.raises(AdapterRefused, match="is a LoRA adapter"):
             client.create("x:1", files={"a.gguf": digest})
         base_digest, uploaded = client.push_blob(tiny_gguf)
         assert not uploaded  # the base blob is already there: HEAD said so
-        with pytest.raises(ollama.OllamaError, match="quantization is only supported"):
+        with pytest.raises(OllamaError, match="quantization is only supported"):
             client.create("x:1", files={"m.gguf": base_digest}, quantize="q4_K_M")
-        with pytest.raises(ollama.OllamaError, match="quantization is only supported"):
+        with pytest.raises(OllamaError, match="quantization is only supported"):
             client.create("x:1", from_=BASE, quantize="q4_K_M")
 
 
@@ -194,14 +198,14 @@ def test_rollback_repoints_latest(new_ollama: FakeOllama, tmp_path: Path) -> Non
     models = new_ollama.models
     assert models["tiny-1m-rltray:latest"].model_digest == models["tiny-1m-rltray:v2"].model_digest
     with _client(new_ollama) as client:
-        assert ollama.point_latest(client, BASE, 1) == "tiny-1m-rltray:v1"
+        assert point_latest(client, BASE, 1) == "tiny-1m-rltray:v1"
         assert models["tiny-1m-rltray:latest"].model_digest == (
             models["tiny-1m-rltray:v1"].model_digest
         )
-        ollama.point_latest(client, BASE, None)  # back to the plain base model
+        point_latest(client, BASE, None)  # back to the plain base model
         assert models["tiny-1m-rltray:latest"].model_digest == models["tiny:1m"].model_digest
-        with pytest.raises(ollama.ModelMissing, match="not installed"):
-            ollama.point_latest(client, BASE, 9)
+        with pytest.raises(ModelMissing, match="not installed"):
+            point_latest(client, BASE, 9)
 
 
 # -- the errors, one sentence each --------------------------------------------------------
@@ -215,8 +219,8 @@ def _closed_port() -> int:
 
 def test_server_not_running(tiny_adapter: Path, tmp_path: Path) -> None:
     host = f"http://127.0.0.1:{_closed_port()}"
-    with ollama.Ollama(host) as client, pytest.raises(ollama.OllamaError) as err:
-        ollama.publish(client, BASE, tiny_adapter, 1, workdir=tmp_path)
+    with Ollama(host) as client, pytest.raises(OllamaError) as err:
+        publish(client, BASE, tiny_adapter, 1, workdir=tmp_path)
     assert str(err.value) == (
         f"Ollama is not running at {host}: start it (`ollama serve` or the Ollama app) or fix "
         "ollama.host."
@@ -224,8 +228,8 @@ def test_server_not_running(tiny_adapter: Path, tmp_path: Path) -> None:
 
 
 def test_base_model_missing(new_ollama: FakeOllama, tiny_adapter: Path, tmp_path: Path) -> None:
-    with _client(new_ollama) as client, pytest.raises(ollama.ModelMissing) as err:
-        ollama.publish(client, "qwen2.5-coder:7b", tiny_adapter, 1, workdir=tmp_path)
+    with _client(new_ollama) as client, pytest.raises(ModelMissing) as err:
+        publish(client, "qwen2.5-coder:7b", tiny_adapter, 1, workdir=tmp_path)
     assert "The Ollama model qwen2.5-coder:7b is not installed: run `ollama pull" in str(err.value)
 
 
@@ -236,7 +240,7 @@ def test_weights_that_do_not_match_are_all_named(
     from rltray.trainer.export import gguf_adapter
 
     wrong = build_tiny_adapter(tmp_path / "wide", hidden=128, ffn=96)
-    with pytest.raises(ollama.OllamaError) as err:
+    with pytest.raises(OllamaError) as err:
         _publish(new_ollama, wrong, 1, tmp_path)
     text = str(err.value)
     assert text.startswith("The adapter was trained on weights that do not match the Ollama model")
@@ -253,7 +257,7 @@ def test_weights_that_do_not_match_are_all_named(
 def test_ollama_disk_full(tmp_path: Path, tiny_gguf: Path, tiny_adapter: Path) -> None:
     fake = start_fake(tmp_path / "o", "0.35.0", tiny_gguf, free_bytes=1000)
     try:
-        with pytest.raises(ollama.DiskFull, match="Ollama's disk is full"):
+        with pytest.raises(DiskFull, match="Ollama's disk is full"):
             _publish(fake, tiny_adapter, 1, tmp_path)
     finally:
         fake.stop()
@@ -264,7 +268,7 @@ def test_our_disk_full_before_merging(
     new_ollama: FakeOllama, tiny_adapter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10, 10, 0))
-    with pytest.raises(ollama.DiskFull, match="Not enough free disk space"):
+    with pytest.raises(DiskFull, match="Not enough free disk space"):
         _publish(new_ollama, tiny_adapter, 1, tmp_path)
 
 
@@ -272,7 +276,7 @@ def test_new_ollama_without_a_readable_base_gguf_says_where_to_run(
     new_ollama: FakeOllama, tiny_adapter: Path, tmp_path: Path
 ) -> None:
     new_ollama.shown_blobs = Path("/root/.ollama/models/blobs")  # Ollama in a container
-    with pytest.raises(ollama.OllamaError, match="needs a merged model"):
+    with pytest.raises(OllamaError, match="needs a merged model"):
         _publish(new_ollama, tiny_adapter, 1, tmp_path)
 
 
@@ -319,7 +323,7 @@ def test_the_blob_is_found_through_the_manifests_without_a_server(
     import sys
 
     root = tmp_path / "models"
-    digest = "sha256:" + ollama.sha256_file(tiny_gguf)
+    digest = "sha256:" + sha256_file(tiny_gguf)
     (root / "blobs").mkdir(parents=True)
     shutil.copyfile(tiny_gguf, root / "blobs" / digest.replace(":", "-"))
     for parts, name in ((("registry.ollama.ai", "library", "tiny"), "tiny:1m"),
@@ -330,8 +334,8 @@ def test_the_blob_is_found_through_the_manifests_without_a_server(
             {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "1" * 64},
             {"mediaType": "application/vnd.ollama.image.model", "digest": digest},
         ]}))
-        assert ollama.blob_from_manifests(name, root) == root / "blobs" / digest.replace(":", "-")
-    assert ollama.blob_from_manifests("tiny:2m", root) is None
+        assert blob_from_manifests(name, root) == root / "blobs" / digest.replace(":", "-")
+    assert blob_from_manifests("tiny:2m", root) is None
     monkeypatch.setenv("OLLAMA_MODELS", str(root))
     proc = subprocess.run(
         [sys.executable, "-m", "rltray.trainer.export", "locate", "--host",
