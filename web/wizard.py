@@ -240,10 +240,10 @@ def _env_folder() -> Path:
 
 def _planned_packages() -> list[str]:
     """What `rltray trainer-env create` would install here (its plan), for the page."""
-    from rltray.app import trainerenv
+    from rltray.app import trainerenv_plan
 
     try:
-        chosen = trainerenv.plan()
+        chosen = trainerenv_plan.plan()
     except UserError as exc:
         return [str(exc)]
     return [*chosen.pins, *chosen.requirements]

@@ -18,9 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from rltray.app import config, trainerenv
+from rltray.app import config, trainerenv_build, trainerenv_plan, trainerenv_python
 from rltray.app.paths import Paths
-from rltray.app.trainerenv import (
+from rltray.app.trainerenv_plan import (
     CPU_INDEX,
     CUDA_INDEX,
     TORCH_PIN,
@@ -63,7 +63,7 @@ def test_the_bundled_wheel_names_the_same_requirements(tmp_path: Path) -> None:
     )
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("rltray-0.1.0.dist-info/METADATA", metadata)
-    assert trainerenv.wheel_requires(wheel) == REQUIRES
+    assert trainerenv_plan.wheel_requires(wheel) == REQUIRES
 
 
 def test_torch_comes_from_the_index_that_has_the_right_build() -> None:
@@ -86,30 +86,30 @@ def test_the_backend_follows_the_machine(
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: no CUDA
     assert detect_backend("linux", "x86_64")[0] == "cpu"
     with pytest.raises(TrainerEnvError, match="nvidia-smi"):
-        trainerenv.plan("cuda")
+        trainerenv_plan.plan("cuda")
     # An nvidia-smi that lists a GPU the way the real one does (`nvidia-smi -L`).
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)'\n")
     smi.chmod(0o755)
     backend, why = detect_backend("linux", "x86_64")
     assert backend == "cuda" and "NVIDIA H100 80GB HBM3" in why
-    the_plan = trainerenv.plan("cuda")
+    the_plan = trainerenv_plan.plan("cuda")
     assert the_plan.pins == (TORCH_PIN,) and the_plan.index == CUDA_INDEX
 
 
 def test_cpu_and_mlx_plans_pin_what_they_install() -> None:
-    cpu = trainerenv.plan("cpu", "none")
+    cpu = trainerenv_plan.plan("cpu", "none")
     assert cpu.pins == (TORCH_PIN,) and cpu.library == "torch"
     assert not any(r.split(";")[0].strip() == "torch" for r in cpu.requirements)
     assert {"transformers", "peft"} <= {r.split(">")[0] for r in cpu.requirements}
-    mlx = trainerenv.plan("mlx")
+    mlx = trainerenv_plan.plan("mlx")
     assert mlx.pins == () and mlx.library == "mlx" and mlx.index is None
     assert any(r.startswith("mlx-lm") for r in mlx.requirements)
 
 
 def test_no_usable_base_python_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(TrainerEnvError, match=r"No Python 3\.10\+ with venv.*--python"):
-        trainerenv.find_base_python(str(tmp_path / "python9"))
+        trainerenv_python.find_base_python(str(tmp_path / "python9"))
 
 
 # -- real environments (slow) ------------------------------------------------------
@@ -191,12 +191,12 @@ def test_a_failed_rebuild_keeps_the_previous_environment(
     marker.write_text("the environment that worked")
     before = config.load_config(paths).training.python
     broken = replace(
-        trainerenv.plan("cpu", "none"),
+        trainerenv_plan.plan("cpu", "none"),
         requirements=("rltray-no-such-package==1.0",),  # pip cannot resolve it: a real failure
     )
     said: list[str] = []
     with pytest.raises(TrainerEnvError, match="previous trainer environment is unchanged"):
-        trainerenv.build(paths, broken, sys.executable, said.append)
+        trainerenv_build.build(paths, broken, sys.executable, said.append)
     assert any("rltray-no-such-package" in line for line in said)  # pip's own words shown
     assert marker.read_text() == "the environment that worked"
     assert not (home / "trainer-env.new").exists()
@@ -215,9 +215,9 @@ def test_system_pythons_are_tried_newest_first_and_py_first_on_windows(
         exe.write_text("#!/bin/sh\n")
         exe.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    names = [Path(p).name for p in trainerenv.system_pythons("linux")]
+    names = [Path(p).name for p in trainerenv_python.system_pythons("linux")]
     assert names == ["python3.12", "python3.10", "python3"]
-    assert Path(trainerenv.system_pythons("win32")[0]).name == "py"
+    assert Path(trainerenv_python.system_pythons("win32")[0]).name == "py"
 
 
 def test_a_python_without_venv_is_passed_over_with_the_reason(tmp_path: Path) -> None:
@@ -225,5 +225,5 @@ def test_a_python_without_venv_is_passed_over_with_the_reason(tmp_path: Path) ->
     fake.write_text("#!/bin/sh\necho 'No module named ensurepip' >&2\nexit 1\n")
     fake.chmod(0o755)
     with pytest.raises(TrainerEnvError, match=r"has no venv/ensurepip \(No module named ensurepip"):
-        trainerenv.find_base_python(str(fake))
-    assert trainerenv.find_base_python(sys.executable) == sys.executable
+        trainerenv_python.find_base_python(str(fake))
+    assert trainerenv_python.find_base_python(sys.executable) == sys.executable
