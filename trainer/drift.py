@@ -63,6 +63,17 @@ class DriftSet:
             return cls(held_enc, list(held_kept), "held-out", parent)
         return cls(enc, list(kept[-DRIFT_TRAIN_TURNS:]), "training", parent)
 
+    def keep_references(self, backend: Any) -> int:
+        """Ask the backend to keep the base's (and parent's) logits of these turns
+        from the forwards that compute them (the guard's turns first, under a byte
+        budget): a measurement then runs the policy's forward only. How many turns."""
+        vocab = getattr(backend, "vocab_size", None)
+        store = getattr(backend, "reference", None)
+        if store is None or not vocab:
+            return 0
+        kinds = ("base",) if self.parent is None else ("base", "parent")
+        return store.want([np.asarray(self.enc[i].input_ids) for i in self.idx], kinds, vocab)
+
     def measure(self, backend: Any, hyper: Any, pad_id: int, limit: int | None = None,
                 policy_rows: dict[int, np.ndarray] | None = None,
                 known: Measured | None = None) -> dict[str, float]:

@@ -82,6 +82,8 @@ def train(
         [e.to_dict() for e in examples] + [{"heldout": e.to_dict()} for e in heldout]
     )
 
+    drift = DriftSet.of(enc, kept, held_enc, held_kept, job)
+    drift.keep_references(backend)
     ck_dir = job.checkpoint_dir
     state = checkpoint.load(ck_dir) if ck_dir.exists() else None
     fingerprint = round_fingerprint(job, hyper, backend)
@@ -97,20 +99,14 @@ def train(
     else:
         checkpoint.remove(ck_dir)
         t_start = time.monotonic()
-        state = _round_start(
-            backend,
-            examples,
-            enc,
-            kept,
-            held_enc,
-            held_kept,
-            heldout,
-            job,
-            hyper,
-            pad_id,
-            data_hash,
-            should_stop,
-        )
+        backend.reference.parent_loaded = True  # no step yet: the policy is the parent
+        try:
+            state = _round_start(
+                backend, examples, enc, kept, held_enc, held_kept, heldout, job, hyper,
+                pad_id, data_hash, should_stop,
+            )
+        finally:
+            backend.reference.parent_loaded = False
         if state is None:
             return Outcome("paused", checkpoint=None)
         state.fingerprint = fingerprint
@@ -118,7 +114,6 @@ def train(
         for name in ("auroc_parent", "heldout_good", "heldout_bad"):
             emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
 
-    drift = DriftSet.of(enc, kept, held_enc, held_kept, job)
     guard = Guard(drift, backend, hyper, pad_id, state.global_step)
     how = _optimise(
         backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started, guard

@@ -183,3 +183,34 @@ def test_the_gate_reuses_the_guards_measurement_of_the_weights_it_keeps(
     again = fresh.measure(backend, hyper, rounddata.pad_id(backend.tokenizer))
     for k in ("kl_round", "kl_total", "kl_round_general", "kl_total_general"):
         assert again[k] == pytest.approx(m[k], rel=1e-4), k
+
+
+def test_kept_reference_logits_halve_the_guards_forwards_and_change_no_number(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round start's base forwards of the drift turns are kept, so each guard
+    measurement runs the policy's forward only; the round's numbers are the same."""
+    from rltray.trainer.backends import reference_logits
+    from rltray.trainer.backends.torch_peft import TorchPeftBackend
+
+    forwards: list[int] = []
+    real = TorchPeftBackend._forward_logits
+
+    def counting(self, inputs, keep=None):  # type: ignore[no-untyped-def]
+        forwards.append(1)
+        return real(self, inputs, keep)
+
+    monkeypatch.setattr(TorchPeftBackend, "_forward_logits", counting)
+    runs = {}
+    for budget in (0, reference_logits.BUDGET_BYTES):
+        monkeypatch.setattr(reference_logits, "BUDGET_BYTES", budget)
+        forwards.clear()
+        outcome, lines = run_round(make_job(tmp_path / f"b{budget}", tiny_model_dir,
+                                            hyper={"guard_max_gap": 1}))
+        runs[budget] = (len(forwards), outcome.result.metrics, lines)
+    (n_off, m_off, lines), (n_on, m_on, _) = runs[0], runs[reference_logits.BUDGET_BYTES]
+    measured = sum(1 for x in lines if x["type"] == "progress" and x["kl_round"] is not None)
+    # 4 held-out turns at batch 2: each guard measurement skips 2 base forwards
+    assert measured == 4 and n_off - n_on == 2 * measured
+    for k in ("kl_round", "kl_total", "kl_round_general", "kl_total_general", "auroc_new"):
+        assert m_on[k] == pytest.approx(m_off[k], rel=1e-5), k

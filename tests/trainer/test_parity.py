@@ -145,6 +145,40 @@ def test_drift_sums_give_the_policy_logprobs_from_their_own_forward(
         assert np.abs(both["logprobs"] - want)[valid].max() <= 1e-6, backend.name
 
 
+def test_kept_reference_logits_give_the_same_drift_as_fresh_forwards(
+    pair: tuple[Any, Any]
+) -> None:
+    """The round start keeps the base's and the parent's logits of the drift turns; after
+    the policy moved, drift from them equals drift from fresh forwards (both backends)."""
+    from rltray.trainer.backends.reference_logits import ReferenceLogits
+
+    batch = make_batch(pair[1].tokenizer)
+    rows = [batch.input_ids[r, : int(n)] for r, n in enumerate(batch.attention_mask.sum(1))]
+    for backend in pair:
+        parent = adapters.load_adapter_tensors(backend.job.parent_adapter)
+        start = backend.lora_state()
+        backend.set_lora_state(parent)
+        backend.reference = store = ReferenceLogits()
+        store.want(rows, ["base", "parent"], backend.vocab_size)
+        store.parent_loaded = True  # the round start, as train() marks it
+        backend.logprobs(batch, adapter=False)
+        backend.logprobs(batch, adapter=True)
+        store.parent_loaded = False
+        assert store.kept == 2 * len(rows)
+        moved = {k: v * 1.5 for k, v in parent.items()}
+        try:
+            backend.set_lora_state(moved)
+            kept = backend.drift_sums(batch, parent)
+            assert store.hits == 2  # base and parent both from the kept rows
+            backend.reference = ReferenceLogits()
+            fresh = backend.drift_sums(batch, parent)
+        finally:
+            backend.set_lora_state(start)
+            backend.reference = ReferenceLogits()
+        assert fresh["resp_round"] > 0
+        assert kept == pytest.approx(fresh, rel=1e-5), backend.name
+
+
 def test_same_loss_gradients_and_adamw_step(pair: tuple[Any, Any]) -> None:
     tb, mb = pair
     batch = make_batch(mb.tokenizer)

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from .reference_logits import ReferenceLogits
+
 
 class Backend(ABC):
     """A base model + trainable LoRA + optimizer, behind a numpy-in / numpy-out door.
@@ -62,6 +64,8 @@ class Backend(ABC):
         """
         self.job = job
         self.hyper = hyper
+        #: Reference logits of the drift set's turns (see :mod:`.reference_logits`).
+        self.reference = ReferenceLogits()
 
     @abstractmethod
     def load(self) -> None:
@@ -184,6 +188,11 @@ class Backend(ABC):
     def model_folder(self) -> Path:
         """The local folder holding the base model (see :func:`resolve_model_folder`)."""
         return resolve_model_folder(self.job.base_model, getattr(self.job, "revision", None))
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Width of the logits once loaded (None: unknown, nothing is kept)."""
+        return None
 
     @property
     def device_name(self) -> str:

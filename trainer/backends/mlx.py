@@ -195,6 +195,11 @@ class MlxBackend(Backend):
         check_right_padded(batch)
         return mx.array(np.asarray(batch.input_ids, dtype=np.int32))
 
+    @property
+    def vocab_size(self) -> int | None:
+        """Width of the logits (the config's vocabulary); None before load."""
+        return int(self.config["vocab_size"]) if self.config.get("vocab_size") else None
+
     def _adapter_context(self, adapter: bool) -> Any:
         from contextlib import nullcontext
 
@@ -217,7 +222,23 @@ class MlxBackend(Backend):
                 row = gather_logprobs(logits[b : b + 1], ids[b : b + 1])
                 mx.eval(row)
                 rows.append(np.array(row[0], dtype=np.float32))
+            # the drift set's turns: their reference logits serve every drift measurement
+            self.reference.keep("parent" if adapter else "base", batch, logits[:, :-1, :],
+                                _take_row)
         return np.stack(rows)
+
+    def _reference_logits(self, kind: str, batch: Any, compute: Any) -> Any:
+        """The base's or parent's (B, W-1, V) logits: kept rows, else ``compute()``."""
+        import mlx.core as mx
+
+        rows = self.reference.lookup(kind, batch)
+        if rows is None:
+            logits = compute()[:, :-1, :]
+            mx.eval(logits)
+            self.reference.keep(kind, batch, logits, _take_row, parent_loaded=True)
+            return logits
+        width = int(np.asarray(batch.input_ids).shape[1]) - 1
+        return mx.stack([mx.pad(r, [(0, width - r.shape[0]), (0, 0)]) for r in rows])
 
     # ---- training ------------------------------------------------------------------
 
@@ -368,8 +389,14 @@ class MlxBackend(Backend):
         resp = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         prompt = np.asarray(batch.attention_mask, dtype=np.float32)[:, 1:] - resp
         new = self.model(ids)[:, :-1, :]
-        with self._adapter_context(False):
-            base = self.model(ids)[:, :-1, :]
+
+        def base_forward() -> Any:
+            with self._adapter_context(False):
+                out = self.model(ids)
+                mx.eval(out)  # inside the context: MLX builds the graph lazily
+                return out
+
+        base = self._reference_logits("base", batch, base_forward)
         mx.eval(new, base)
         out: dict[str, Any] = {}
         if logprobs:  # row by row, as logprobs() does (the fp32 copy is L x V)
@@ -383,13 +410,18 @@ class MlxBackend(Backend):
         if parent is None:
             to_par = to_base  # the parent is the base: the round's KL is the total's
         else:
-            current = self.lora_state()
-            self.set_lora_state(parent)
-            try:
-                par = self.model(ids)[:, :-1, :]
-                mx.eval(par)
-            finally:
-                self.set_lora_state(current)
+            def parent_forward() -> Any:
+                current = self.lora_state()
+                self.set_lora_state(parent)
+                try:
+                    out = self.model(ids)
+                    mx.eval(out)
+                    return out
+                finally:
+                    self.set_lora_state(current)
+
+            par = self._reference_logits("parent", batch, parent_forward)
+            mx.eval(par)
             to_par = kl_positions_mlx(new, par)
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_numpy(to_par, mask)
@@ -478,3 +510,12 @@ class MlxBackend(Backend):
                 dtype = str(m.linear.weight.dtype).replace("mlx.core.", "")
                 break
         return f"mlx {mx.default_device()} {dtype}"
+
+
+def _take_row(logits: Any, row: int, n: int) -> Any:
+    """A copy of one row's first ``n`` positions (a slice may pin the whole batch)."""
+    import mlx.core as mx
+
+    out = mx.array(np.asarray(logits[row, :n]))
+    mx.eval(out)
+    return out

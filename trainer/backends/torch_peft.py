@@ -60,6 +60,13 @@ class TorchPeftBackend(Backend):
     # ---- loading -------------------------------------------------------------------
 
     @property
+    def vocab_size(self) -> int | None:
+        """Rows of the output head (the logits' width); None before load."""
+        if getattr(self, "model", None) is None:
+            return None
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
     def device_name(self) -> str:
         if self.device is None:
             return self.name
@@ -277,7 +284,22 @@ class TorchPeftBackend(Backend):
         with torch.no_grad(), ctx:
             logits = self._forward_logits(inputs)
             lp = self._token_logprobs(logits, inputs["input_ids"])
+            # the drift set's turns: their reference logits serve every drift measurement
+            self.reference.keep("parent" if adapter else "base", batch, logits[:, :-1],
+                                _take_row)
         return lp.cpu().numpy().astype(np.float32)
+
+    def _reference_logits(self, kind: str, batch: Any, like: Any, compute: Any) -> Any:
+        """The base's or parent's (B, W-1, V) logits: kept rows, else ``compute()``."""
+        rows = self.reference.lookup(kind, batch)
+        if rows is None:
+            logits = compute()[:, :-1]
+            self.reference.keep(kind, batch, logits, _take_row, parent_loaded=True)
+            return logits
+        out = like.new_zeros(like.shape, dtype=rows[0].dtype)
+        for r, row in enumerate(rows):
+            out[r, : row.shape[0]] = row
+        return out
 
     # ---- training -------------------------------------------------------------------
 
@@ -427,17 +449,23 @@ class TorchPeftBackend(Backend):
                 lp = self._token_logprobs(full, inputs["input_ids"])
                 out["logprobs"] = lp.cpu().numpy().astype(np.float32)
             new = full[:, :-1]
-            with self.model.disable_adapter():
-                base = self._forward_logits(inputs)[:, :-1]
-            if parent is None:
-                par = None
-            else:
+
+            def base_forward() -> Any:
+                with self.model.disable_adapter():
+                    return self._forward_logits(inputs)
+
+            def parent_forward() -> Any:
                 current = self.lora_state()
                 self.set_lora_state(parent)
                 try:
-                    par = self._forward_logits(inputs)[:, :-1]
+                    return self._forward_logits(inputs)
                 finally:
                     self.set_lora_state(current)
+
+            base = self._reference_logits("base", batch, new, base_forward)
+            par = None
+            if parent is not None:
+                par = self._reference_logits("parent", batch, new, parent_forward)
         # KL once per position, then summed under each mask; with no parent the
         # round's KL *is* the total's (the parent is the base).
         to_base = kl_positions_torch(new, base)
@@ -506,3 +534,8 @@ class TorchPeftBackend(Backend):
         torch.set_rng_state(state["rng_cpu"])
         if state.get("rng_cuda") and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng_cuda"])
+
+
+def _take_row(logits: Any, row: int, n: int) -> Any:
+    """A copy of one row's first ``n`` positions (not a view that pins the batch)."""
+    return logits[row, :n].clone()
