@@ -21,7 +21,9 @@ from typing import Any
 OLLAMA_TIMEOUT_S = 3.0
 TRAIN_BYTES_PER_PARAM = 2.0  # bf16 weights; LoRA's own weights and optimizer are small
 TRAIN_OVERHEAD = 1.3  # activations, the tokenizer, the reference model's logits
-TRAIN_EXTRA_GIB = 1.0
+# the runtime, plus up to 0.5 GiB of the drift turns' reference logits the trainer
+# keeps (trainer/backends/reference_logits.py: BUDGET_BYTES)
+TRAIN_EXTRA_GIB = 1.5
 
 
 def hf_cache(env: Mapping[str, str]) -> Path:
