@@ -513,9 +513,10 @@ class MlxBackend(Backend):
 
 
 def _take_row(logits: Any, row: int, n: int) -> Any:
-    """A copy of one row's first ``n`` positions (a slice may pin the whole batch)."""
+    """A copy of one row's first ``n`` positions: a slice shares (and keeps alive) the
+    whole batch's buffer; ``mx.array`` of it allocates its own (any dtype, bf16 too)."""
     import mlx.core as mx
 
-    out = mx.array(np.asarray(logits[row, :n]))
+    out = mx.array(logits[row, :n])
     mx.eval(out)
     return out
