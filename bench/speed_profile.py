@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from train_speed import spawn
+from train_speed import describe, matmul_params, shape_name, spawn
 from versus_reinforceclaw import ONE_THREAD, own_folder, write_job
 
 
@@ -146,7 +146,8 @@ def summarise(bd: dict[str, float]) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
-def profile_main(a: argparse.Namespace, folder: Path, rows: list[dict[str, Any]]) -> int:
+def profile_main(a: argparse.Namespace, d: dict[str, int], folder: Path,
+                 rows: list[dict[str, Any]]) -> int:
     """One profiled round per tool; prints where each one's time goes."""
     work = own_folder(a.out, "profile-")
     one = {"RLTRAY_TRAINER_THREADS": "1", **ONE_THREAD}
@@ -162,6 +163,7 @@ def profile_main(a: argparse.Namespace, folder: Path, rows: list[dict[str, Any]]
                {"HOME": str(rc_dir / "home"), **one})
     parts = {t: summarise(r["breakdown"]) if "breakdown" in r else {}
              for t, r in (("rltray", rl), ("reinforceclaw", rc))}
+    print(f"{describe(shape_name(a), d)}; {matmul_params(d) / 1e6:.1f}M matmul params")
     print(f"profile (torch.profiler, 1 thread, self CPU seconds; load average "
           f"{os.getloadavg()[0]:.1f}); {a.examples} examples x {a.passes} pass(es)")
     print(f"{'part':<44} {'rltray':>8} {'reinforceclaw':>13}")
@@ -179,5 +181,6 @@ def profile_main(a: argparse.Namespace, folder: Path, rows: list[dict[str, Any]]
                      reverse=True)[:8]
         print(f"{t}, largest 'other ops' in the steps: "
               + ", ".join(f"{name} {sec:.2f}" for sec, name in ops))
-    print(json.dumps({"profile": parts, "rltray": rl, "reinforceclaw": rc}, default=str))
+    print(json.dumps({"shape": shape_name(a), "model": d, "profile": parts, "rltray": rl,
+                      "reinforceclaw": rc}, default=str))
     return 0 if all("breakdown" in r for r in (rl, rc)) else 1

@@ -1,6 +1,7 @@
 """Training speed per backend: tokens/s, peak memory, and achieved vs peak FLOP/s.
 
 Run:  .venv/bin/python bench/train_speed.py [--quick] [--backends torch,torch-bf16,mlx]
+          [--shape 60m|smollm2-135m|qwen-0.5b]
 
 ``torch-bf16`` is the torch backend with CPU bf16 autocast (``RLTRAY_TRAINER_BF16=1``,
 see ``torch_setup.cpu_autocast``), compared against the bf16 matmul peak.
@@ -11,8 +12,13 @@ FLOP/s next to the machine's own matrix-multiply peak says whether a backend is
 slow because the machine is slow or because the backend wastes it.
 
 How:
-* A Llama of ~60M parameters (hidden 512, 8 layers, vocab 32k; built from a
-  config with random weights, no download) is written once under the output folder.
+* A Llama built from a config with random weights (no download) is written once
+  per shape under the output folder (``model-<shape>``): ``--shape 60m`` (default,
+  ~60M parameters: hidden 512, 8 layers, vocab 32k), ``smollm2-135m`` (SmolLM2-135M's
+  architecture) or ``qwen-0.5b`` (a Llama with Qwen2.5-0.5B's shapes, not Qwen2:
+  Qwen2's q/k/v biases are the only structural difference); see ``SHAPES``. The
+  shape reaches every mode (per backend, ``--versus``, ``--profile``) through the
+  model folder each child process loads.
 * Each backend runs in its own child process (so peak RSS is that backend's
   alone): load through the trainer's Backend class with the ``balanced`` preset
   (LoRA on every block linear), one round-start ``logprobs`` pass, one warm-up
@@ -22,7 +28,8 @@ How:
   (block linears + lm_head; embedding lookups are free): the forward costs 2N and
   the backward 2N for activation gradients; LoRA leaves the base weights frozen,
   so their weight-gradient 2N of full fine-tuning (the usual "6N") is not spent.
-  Attention score FLOPs (~4·layers·hidden·L/2 per token) are left out (~4% here).
+  Attention score FLOPs (~4·layers·hidden·L/2 per token) are left out (~4% at
+  the 60M shape and L = 256).
   6N-equivalent figures are printed too, for comparison with full fine-tuning.
 * The machine's peak: the best of several large fp32 matmuls (2·n³ FLOPs each)
   in torch and in MLX, with the same thread count as the trainer.
@@ -71,10 +78,31 @@ class FakeBatch:
     example_idx: list[int] = field(default_factory=list)
 
 
+#: Model shapes ``--shape`` picks (``quick`` is ``--quick``'s). All are Llamas with
+#: random weights built from a config: ``smollm2-135m`` is SmolLM2-135M's own
+#: architecture; ``qwen-0.5b`` is a Llama with Qwen2.5-0.5B's sizes, not Qwen2 itself
+#: (Qwen2 adds a bias to the q/k/v projections, the only structural difference; its
+#: FLOPs and memory are the same within 0.01%). Both tie lm_head to the embedding, as
+#: the real models do; the head's matmul still runs, so ``matmul_params`` counts it.
+SHAPES: dict[str, dict[str, int]] = {
+    "quick": {"hidden": 128, "layers": 2, "inter": 384, "heads": 4, "kv": 4, "vocab": 4000,
+              "tied": 0},
+    "60m": {"hidden": 512, "layers": 8, "inter": 1536, "heads": 8, "kv": 8, "vocab": 32000,
+            "tied": 0},
+    "smollm2-135m": {"hidden": 576, "layers": 30, "inter": 1536, "heads": 9, "kv": 3,
+                     "vocab": 49152, "tied": 1},
+    "qwen-0.5b": {"hidden": 896, "layers": 24, "inter": 4864, "heads": 14, "kv": 2,
+                  "vocab": 151936, "tied": 1},
+}
+
+
+def shape_name(a: argparse.Namespace) -> str:
+    """The shape a run uses: ``quick`` under ``--quick``, else ``--shape``."""
+    return "quick" if a.quick else a.shape
+
+
 def model_dims(a: argparse.Namespace) -> dict[str, int]:
-    if a.quick:
-        return {"hidden": 128, "layers": 2, "inter": 384, "heads": 4, "kv": 4, "vocab": 4000}
-    return {"hidden": 512, "layers": 8, "inter": 1536, "heads": 8, "kv": 8, "vocab": 32000}
+    return dict(SHAPES[shape_name(a)])
 
 
 def matmul_params(d: dict[str, int]) -> int:
@@ -84,26 +112,45 @@ def matmul_params(d: dict[str, int]) -> int:
     return d["layers"] * (attn + 3 * h * d["inter"]) + d["vocab"] * h
 
 
+def llama_config(d: dict[str, int], tok: Any) -> Any:
+    """The ``LlamaConfig`` of shape ``d``, with ``tok``'s special token ids."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=d["vocab"], hidden_size=d["hidden"], intermediate_size=d["inter"],
+        num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
+        num_key_value_heads=d["kv"], max_position_embeddings=2048,
+        tie_word_embeddings=bool(d["tied"]), bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+    )
+
+
+def model_folder(out: Path, a: argparse.Namespace) -> Path:
+    """One folder per shape (``model-60m``, ``model-qwen-0.5b`` ...): a built model is
+    reused only by runs of its own shape."""
+    return out / f"model-{shape_name(a)}"
+
+
 def build_model(folder: Path, d: dict[str, int]) -> Path:
     """Random-init Llama + a small tokenizer (token ids are random anyway)."""
     if (folder / "config.json").exists():
         return folder
     import torch
     from rltray.trainer.tiny import build_tokenizer
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(folder)
-    cfg = LlamaConfig(
-        vocab_size=d["vocab"], hidden_size=d["hidden"], intermediate_size=d["inter"],
-        num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
-        num_key_value_heads=d["kv"], max_position_embeddings=2048, tie_word_embeddings=False,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
     torch.manual_seed(0)
-    LlamaForCausalLM(cfg).save_pretrained(folder)
+    LlamaForCausalLM(llama_config(d, tok)).save_pretrained(folder)
     return folder
+
+
+def describe(name: str, d: dict[str, int]) -> str:
+    """One line naming the model shape, for every mode's header."""
+    return (f"model {name}: Llama hidden {d['hidden']}, {d['layers']} layers, "
+            f"{d['heads']}/{d['kv']} heads/kv, MLP {d['inter']}, vocab {d['vocab']}"
+            + (", tied" if d["tied"] else ""))
 
 
 def peak_rss_mb() -> float:
@@ -214,10 +261,13 @@ def spawn(args: list[str], timeout: float, env: dict[str, str] | None = None) ->
     return json.loads(lines[-1])
 
 
-
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with ``--quick``'s small sizes filled in where no flag was given
+    (a separate function so a test can check what ``--shape`` selects without a run)."""
     ap = argparse.ArgumentParser(description="training speed per backend")
     ap.add_argument("--quick", action="store_true", help="small model, a few seconds per backend")
+    ap.add_argument("--shape", default="60m", choices=[k for k in SHAPES if k != "quick"],
+                    help="model shape (see SHAPES)")
     ap.add_argument("--backends", default="torch,mlx")
     ap.add_argument("--out", type=Path, default=Path(".bench-out/train_speed"))
     ap.add_argument("--batch", type=int, default=4)
@@ -239,6 +289,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--rows", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.quick and a.shape != ap.get_default("shape"):
+        ap.error("--quick is its own small shape; give --quick or --shape, not both")
+    if a.quick and not a.child:  # small sizes, except where a flag was given explicitly
+        small = {"batch": 2, "seq": 64, "steps": 2, "matmul_n": 512, "examples": 4,
+                 "min_tokens": 40, "max_tokens": 80, "reps": 1}
+        for k, v in small.items():
+            if getattr(a, k) == ap.get_default(k):
+                setattr(a, k, v)
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
     if a.child:
         if a.child in ("torch", "mlx"):
             res = child_backend(a)
@@ -254,14 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             res = child_matmul(a)
         print(json.dumps(res, default=str))
         return 0
-    if a.quick:  # small sizes, except where a flag was given explicitly
-        small = {"batch": 2, "seq": 64, "steps": 2, "matmul_n": 512, "examples": 4,
-                 "min_tokens": 40, "max_tokens": 80, "reps": 1}
-        for k, v in small.items():
-            if getattr(a, k) == ap.get_default(k):
-                setattr(a, k, v)
     d = model_dims(a)
-    folder = build_model(a.out / ("model-quick" if a.quick else "model-60m"), d)
+    folder = build_model(model_folder(a.out, a), d)
     if a.versus:
         from versus_reinforceclaw import versus_main
 
@@ -283,8 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             peak = peaks.get(name, {}).get("gflops")
             r["mfu_vs_matmul_peak"] = r["model_gflops_4n"] / peak if peak else None
         rows.append(r)
-    print(f"model: Llama hidden {d['hidden']}, {d['layers']} layers, vocab {d['vocab']}; "
-          f"{n_mm / 1e6:.1f}M matmul params; batch {a.batch} x {a.seq} tokens; "
+    print(f"{describe(shape_name(a), d)}; {n_mm / 1e6:.1f}M matmul params; "
+          f"batch {a.batch} x {a.seq} tokens; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for k, p in peaks.items():
         print(f"{'bf16' if k.endswith('bf16') else 'fp32'} matmul peak ({k}, n={a.matmul_n}): "
@@ -301,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['peak_rss_mb']:>9.0f} {r['model_gflops_4n']:>10.1f} "
               f"{r['model_gflops_6n_equiv']:>7.1f} "
               + (f"{100 * frac:>6.0f}%" if frac is not None else "      -"))
-    print(json.dumps({"model": d, "matmul_params": n_mm, "batch": a.batch, "seq": a.seq,
+    print(json.dumps({"shape": shape_name(a), "model": d, "matmul_params": n_mm,
+                      "batch": a.batch, "seq": a.seq,
                       "steps": a.steps, "loadavg": os.getloadavg()[0], "matmul_peak": peaks,
                       "backends": rows}, sort_keys=True))
     return 0

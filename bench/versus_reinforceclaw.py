@@ -5,7 +5,8 @@ Run::
     nice -n 10 .venv/bin/python bench/train_speed.py --versus reinforceclaw [--versus-backend mlx]
 
 * Both tools train the same 32 rated examples (200-386 tokens of chat-templated
-  prompt + response, half rated +1, half -1; fixed seed) on the same 60M model,
+  prompt + response, half rated +1, half -1; fixed seed) on the same model (the
+  60M Llama, or ``--shape smollm2-135m`` / ``qwen-0.5b``, see ``train_speed.SHAPES``),
   one pass each, at one torch thread and niceness 10, through their own entry
   points: ``python -m rltray.trainer JOB.json`` (preset ``balanced``, ``epochs`` =
   ``--passes``) and ReinforceClaw's ``trainer.train_result(config, conn)`` with its
@@ -41,7 +42,7 @@ from typing import Any
 
 import numpy as np
 import train_speed
-from train_speed import matmul_params, spawn
+from train_speed import describe, matmul_params, shape_name, spawn
 
 #: Words the synthetic prompts and responses are drawn from (a coding assistant's talk).
 WORDS = (
@@ -207,7 +208,7 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
     if a.profile:
         from speed_profile import profile_main  # it imports this module: not at the top
 
-        return profile_main(a, folder, rows)
+        return profile_main(a, d, folder, rows)
     n_mm = matmul_params(d)
     common = ["--matmul-n", str(a.matmul_n), "--model", str(folder)]
     peak_kind = "matmul-torch" if a.versus_backend == "torch" else "matmul-mlx"
@@ -252,8 +253,8 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
     if med["rltray"].get("tok_s_steps") and med["reinforceclaw"].get("tok_s_steps"):
         ratio = {k: med["rltray"][k] / med["reinforceclaw"][k]
                  for k in ("tok_s_steps", "tok_s_loop", "tok_s_wall")}
-    print(f"model: Llama hidden {d['hidden']}, {d['layers']} layers, vocab {d['vocab']}; "
-          f"{n_mm / 1e6:.1f}M matmul params; {a.examples} examples of {a.min_tokens}-"
+    print(f"{describe(shape_name(a), d)}; {n_mm / 1e6:.1f}M matmul params; "
+          f"{a.examples} examples of {a.min_tokens}-"
           f"{a.max_tokens} tokens ({tokens} tokens) x {a.passes} pass(es); backend "
           + ("torch at 1 thread" if a.versus_backend == "torch" else
              "mlx (its own CPU threads; OMP/OpenBLAS/MKL held to 1)")
@@ -288,7 +289,8 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
         print(f"rltray / reinforceclaw: tok/s over the steps {ratio['tok_s_steps']:.2f}x "
               f"(with rltray's drift guard {ratio['tok_s_loop']:.2f}x), on wall time "
               f"{ratio['tok_s_wall']:.2f}x")
-    print(json.dumps({"versus": a.versus, "backend": a.versus_backend, "model": d,
+    print(json.dumps({"versus": a.versus, "backend": a.versus_backend,
+                      "shape": shape_name(a), "model": d,
                       "matmul_params": n_mm, "examples": a.examples, "tokens": tokens,
                       "passes": a.passes, "reps": a.reps, "loadavg": [min(loads), max(loads)],
                       "matmul_peak": peaks, "runs": runs, "median": med, "ratio": ratio},
