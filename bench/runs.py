@@ -183,6 +183,7 @@ def run_trainer(
     }
     (folder / "job.json").write_text(json.dumps(job, indent=1), encoding="utf-8")
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    env.setdefault("RLTRAY_TRAINER_BF16", "0")  # the tables are fp32 unless asked
     proc = subprocess.run(
         [sys.executable, "-m", "rltray.trainer", str(folder / "job.json")],
         capture_output=True,

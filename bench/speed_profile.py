@@ -150,7 +150,7 @@ def profile_main(a: argparse.Namespace, d: dict[str, int], folder: Path,
                  rows: list[dict[str, Any]]) -> int:
     """One profiled round per tool; prints where each one's time goes."""
     work = own_folder(a.out, "profile-")
-    one = {"RLTRAY_TRAINER_THREADS": "1", **ONE_THREAD}
+    one = {"RLTRAY_TRAINER_THREADS": "1", "RLTRAY_TRAINER_BF16": "0", **ONE_THREAD}
     job = write_job(work / "rltray", folder, rows, "torch", a.passes)
     rl = spawn(["--child", "profile-rltray", "--rows", str(job)], a.timeout, one)
     rc_dir = work / "reinforceclaw"

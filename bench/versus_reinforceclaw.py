@@ -133,7 +133,9 @@ def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: s
     job = write_job(folder, model, rows, backend, passes)
     lines, start, end, code = _timed_lines(
         [sys.executable, "-m", "rltray.trainer", str(job)],
-        {"RLTRAY_TRAINER_THREADS": "1", **ONE_THREAD}, timeout, folder / "stderr.log")
+        # fp32 like ReinforceClaw (bf16 autocast is the default on CPUs that have it)
+        {"RLTRAY_TRAINER_THREADS": "1", "RLTRAY_TRAINER_BF16": "0", **ONE_THREAD}, timeout,
+        folder / "stderr.log")
     parsed = [(t, json.loads(x)) for t, x in lines if x.startswith("{")]
     prog = [(t, d) for t, d in parsed if d.get("type") == "progress"]
     done = [d for _, d in parsed if d.get("type") == "done"]
