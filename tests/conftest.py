@@ -40,6 +40,9 @@ class MemoryKeyring(keyring.backend.KeyringBackend):
 
 # Read before any test moves HOME: the shared model cache lives in the real one.
 _REAL_ENV = dict(os.environ)
+# Trainer numbers in tests are compared at 1e-5 between runs and backends: fp32, even on
+# CPUs where training defaults to bf16 autocast (tests of that default set it back).
+os.environ.setdefault("RLTRAY_TRAINER_BF16", "0")
 _ROOT = Path(__file__).resolve().parents[1]
 
 

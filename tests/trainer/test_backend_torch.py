@@ -224,15 +224,20 @@ def test_written_adapter_loads_in_peft_and_as_parent(tiny_model: Path, tmp_path:
     np.testing.assert_allclose(child.logprobs(batch, adapter=True), want, atol=1e-6)
 
 
-def test_bf16_autocast_is_opt_in_and_close_to_fp32(
+def test_bf16_autocast_follows_the_cpu_by_default_and_stays_close_to_fp32(
     tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import torch
     from rltray.trainer.backends.torch_setup import cpu_autocast
 
     cpu = torch.device("cpu")
+    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     monkeypatch.delenv("RLTRAY_TRAINER_BF16", raising=False)
-    assert cpu_autocast(cpu, torch.float32) is False  # off unless asked
+    assert cpu_autocast(cpu, torch.float32) is native  # default: where the CPU has it
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "auto")
+    assert cpu_autocast(cpu, torch.float32) is native
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "0")
+    assert cpu_autocast(cpu, torch.float32) is False
     monkeypatch.setenv("RLTRAY_TRAINER_BF16", "1")
     assert cpu_autocast(cpu, torch.float32) is True
     assert cpu_autocast(cpu, torch.bfloat16) is False  # a bf16 model needs no autocast

@@ -69,14 +69,16 @@ def cpu_autocast(device: Any, dtype: Any) -> bool:
 
     Weights stay fp32 (LoRA's and AdamW's too); only the matmuls run in bf16, which
     such CPUs do at ~2.4x their fp32 rate (measured here: 204 vs 85 GFLOP/s at one
-    thread). Opt-in for now (``RLTRAY_TRAINER_BF16=1``, or ``auto`` to use it where
-    the CPU has native bf16): the learning benchmark's table was measured in fp32,
-    and bf16 log-probs carry ~0.01-0.05 nats of rounding that the trust-region
-    masks see. ``0`` (the default) keeps fp32.
+    thread); a round trains 1.3x (60M) to 1.8x (a 0.5B shape) faster. The default
+    (``RLTRAY_TRAINER_BF16`` unset or ``auto``) uses it where the CPU has native
+    bf16: on SmolLM2 it learned as fp32 did on two seeds (preferred rate 0.94 vs
+    0.86 and 0.92 vs 0.88; reference NLL +11.8 vs +10.4% and +5.0 vs +3.7%), though
+    its log-probs carry ~0.01-0.05 nats of rounding. ``0`` keeps fp32, ``1`` forces
+    bf16 (slower on CPUs that emulate it).
     """
     import torch
 
-    env = os.environ.get("RLTRAY_TRAINER_BF16", "0").strip().lower()
+    env = os.environ.get("RLTRAY_TRAINER_BF16", "auto").strip().lower()
     if env in ("0", "off", "false", "no") or device.type != "cpu" or dtype != torch.float32:
         return False
     if env in ("1", "on", "true", "yes"):
