@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,19 @@ from jobfiles import default_examples, example, make_job, run_round, setup_round
 from rltray.trainer import drift, evaluate, objective
 
 pytestmark = pytest.mark.ml
+
+
+def drift_measured_afresh(job_path: Path, adapter: str) -> tuple[dict[str, float], Any]:
+    """The adapter's drift on the job's held-out turns from a freshly loaded backend,
+    with nothing kept from a round (first rounds: the parent is the base); and hyper."""
+    from rltray.trainer import adapters, rounddata
+
+    _job, hyper, backend, _examples, heldout = setup_round(job_path)
+    backend.set_lora_state(adapters.load_adapter_tensors(adapter))
+    held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper, lambda _: None,
+                                               "held-out")  # fmt: skip
+    fresh = drift.DriftSet(held_enc, held_kept, "held-out", None)
+    return fresh.measure(backend, hyper, rounddata.pad_id(backend.tokenizer)), hyper
 
 
 def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
@@ -91,14 +105,7 @@ def test_gate_kl_is_measured_on_the_held_out_turns_not_the_neutral_texts(
     assert m["kl_round_general"] > 0
 
     # The same numbers again from the backend, on the held-out turns alone.
-    _job, hyper, backend, _examples, heldout = setup_round(job_path)
-    from rltray.trainer import adapters, rounddata
-
-    backend.set_lora_state(adapters.load_adapter_tensors(outcome.result.adapter))
-    held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper, lambda _: None,
-                                               "held-out")  # fmt: skip
-    drift_set = drift.DriftSet(held_enc, held_kept, "held-out", None)
-    again = drift_set.measure(backend, hyper, rounddata.pad_id(backend.tokenizer))
+    again, hyper = drift_measured_afresh(job_path, outcome.result.adapter)
     assert again["kl_round"] == pytest.approx(m["kl_round"], rel=1e-4)
 
     strict = type(hyper)(**{**hyper.__dict__, "kl_cap": m["kl_round"] / 2})
@@ -173,14 +180,7 @@ def test_the_gate_reuses_the_guards_measurement_of_the_weights_it_keeps(
     assert m["kl_round"] == pytest.approx(measured[-1]["kl_round"], abs=1e-6)
 
     monkeypatch.setattr(TorchPeftBackend, "drift_sums", real)
-    _job, hyper, backend, _examples, heldout = setup_round(job_path)
-    from rltray.trainer import adapters, rounddata
-
-    backend.set_lora_state(adapters.load_adapter_tensors(outcome.result.adapter))
-    held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper, lambda _: None,
-                                               "held-out")  # fmt: skip
-    fresh = drift.DriftSet(held_enc, held_kept, "held-out", None)
-    again = fresh.measure(backend, hyper, rounddata.pad_id(backend.tokenizer))
+    again, _ = drift_measured_afresh(job_path, outcome.result.adapter)
     for k in ("kl_round", "kl_total", "kl_round_general", "kl_total_general"):
         assert again[k] == pytest.approx(m[k], rel=1e-4), k
 
