@@ -33,6 +33,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -206,7 +207,9 @@ def rescore(a: argparse.Namespace, folder: Path, world: dict[str, Any]) -> None:
     for row_file in sorted((a.out / "runs").glob("*/row.json")):
         row = json.loads(row_file.read_text())
         adapter = row_file.parent / "adapter"
-        if "nll_other_change" not in row and adapter.is_dir():
+        # the references are this seed's: another seed's rows are printed, not rescored
+        if ("nll_other_change" not in row and adapter.is_dir()
+                and row_seed(row["key"]) == a.seed):
             peft_model, tok = load(folder, adapter)
             row.update(nll_changes(reference_nll(peft_model, tok, world, True), base))
             row_file.write_text(json.dumps(row))
@@ -220,7 +223,15 @@ def rescore(a: argparse.Namespace, folder: Path, world: dict[str, Any]) -> None:
         if "nll_other_change" in r:
             split = (f" {100 * r['nll_pref_change']:>+17.1f}% / "
                      f"{100 * r['nll_other_change']:>+6.1f}%")
-        print(fmt(r) + (" bf16" if r.get("bf16") else "") + split)
+        seed = row_seed(r["key"])
+        print(fmt(r) + (" bf16" if r.get("bf16") else "") + (f" seed {seed}" if seed else "")
+              + split)
+
+
+def row_seed(key: str) -> int:
+    """The seed a cached row was run with (its key ends ``-s<seed>`` or ``-s<seed>-bf16``)."""
+    found = re.search(r"-s(\d+)(?:-bf16)?$", key)
+    return int(found.group(1)) if found else 0
 
 
 def example(i: int, p: str, r: str, y: int, prefix: str) -> dict[str, Any]:
