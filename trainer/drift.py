@@ -120,14 +120,18 @@ class DriftSet:
 GUARD_MARGIN = 0.8
 
 
+#: Each drift the caps hold: (its key, the cap's hyper field, where, against what).
+CAPPED = (
+    ("kl_round", "kl_cap", "the held-out answers", "the parent"),
+    ("kl_total", "kl_cap_total", "the held-out answers", "the base"),
+    ("kl_round_general", "kl_cap", "the prompt text", "the parent"),
+    ("kl_total_general", "kl_cap_total", "the prompt text", "the base"),
+)
+
+
 def over_cap(drift: dict[str, float], hyper: Any, share: float = 1.0) -> str | None:
     """A sentence when a drift passes ``share`` of its cap (the gate's caps), else None."""
-    for key, cap_name, where, against in (
-        ("kl_round", "kl_cap", "the held-out answers", "the parent"),
-        ("kl_total", "kl_cap_total", "the held-out answers", "the base"),
-        ("kl_round_general", "kl_cap", "the prompt text", "the parent"),
-        ("kl_total_general", "kl_cap_total", "the prompt text", "the base"),
-    ):
+    for key, cap_name, where, against in CAPPED:
         cap = float(getattr(hyper, cap_name))
         if not drift[key] <= share * cap:  # NaN counts as over
             limit = f"the {cap:g} cap" if share == 1.0 else f"{share:g} x the {cap:g} cap"
@@ -143,8 +147,7 @@ SNAPSHOT_BUDGET_BYTES = 256 * 2**20
 def share_of_line(drift: dict[str, float], hyper: Any) -> float:
     """The largest drift as a share of its guard line (``GUARD_MARGIN`` x its cap); NaN -> inf."""
     worst = 0.0
-    for key, cap_name in (("kl_round", "kl_cap"), ("kl_total", "kl_cap_total"),
-                          ("kl_round_general", "kl_cap"), ("kl_total_general", "kl_cap_total")):
+    for key, cap_name, _where, _against in CAPPED:
         share = drift[key] / (GUARD_MARGIN * float(getattr(hyper, cap_name)))
         worst = max(worst, share) if share == share else float("inf")
     return worst
@@ -187,7 +190,6 @@ class Guard:
         self._known_good = start_step if start_step == 0 else None
         self._good_sums: Measured | None = None  # the known-good step's measurement
         self._due = start_step + 1
-        self.measurements = 0
         #: The guard's measurement of the weights loaded now (None once they change):
         #: the gate's final measurement reuses it for the turns it covers.
         self.current: Measured | None = None
@@ -227,7 +229,6 @@ class Guard:
     def _measure(self) -> dict[str, float]:
         t0 = time.monotonic()
         try:
-            self.measurements += 1
             return self.drift.measure(self.backend, self.hyper, self.pad_id, self.turns,
                                       policy_rows={} if self._rows else None)
         finally:
