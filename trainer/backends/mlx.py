@@ -215,17 +215,11 @@ class MlxBackend(Backend):
         with self._adapter_context(adapter):
             logits = self.model(ids)
             mx.eval(logits)
-            # One row at a time: the fp32 copy of the logits is L x V, not B x L x V
-            # (a 150k vocabulary makes the whole batch's copy gigabytes).
-            rows = []
-            for b in range(ids.shape[0]):
-                row = gather_logprobs(logits[b : b + 1], ids[b : b + 1])
-                mx.eval(row)
-                rows.append(np.array(row[0], dtype=np.float32))
+            rows = _logprob_rows(logits, ids)
             # the drift set's turns: their reference logits serve every drift measurement
             self.reference.keep("parent" if adapter else "base", batch, logits[:, :-1, :],
                                 _take_row)
-        return np.stack(rows)
+        return rows
 
     def _reference_logits(self, kind: str, batch: Any, compute: Any) -> Any:
         """The base's or parent's (B, W-1, V) logits: kept rows, else ``compute()``."""
@@ -399,13 +393,8 @@ class MlxBackend(Backend):
         base = self._reference_logits("base", batch, base_forward)
         mx.eval(new, base)
         out: dict[str, Any] = {}
-        if logprobs:  # row by row, as logprobs() does (the fp32 copy is L x V)
-            rows = []
-            for b in range(ids.shape[0]):
-                row = gather_logprobs(new[b : b + 1], ids[b : b + 1], shifted=True)
-                mx.eval(row)
-                rows.append(np.array(row[0], dtype=np.float32))
-            out["logprobs"] = np.stack(rows)
+        if logprobs:
+            out["logprobs"] = _logprob_rows(new, ids, shifted=True)
         to_base = kl_positions_mlx(new, base)
         if parent is None:
             to_par = to_base  # the parent is the base: the round's KL is the total's
@@ -520,3 +509,17 @@ def _take_row(logits: Any, row: int, n: int) -> Any:
     out = mx.array(logits[row, :n])
     mx.eval(out)
     return out
+
+
+def _logprob_rows(logits: Any, ids: Any, shifted: bool = False) -> np.ndarray:
+    """(B, L-1) float32 token log-probs, one row at a time: the fp32 copy of the
+    logits is then L x V, not B x L x V (a 150k vocabulary makes the batch's copy
+    gigabytes). ``shifted`` as in :func:`gather_logprobs`."""
+    import mlx.core as mx
+
+    rows = []
+    for b in range(ids.shape[0]):
+        row = gather_logprobs(logits[b : b + 1], ids[b : b + 1], shifted=shifted)
+        mx.eval(row)
+        rows.append(np.array(row[0], dtype=np.float32))
+    return np.stack(rows)
