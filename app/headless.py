@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from rltray.app.errors import ExitCode, UserError
 
+SIGNAL_POLL_S = 0.5  # how soon a SIGTERM that landed on a worker thread is acted on
+
 if TYPE_CHECKING:
     from rltray.app.context import Context
     from rltray.app.spool import IngestReport
@@ -43,7 +45,11 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
         err=True,
     )
     try:
-        stop.wait()
+        # a timed wait, never a bare one: a signal the kernel hands to another thread only
+        # sets Python's flag, and the handler runs when the main thread next wakes; blocked
+        # in an untimed wait it never does and SIGTERM is lost (issue 18)
+        while not stop.wait(SIGNAL_POLL_S):
+            pass
     finally:
         service.stop()
         ctx.say("rltray stopped.", err=True)
