@@ -91,6 +91,13 @@ class Paths:
         return self.home / "rltray.lock"
 
     @property
+    def launch_pages(self) -> Path:
+        """0600 redirect pages that open the settings in a browser without a URL in argv.
+
+        Made on demand by the window process (web/window.py), not by ``ensure``."""
+        return self.home / "launch"
+
+    @property
     def endpoint(self) -> Path:
         """Port and pid of the running tray's local API (0600)."""
         return self.home / "endpoint.json"

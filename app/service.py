@@ -291,7 +291,7 @@ class Service:
         from rltray.web.server import open_window
 
         url = self.settings_url(page)
-        open_window(url)
+        open_window(url, str(self.paths.launch_pages))
         return url
 
     # -- training ------------------------------------------------------------

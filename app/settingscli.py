@@ -50,7 +50,7 @@ def _serve_here(ctx: Context, args: argparse.Namespace, page: str) -> int:
             ctx.stdout.flush()
             while True:
                 time.sleep(3600)
-        window = open_window(url)
+        window = open_window(url, str(service.paths.launch_pages))
         ctx.say("Settings window open; close it (or press Ctrl+C) to stop serving it.")
         window.wait()
     except KeyboardInterrupt:

@@ -14,7 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltray.web.security import COOKIE, CSRF_FIELD, CSRF_HEADER, Guard, Refused
+from rltray.web.security import (
+    COOKIE,
+    CSRF_FIELD,
+    CSRF_HEADER,
+    FOREIGN_FETCH_SITES,
+    Guard,
+    Refused,
+)
 from rltray.web.state import KEY, WebState
 
 if TYPE_CHECKING:
@@ -92,7 +99,7 @@ def _warm(app: Flask) -> None:
 
 
 def _install_guard(app: Flask) -> None:
-    from flask import make_response, redirect, request
+    from flask import g, make_response, redirect, request
 
     @app.before_request
     def guard_request() -> Any:
@@ -100,14 +107,24 @@ def _install_guard(app: Flask) -> None:
         guard.check_host(request.host)
         guard.check_origin(request.headers.get("Origin"), request.host)
         if request.endpoint == "launch":
+            # the token is the credential here, and a redirect file (file://) is cross-site
             return None
-        guard.check_cookie(request.cookies.get(COOKIE))
+        guard.check_fetch_site(request.headers.get("Sec-Fetch-Site"))
+        session = guard.session(request.cookies.get(COOKIE))
         form_token = request.form.get(CSRF_FIELD) if request.mimetype in _FORMS else None
-        guard.check_csrf(request.method, request.headers.get(CSRF_HEADER), form_token)
+        guard.check_csrf(request.method, session, request.headers.get(CSRF_HEADER) or form_token)
+        g.rltray_session = session
         return None
 
     @app.get("/launch/<token>", endpoint="launch")
     def launch(token: str) -> Any:
+        """Spend the token, sign this window in with a session of its own, go on to its page.
+
+        A browser that arrives from a redirect file (``file://``) marks the navigation
+        cross-site; a 303 would keep it so, the next page would be refused and the Strict
+        cookie not sent. Such a browser gets a page that refreshes itself to the target
+        instead: that navigation starts from our own origin.
+        """
         state: WebState = app.extensions[KEY]
         page = state.guard.spend(token)
         if page is None:
@@ -117,8 +134,23 @@ def _install_guard(app: Flask) -> None:
                 "This launch link was already used or has expired; open the settings again "
                 "from the tray menu or with `rltray settings`.",
             )
-        response = make_response(redirect(page, code=303))
-        response.set_cookie(COOKIE, state.guard.session, **state.guard.cookie_options())
+        if request.headers.get("Sec-Fetch-Site", "").lower() in FOREIGN_FETCH_SITES:
+            response = make_response(LAUNCH_PAGE.format(page=page))
+        else:
+            response = make_response(redirect(page, code=303))
+        response.headers["Referrer-Policy"] = "no-referrer"  # the spent token is in this URL
+        response.set_cookie(COOKIE, state.guard.open_session(), **state.guard.cookie_options())
+        return response
+
+    @app.post("/signout", endpoint="signout")
+    def signout() -> Any:
+        state: WebState = app.extensions[KEY]
+        state.guard.close_session(request.cookies.get(COOKIE))
+        response = make_response(
+            fail(200, "signed_out", "Signed out. Open the settings again from the tray menu "
+                 "or with `rltray settings`.")
+        )
+        response.delete_cookie(COOKIE, path="/")
         return response
 
     @app.after_request
@@ -128,9 +160,17 @@ def _install_guard(app: Flask) -> None:
         response.headers["X-Frame-Options"] = "DENY"
         # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on our
         # own form posts, which the Origin check must refuse
-        response.headers["Referrer-Policy"] = "same-origin"
+        response.headers.setdefault("Referrer-Policy", "same-origin")
         response.headers.setdefault("Cache-Control", "no-store")
         return response
+
+
+# The page ``launch`` answers with: ``page`` is one of security.PAGES, never user input.
+LAUNCH_PAGE = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+    '<meta http-equiv="refresh" content="0;url={page}"><title>rltray</title></head>'
+    '<body><p>Opening rltray… <a href="{page}">Continue</a></p></body></html>'
+)
 
 
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -198,8 +238,10 @@ def _install_templates(app: Flask) -> None:
 
     @app.context_processor
     def globals_() -> dict[str, Any]:
-        state: WebState = app.extensions[KEY]
-        return {"csrf_token": state.guard.csrf, "nav": NAV}
+        from flask import g
+
+        session = g.get("rltray_session")
+        return {"csrf_token": session.csrf if session is not None else "", "nav": NAV}
 
     app.jinja_env.filters["markdown"] = render.markdown
     app.jinja_env.filters["localtime"] = render.local_time

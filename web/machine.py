@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 PROBE = r"""
@@ -34,6 +37,7 @@ if out["torch"]:
 print(json.dumps(out))
 """
 PROBE_TIMEOUT_S = 60.0
+PROBE_FRESH_S = 30.0  # a probe answer is reused this long (the page asks on every visit)
 TORCH_CPU = "torch==2.13.0"  # the CPU build `make` pins; a bare `torch` pulls GBs of CUDA
 
 
@@ -61,6 +65,35 @@ def probe(python: str) -> dict[str, Any]:
         return dict(json.loads(done.stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return {"executable": python, "error": f"{python} printed no answer."}
+
+
+class Probes:
+    """One probe at a time, its answer reused for ``PROBE_FRESH_S``.
+
+    A probe starts an interpreter that imports torch (seconds, ~200 MB); requests that
+    arrive while one runs wait for it and share its answer instead of starting their own.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[str], dict[str, Any]] = probe,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._run = run
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.runs = 0
+
+    def probe(self, python: str) -> dict[str, Any]:
+        with self._lock:
+            cached = self._cache.get(python)
+            if cached is not None and self._clock() - cached[0] < PROBE_FRESH_S:
+                return dict(cached[1])
+            info = self._run(python)
+            self.runs += 1
+            self._cache = {python: (self._clock(), info)}
+            return dict(info)
 
 
 def backend(info: dict[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,11 @@
 
 Captured text is untrusted (an agent may have echoed anything): Markdown is
 rendered with raw HTML off, so a ``<script>`` in an answer is shown as text,
-and markdown-it refuses ``javascript:`` links. Code blocks are highlighted by
-Pygments into CSS classes (the stylesheet is ``highlight_css``).
+and markdown-it refuses ``javascript:`` links. Every link opens outside the
+settings window (``target=_blank``: pywebview hands it to the system browser)
+with no opener and no referrer, so a link to another port of 127.0.0.1 never
+loads in the window that holds rltray's session cookie. Code blocks are
+highlighted by Pygments into CSS classes (the stylesheet is ``highlight_css``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,15 @@ def _highlight(code: str, lang: str, _attrs: Any) -> str:
 def _parser() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable("table")
+    parser = MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable("table")
+    parser.add_render_rule("link_open", _link_open)
+    return parser
+
+
+def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    tokens[idx].attrSet("target", "_blank")
+    tokens[idx].attrSet("rel", "noopener noreferrer")
+    return str(self.renderToken(tokens, idx, options, env))
 
 
 def markdown(text: str | None) -> Markup:

@@ -1,17 +1,25 @@
-"""Who may use the settings web app: launch tokens, the session cookie, Host/Origin and CSRF checks.
+"""Who may use the settings web app: launch tokens, sessions, fetch metadata, Host/Origin, CSRF.
 
-Why it looks like this (ARCHITECTURE "Security model"): any local process and
-any web page the user visits can send requests to 127.0.0.1, so
+Why it looks like this (ARCHITECTURE "Security model", SECURITY.md): any local
+process, any other local user and any web page the user visits can send
+requests to 127.0.0.1, so
 
-- nothing is served without the session cookie, and the only way to get it is
-  a one-time launch URL that the tray or `rltray settings` hands to the window
-  (the token in it is spent on first use and expires after a few minutes);
-- the cookie is HttpOnly (page scripts cannot read it) and SameSite=Strict
-  (another site's page cannot make the browser send it);
+- nothing is served without a session cookie, and the only way to get one is a
+  one-time launch URL that the tray or `rltray settings` hands to the window
+  through a pipe (never argv: ``/proc/PID/cmdline`` is world-readable). The
+  token in it is spent on first use and expires after a few minutes;
+- every launch mints its own session with its own CSRF token; a session ends
+  after ``SESSION_IDLE_S`` without a request, or when the user signs out, so a
+  cookie that leaked once does not open the app for good;
+- the cookie is HttpOnly and SameSite=Strict. Cookies are not scoped by port,
+  and other ports of 127.0.0.1 are *same-site*, so SameSite alone would still
+  send it to a page served on another port; ``check_fetch_site`` refuses every
+  request a browser marks ``same-site`` or ``cross-site`` (a page cannot forge
+  ``Sec-Fetch-*``), which covers images, no-cors fetches and navigations that
+  carry no ``Origin``;
 - a ``Host`` other than 127.0.0.1/localhost on our port is refused (DNS
-  rebinding: an attacker's name resolving to 127.0.0.1 still sends its name),
-  and so is a foreign ``Origin``;
-- every state-changing request carries the CSRF token from the page, in the
+  rebinding), and so is a foreign ``Origin``;
+- every state-changing request carries its session's CSRF token, in the
   ``X-CSRF-Token`` header or a ``csrf_token`` form field, compared server-side.
 """
 
@@ -21,6 +29,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +37,13 @@ COOKIE = "rltray_session"
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
 LAUNCH_TTL_S = 300.0
+SESSION_IDLE_S = 8 * 3600.0  # a working day without a request signs the window out
+MAX_SESSIONS = 32  # launches kept at once; the oldest idle one goes first
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
+# What browsers send in Sec-Fetch-Site: "same-origin" (our own pages) and "none" (the user
+# typed the URL, the window or a redirect file opened it) are ours; the other two are not.
+FOREIGN_FETCH_SITES = ("same-site", "cross-site")
 PAGES = {"": "/", "dashboard": "/", "setup": "/setup", "ratings": "/ratings",
          "adapters": "/adapters", "settings": "/settings"}  # fmt: skip
 
@@ -45,14 +59,35 @@ class Refused(Exception):
 
 
 @dataclass
-class Guard:
-    """The secrets of one running web app; nothing here is written to disk."""
+class Session:
+    """One signed-in window: its CSRF token and when it last made a request."""
 
-    session: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    csrf: str
+    last_seen: float
+
+
+SIGNED_OUT = Refused(
+    401,
+    "unauthorized",
+    "Open rltray's settings from the tray menu or with `rltray settings`; "
+    "this window is not signed in (or its session ended).",
+)
+
+
+@dataclass
+class Guard:
+    """The secrets of one running web app; nothing here is written to disk.
+
+    ``clock`` is monotonic seconds; tests step it to expire tokens and sessions.
+    """
+
     port: int | None = None  # the served port; None accepts any (the Flask test client)
+    clock: Callable[[], float] = time.monotonic
     _launch: dict[str, tuple[str, float]] = field(default_factory=dict)
+    _sessions: dict[str, Session] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- launch tokens and sessions ------------------------------------------------
 
     def launch_token(self, page: str = "") -> str:
         """A new one-time token that opens ``page`` ("" = dashboard, "setup" = wizard)."""
@@ -61,7 +96,7 @@ class Guard:
             raise ValueError(f"Unknown page {page!r}; known: {known}.")
         token = secrets.token_urlsafe(24)
         with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             self._launch = {t: v for t, v in self._launch.items() if v[1] > now}
             self._launch[token] = (PAGES[page], now + LAUNCH_TTL_S)
         return token
@@ -70,9 +105,52 @@ class Guard:
         """The page a launch token opens, once; None for an unknown, used or expired token."""
         with self._lock:
             entry = self._launch.pop(token, None)
-        if entry is None or entry[1] < time.monotonic():
+        if entry is None or entry[1] < self.clock():
             return None
         return entry[0]
+
+    def open_session(self) -> str:
+        """A new session id (the cookie's value) with a CSRF token of its own."""
+        sid = secrets.token_urlsafe(32)
+        with self._lock:
+            now = self.clock()
+            self._drop_idle(now)
+            while len(self._sessions) >= MAX_SESSIONS:
+                oldest = min(self._sessions, key=lambda s: self._sessions[s].last_seen)
+                del self._sessions[oldest]
+            self._sessions[sid] = Session(csrf=secrets.token_urlsafe(32), last_seen=now)
+        return sid
+
+    def close_session(self, sid: str | None) -> bool:
+        """Sign a window out; True when it was signed in."""
+        with self._lock:
+            return self._sessions.pop(sid or "", None) is not None
+
+    def session(self, cookie: str | None) -> Session:
+        """The live session ``cookie`` names (its idle clock restarts), else ``Refused``."""
+        with self._lock:
+            now = self.clock()
+            self._drop_idle(now)
+            found = None
+            for sid, session in self._sessions.items():
+                # compare every id in constant time: which one matched must not leak by timing
+                if cookie and hmac.compare_digest(cookie.encode(), sid.encode()):
+                    found = session
+            if found is None:
+                raise SIGNED_OUT
+            found.last_seen = now
+            return found
+
+    def csrf_for(self, cookie: str | None) -> str:
+        """The CSRF token of ``cookie``'s session ("" when it is not signed in)."""
+        with self._lock:
+            session = self._sessions.get(cookie or "")
+            return session.csrf if session else ""
+
+    def _drop_idle(self, now: float) -> None:
+        idle = [s for s, v in self._sessions.items() if now - v.last_seen > SESSION_IDLE_S]
+        for sid in idle:
+            del self._sessions[sid]
 
     # -- checks ------------------------------------------------------------------
 
@@ -96,20 +174,21 @@ class Guard:
         if origin != f"http://{host_header}":
             raise Refused(403, "forbidden_origin", f"Requests from {origin!r} are not accepted.")
 
-    def check_cookie(self, cookie: str | None) -> None:
-        if not cookie or not hmac.compare_digest(cookie.encode(), self.session.encode()):
+    def check_fetch_site(self, fetch_site: str | None) -> None:
+        """Refuse what a browser says another site (or another port of 127.0.0.1) started."""
+        if (fetch_site or "").strip().lower() in FOREIGN_FETCH_SITES:
             raise Refused(
-                401,
-                "unauthorized",
-                "Open rltray's settings from the tray menu or with `rltray settings`; "
-                "this window's session is not valid.",
+                403,
+                "forbidden_site",
+                "Requests started by another web page (another site or another port of "
+                "127.0.0.1) are not accepted; open rltray's settings from the tray or with "
+                "`rltray settings`.",
             )
 
-    def check_csrf(self, method: str, header: str | None, form_value: str | None) -> None:
+    def check_csrf(self, method: str, session: Session, given: str | None) -> None:
         if method in SAFE_METHODS:
             return
-        given = header or form_value or ""
-        if not hmac.compare_digest(given.encode(), self.csrf.encode()):
+        if not hmac.compare_digest((given or "").encode(), session.csrf.encode()):
             raise Refused(
                 403,
                 "csrf",

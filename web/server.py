@@ -1,67 +1,52 @@
 """The settings web app served on 127.0.0.1 on a free port, and the window process that shows it.
 
 One ``WebServer`` per Service (kept on it, stopped with it). It binds
-127.0.0.1 only, on a port the OS picks, tells its ``Guard`` that port (so a
+127.0.0.1 only, on a port the OS picks (``app/httpserve.py``: capped
+connections, idle timeout, body cap), tells its ``Guard`` that port (so a
 request naming another Host is refused), and hands out one-time launch URLs.
-The window is its own process (``python -m rltray.web.window URL``): pywebview
-and the tray each need a main thread of their own (DESKTOP-STACK.md §2.5).
+The window is its own process (``python -m rltray.web.window``): pywebview and
+the tray each need a main thread of their own (DESKTOP-STACK.md §2.5). The
+launch URL reaches it on stdin, never on its command line: every local user
+can read any process's argv in ``/proc/PID/cmdline``.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 from rltray.web.security import Guard
 
 if TYPE_CHECKING:
     from rltray.app.service import Service
-    from werkzeug.serving import BaseWSGIServer
-
-
-def _quiet_handler() -> type:
-    from werkzeug.serving import WSGIRequestHandler
-
-    class Quiet(WSGIRequestHandler):
-        """No line per request on the service's stderr (errors still reach the app's log)."""
-
-        def log_request(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-    return Quiet
 
 
 class WebServer:
     """Serves ``create_app(service)`` on a daemon thread until ``stop()``."""
 
     def __init__(self, service: Service, options: dict[str, Any] | None = None) -> None:
+        from rltray.app.httpserve import LocalServer
         from rltray.web.app import create_app
-        from werkzeug.serving import make_server
-
-        quiet = _quiet_handler()
 
         self.guard = Guard()
         self.app = create_app(service, guard=self.guard, options=options)
-        self._server: BaseWSGIServer = make_server(
-            "127.0.0.1", 0, self.app, threaded=True, request_handler=quiet
+        self._server = LocalServer(
+            self.app, "rltray-web", max_body=int(self.app.config["MAX_CONTENT_LENGTH"])
         )
-        self.port = int(self._server.server_port)
+        self.port = self._server.port
         self.guard.port = self.port
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="rltray-web", daemon=True
-        )
-        self._started = False
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._server.address
+
     def start(self) -> WebServer:
-        if not self._started:
-            self._thread.start()
-            self._started = True
+        self._server.start()
         return self
 
     def launch_url(self, page: str = "") -> str:
@@ -69,19 +54,29 @@ class WebServer:
         return f"{self.base_url}/launch/{self.guard.launch_token(page)}"
 
     def stop(self) -> None:
-        if self._started:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._started = False
-        self._server.server_close()
+        self._server.stop()
 
 
-def window_command(url: str) -> list[str]:
+def window_command() -> list[str]:
+    """The window process's command line: no URL on it (the URL goes to its stdin)."""
     if getattr(sys, "frozen", False):  # a bundled app runs its own executable
-        return [sys.executable, "window", url]
-    return [sys.executable, "-m", "rltray.web.window", url]
+        return [sys.executable, "window"]
+    return [sys.executable, "-m", "rltray.web.window"]
 
 
-def open_window(url: str) -> subprocess.Popen[bytes]:
-    """Start the window process for ``url``; returns at once."""
-    return subprocess.Popen(window_command(url), stdin=subprocess.DEVNULL)
+def open_window(url: str, redirect_dir: str | None = None) -> subprocess.Popen[bytes]:
+    """Start the window process for ``url``; returns at once.
+
+    ``redirect_dir`` (the data folder's private ``run/``) is where a browser fallback
+    writes its 0600 redirect file; without it the window picks a private temp folder.
+    """
+    import json
+
+    proc = subprocess.Popen(window_command(), stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps({"url": url, "redirect_dir": redirect_dir}).encode() + b"\n")
+        proc.stdin.close()
+    except OSError:  # the window died at once; its exit code tells the caller
+        pass
+    return proc

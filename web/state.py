@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from rltray.app.secrets import Secrets
     from rltray.app.service import Service
     from rltray.web.jobs import Jobs
+    from rltray.web.machine import Probes
     from rltray.web.security import Guard
 
 KEY = "rltray"
@@ -25,6 +26,13 @@ class WebState:
     secrets: Secrets
     jobs: Jobs
     options: dict[str, Any] = field(default_factory=dict)  # tests: ollama host, scan roots
+    probes: Probes = field(default_factory=lambda: _probes())  # the trainer backend probe
+
+
+def _probes() -> Probes:
+    from rltray.web.machine import Probes
+
+    return Probes()
 
 
 def state() -> WebState:

@@ -104,8 +104,9 @@ def agent_rows() -> list[dict[str, Any]]:
     return rows
 
 
-@bp.get("/api/setup/agents")
+@bp.post("/api/setup/agents")
 def api_agents() -> Any:
+    """The agents and what each captured (a POST: it stores waiting hook records first)."""
     service = state().service
     service.ingest()  # show events the moment their hook records land
     return jsonify(agent_rows())
@@ -147,13 +148,16 @@ def _memory() -> int | None:
     return int(psutil.virtual_memory().total)
 
 
-@bp.get("/api/setup/models")
+@bp.post("/api/setup/models")
 def api_models() -> Any:
+    """Model folders found here and Ollama's models (a POST: it asks Ollama, a request out)."""
     from rltray.app import config
 
     current = config.load_config(state().service.paths)
     roots = _roots()
-    folder = request.args.get("folder", "").strip()
+    body = request.get_json(silent=True)
+    folder = body.get("folder") if isinstance(body, dict) else None
+    folder = folder.strip() if isinstance(folder, str) else ""
     if folder:
         path = Path(folder).expanduser()
         if not (path / "config.json").is_file() and not path.is_dir():
@@ -213,13 +217,16 @@ def api_choose_model() -> Any:
 # -- 3. backend -----------------------------------------------------------------------
 
 
-@bp.get("/api/setup/backend")
+@bp.post("/api/setup/backend")
 def api_backend() -> Any:
+    """What the trainer interpreter can train with (a POST: it runs that interpreter, once at
+    a time, and answers from a short-lived cache: a page that fired fifty of these would
+    otherwise start fifty torch imports)."""
     from rltray.app import config
 
     current = config.load_config(state().service.paths)
     python = machine.trainer_python(current.training.python)
-    info = machine.probe(python)
+    info = state().probes.probe(python)
     job = state().jobs.running(ENV_JOB)
     return jsonify(
         {

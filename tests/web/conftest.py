@@ -14,7 +14,7 @@ import pytest
 from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.web.app import create_app
-from rltray.web.security import Guard
+from rltray.web.security import COOKIE, Guard
 
 from tests.web.webtesting import LLAMA_SHOW
 
@@ -52,7 +52,7 @@ def client(app: Any, guard: Guard) -> Any:
     c = app.test_client()
     launch = c.get(f"/launch/{guard.launch_token('')}")
     assert launch.status_code == 303
-    c.csrf = guard.csrf
+    c.csrf = guard.csrf_for(c.get_cookie(COOKIE).value)
     return c
 
 

@@ -10,7 +10,7 @@ from http.cookiejar import CookieJar
 
 import pytest
 from rltray.app import config
-from rltray.web.security import COOKIE, Guard
+from rltray.web.security import COOKIE, Guard, Refused
 from rltray.web.server import WebServer
 
 from tests.web.webtesting import post_json
@@ -62,7 +62,7 @@ def test_a_launch_token_works_once_and_sets_a_strict_httponly_cookie(app, guard)
     first = c.get(f"/launch/{token}")
     assert first.status_code == 303 and first.headers["Location"] == "/setup"
     cookie = first.headers["Set-Cookie"]
-    assert f"{COOKIE}={guard.session}" in cookie
+    assert cookie.startswith(f"{COOKIE}=") and guard.session(c.get_cookie(COOKIE).value)
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert c.get("/setup").status_code == 200
     again = app.test_client().get(f"/launch/{token}")
@@ -117,14 +117,20 @@ def test_changes_without_the_csrf_token_are_403_and_change_nothing(client, add_t
         assert_error(client.post(url, json=body), 403, "csrf")
         wrong = client.post(url, json=body, headers={"X-CSRF-Token": "nope"})
         assert_error(wrong, 403, "csrf")
-    # a cross-site HTML form post: the browser sends the cookie only if SameSite allowed it;
-    # even with it, a form without our token is refused
+    # an HTML form post from another page: refused for where it came from, before any token
     form = client.post(
         "/settings",
         data={"training.preset": "aggressive"},
         headers={"Sec-Fetch-Site": "cross-site"},
     )
-    assert form.status_code == 403 and b"CSRF" in form.data
+    assert form.status_code == 403 and b"another web page" in form.data
+    # our own origin but no token: refused by the CSRF check
+    own = client.post(
+        "/settings",
+        data={"training.preset": "aggressive"},
+        headers={"Sec-Fetch-Site": "same-origin"},
+    )
+    assert own.status_code == 403 and b"CSRF" in own.data
     secret = client.post("/settings/secret", data={"hf_token": "hf_evil", "action": "save"})
     assert secret.status_code == 403
     _unchanged(service, turn_id)
@@ -134,7 +140,7 @@ def test_changes_without_the_csrf_token_are_403_and_change_nothing(client, add_t
 def test_the_real_server_binds_localhost_and_checks_host_and_port(service) -> None:
     server = WebServer(service).start()
     try:
-        assert server._server.server_address[0] == "127.0.0.1"
+        assert server.address[0] == "127.0.0.1"
         jar = CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         with opener.open(server.launch_url(""), timeout=10) as page:
@@ -157,6 +163,9 @@ def test_the_real_server_binds_localhost_and_checks_host_and_port(service) -> No
 
 def test_guards_of_two_apps_do_not_share_secrets() -> None:
     a, b = Guard(), Guard()
-    assert a.session != b.session and a.csrf != b.csrf
+    sid = a.open_session()
+    with pytest.raises(Refused):
+        b.session(sid)
+    assert a.csrf_for(sid) and b.csrf_for(sid) == ""
     token = a.launch_token("")
     assert b.spend(token) is None and a.spend(token) == "/"

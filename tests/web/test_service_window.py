@@ -8,8 +8,11 @@ import urllib.error
 import urllib.request
 from http.cookiejar import CookieJar
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
+
+from tests.web.webtesting import url_in_redirect_page
 
 
 def opener() -> urllib.request.OpenerDirector:
@@ -41,7 +44,9 @@ def test_open_settings_spawns_the_window_process(service, tmp_path: Path, monkey
     while not record.exists():
         assert time.monotonic() < deadline, "the window process never handed the URL on"
         time.sleep(0.1)
-    assert record.read_text().split() == [url]
+    (opened,) = record.read_text().split()
+    assert url not in opened and url_in_redirect_page(opened) == url  # argv holds a path only
+    assert Path(urlparse(opened).path).parent == service.paths.launch_pages
     with opener().open(url, timeout=10) as page:  # the token was not spent by anyone
         assert "<title>Setup · rltray</title>" in page.read().decode()
     assert os.environ["BROWSER"] == str(browser)

@@ -1,8 +1,9 @@
 """`rltray settings|setup [--print-url]` as processes, with and without a running rltray, and
-`python -m rltray.web.window URL` falling back to the browser when there is no webview."""
+`python -m rltray.web.window` (URL on stdin) falling back to the browser without a webview."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 
 from tests.app.test_serve import start_serve, wait_for_endpoint
+from tests.web.webtesting import url_in_redirect_page
 
 URL = re.compile(r"^http://127\.0\.0\.1:\d+/launch/[\w-]+$")
 
@@ -69,13 +71,16 @@ def test_window_without_a_webview_opens_the_browser_and_says_so_once(tmp_path: P
     env["BROWSER"] = str(browser)
     env["PYWEBVIEW_GUI"] = "gtk"
     url = "http://127.0.0.1:1/launch/abc"
-    done = subprocess.run([sys.executable, "-m", "rltray.web.window", url],
+    request = json.dumps({"url": url, "redirect_dir": str(tmp_path / "launch")}) + "\n"
+    done = subprocess.run([sys.executable, "-m", "rltray.web.window"], input=request,
                           env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("rltray:")]
     assert len(lines) == 1 and "no webview backend" in lines[0]
     assert "opened the settings in your default browser" in lines[0]
-    assert record.read_text().split() == [url]
-    usage = subprocess.run([sys.executable, "-m", "rltray.web.window", "http://evil.example/"],
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert usage.returncode == 2 and "usage:" in usage.stderr
+    (opened,) = record.read_text().split()
+    assert url_in_redirect_page(opened) == url
+    for argv, given in (([url], ""), ([], '{"url": "http://evil.example/"}\n'), ([], "junk")):
+        usage = subprocess.run([sys.executable, "-m", "rltray.web.window", *argv], input=given,
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert usage.returncode == 2 and "usage:" in usage.stderr, (argv, given)

@@ -34,7 +34,7 @@ def test_agents_install_uninstall_and_first_event(client, service, add_turns) ->
     (home / ".claude").mkdir()
     (home / ".codex").mkdir()
     (home / ".codex" / "config.toml").write_text('model = "gpt-5-codex"\n')
-    rows = {a["name"]: a for a in client.get("/api/setup/agents").get_json()}
+    rows = {a["name"]: a for a in post_json(client, "/api/setup/agents").get_json()}
     assert rows["claude-code"]["detected"] and not rows["claude-code"]["installed"]
     done = post_json(client, "/api/setup/agents/claude-code/install").get_json()
     assert done["lines"] and any("settings.json" in line for line in done["lines"])
@@ -46,7 +46,7 @@ def test_agents_install_uninstall_and_first_event(client, service, add_turns) ->
     codex_row = next(a for a in codex["agents"] if a["name"] == "codex")
     assert codex_row["installed"] and any("/hooks" in n for n in codex_row["notes"])
     add_turns(1, agent="claude-code")
-    rows = {a["name"]: a for a in client.get("/api/setup/agents").get_json()}
+    rows = {a["name"]: a for a in post_json(client, "/api/setup/agents").get_json()}
     assert not rows["claude-code"]["waiting"] and rows["claude-code"]["turns"] == 1
     post_json(client, "/api/setup/agents/codex/uninstall")
     assert (home / ".codex" / "config.toml").read_text() == 'model = "gpt-5-codex"\n'
@@ -65,7 +65,7 @@ def test_models_ollama_pairing_and_memory(client, app, service, ollama, tmp_path
     write_model_folder(tmp_path / "models" / "broken").joinpath("config.json").write_text("{")
     hf = Path.home() / ".cache" / "huggingface" / "hub" / "models--org--small" / "snapshots" / "abc"
     write_model_folder(hf, layers=4, hidden=128, vocab=1000)
-    data = client.get("/api/setup/models").get_json()
+    data = post_json(client, "/api/setup/models").get_json()
     by_name = {m["name"]: m for m in data["models"]}
     assert set(by_name) == {"tiny-llama", "broken", "org/small"}
     assert by_name["org/small"]["source"] == "huggingface" and by_name["org/small"]["layers"] == 4
@@ -91,7 +91,7 @@ def test_models_ollama_pairing_and_memory(client, app, service, ollama, tmp_path
 
 
 def test_without_ollama_the_wizard_says_so(client) -> None:
-    data = client.get("/api/setup/models").get_json()
+    data = post_json(client, "/api/setup/models").get_json()
     assert data["ollama"]["running"] is False
     assert "Ollama does not answer at http://127.0.0.1:9" in data["ollama"]["error"]
 
@@ -105,13 +105,13 @@ def test_memory_fit_figures() -> None:
 
 
 def test_backend_asks_the_trainer_interpreter(client, service) -> None:
-    data = client.get("/api/setup/backend").get_json()
+    data = post_json(client, "/api/setup/backend").get_json()
     info = data["info"]
     assert data["python"] == info["executable"] and info["python"].count(".") == 2
     assert info["torch"] is True  # the test environment has the torch extra
     assert data["backend"]["name"] in ("cpu", "cuda", "mps")
     config.set_value(service.paths, "training.python", "/nonexistent/python")
-    broken = client.get("/api/setup/backend").get_json()
+    broken = post_json(client, "/api/setup/backend").get_json()
     assert broken["backend"]["name"] is None and "could not be run" in broken["backend"]["message"]
 
 

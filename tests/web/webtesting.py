@@ -31,3 +31,25 @@ def write_model_folder(folder: Any, layers: int = 2, hidden: int = 64, vocab: in
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "model.safetensors").write_bytes(b"\0" * 1024)
     return folder
+
+
+def url_in_redirect_page(uri: str) -> str:
+    """The launch URL inside the redirect page a browser fallback opened (``file://…``).
+
+    Checks what makes it safe: the page and its folder are the user's alone.
+    """
+    import html
+    import os
+    import re
+    import stat
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    assert uri.startswith("file://"), f"the browser was given {uri!r}, not a redirect page"
+    page = Path(unquote(urlparse(uri).path))
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+    assert page.stat().st_uid == os.getuid()
+    found = re.search(r'content="0;url=([^"]+)"', page.read_text())
+    assert found, page.read_text()
+    return html.unescape(found.group(1))

@@ -70,7 +70,7 @@
 
   // -- 1. agents -----------------------------------------------------------------------
   async function loadAgents() {
-    const agents = await call("GET", "/api/setup/agents");
+    const agents = await call("POST", "/api/setup/agents");
     const box = document.getElementById("agent-list");
     box.textContent = "";
     for (const a of agents) {
@@ -102,8 +102,7 @@
   // -- 2. model ------------------------------------------------------------------------
   async function loadModels(folder) {
     const list = document.getElementById("model-list");
-    const url = "/api/setup/models" + (folder ? "?folder=" + encodeURIComponent(folder) : "");
-    const data = await call("GET", url);
+    const data = await call("POST", "/api/setup/models", { folder: folder || "" });
     list.dataset.loaded = "1";
     list.textContent = "";
     if (!data.models.length) list.append(el("p", { class: "muted" }, "No model folders found in the Hugging Face cache or ~/models; name a folder above."));
@@ -149,7 +148,7 @@
   // -- 3. backend ----------------------------------------------------------------------
   let jobTimer = null;
   async function loadBackend() {
-    const data = await call("GET", "/api/setup/backend");
+    const data = await call("POST", "/api/setup/backend");
     const box = document.getElementById("backend-info");
     box.textContent = "";
     const info = data.info;
