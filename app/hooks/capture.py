@@ -15,7 +15,8 @@ imported and nothing can make the agent see a failure: exit status is always 0.
 import os
 import sys
 
-EVENTS = ("claude-stop", "claude-prompt", "codex-stop", "codex-prompt", "codex-notify")
+EVENTS = ("claude-stop", "claude-prompt", "claude-expand", "codex-stop", "codex-prompt",
+          "codex-notify")
 
 
 def build_command(event, home, python=sys.executable, chain=None):

@@ -35,7 +35,8 @@ import os
 import sys
 import time
 
-EVENTS = ("claude-stop", "claude-prompt", "codex-stop", "codex-prompt", "codex-notify")
+EVENTS = ("claude-stop", "claude-prompt", "claude-expand", "codex-stop", "codex-prompt",
+          "codex-notify")
 MAX_STDIN = 8 * 1024 * 1024
 TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size
 TAIL_READ_FIRST = 256 * 1024  # most Stops find prompt + context in this much
@@ -63,7 +64,17 @@ SECRET_RUN = 16
 _CLASSES = bytes(97 if 65 <= c <= 90 or 97 <= c <= 122 else 48 if 48 <= c <= 57 else 32
                  for c in range(256))
 RL_COMMANDS = ("good", "bad", "undo", "status")
-USAGE = "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl undo | /rl status"
+# How each agent's user types a rating (one home; README says the same): Claude Code knows
+# `/rl` through rltray's custom command file; Codex's terminal UI refuses unknown slash
+# commands, so there it is `$rl`, the rltray skill's mention (`codex exec` takes both).
+RL_PREFIXES = ("/rl", "$rl")
+USAGE = {"claude-code": "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl undo | "
+                        "/rl status",
+         "codex": "rltray: usage: $rl good [comment] | $rl bad [comment] | $rl undo | "
+                  "$rl status (`/rl ...` also works in `codex exec`)"}
+# Codex's terminal UI names each new thread by asking the model in a thread of its own, and
+# `notify` reports that turn like any other; it is Codex's, not the user's, so never a turn.
+CODEX_TITLE_PROMPT = "Generate a concise, single-line task title"
 # Claude Code writes these as `user` records, but the user did not type them.
 _WRAPPERS = ("<command-name>", "<command-message>", "<local-command-", "<command-args>",
              "<system-reminder>", "<user-prompt-submit-hook>", "[Request interrupted")
@@ -508,9 +519,11 @@ def norm(text):
 
 
 def rl_command(text):
-    """(subcommand, comment) when ``text`` is a `/rl ...` prompt, else None."""
+    """(subcommand, comment) when ``text`` is a `/rl ...` or `$rl ...` prompt, else None."""
+    if not isinstance(text, str):
+        return None
     s = text.strip()
-    if s[:3].lower() != "/rl" or (len(s) > 3 and not s[3].isspace()):
+    if s[:3].lower() not in RL_PREFIXES or (len(s) > 3 and not s[3].isspace()):
         return None
     rest = s[3:].split(None, 1)
     return (rest[0].lower() if rest else ""), (rest[1].strip() or None if len(rest) > 1 else None)
@@ -642,7 +655,16 @@ def fallback_turn_id(session, prompt, response):
 
 
 def record_turn(hook, session, state, folder, fields):
-    """Spool a turn unless this turn was already written with everything it now carries."""
+    """Spool a turn unless this turn was already written with everything it now carries.
+
+    A turn whose prompt is an rltray command (`/rl bad` that reached the model because the
+    prompt hook did not run) is never a turn to train on: it is not spooled.
+    """
+    if rl_command(fields.get("prompt")) is not None:
+        hook.log("the prompt is an rltray command; its answer is not recorded as a turn")
+        if folder is not None:
+            folder.close()
+        return
     rec = {"kind": "turn", "agent": hook.agent, "session": session, **fields,
            "captured_at": iso_now()}
     asked_at = _num(state.get("prompt_at"))  # the prompt hook's clock: how long the turn took
@@ -733,7 +755,22 @@ def codex_notify(hook, payload):
         return
     inputs = payload.get("input-messages")
     inputs = [m for m in inputs if isinstance(m, str)] if isinstance(inputs, list) else []
+    if inputs and inputs[-1].startswith(CODEX_TITLE_PROMPT):
+        return  # Codex naming the thread, not a turn of the user's (see CODEX_TITLE_PROMPT)
     state, folder = hook.load_state(session)
+    command = rl_command(inputs[-1]) if inputs else None
+    if command is not None:
+        # The user typed `$rl bad` but the prompt hook did not take it (Codex's hooks are not
+        # trusted yet), so it reached the model: rate the turn it meant, the one before.
+        sub, comment = command
+        if sub not in RL_COMMANDS:
+            hook.log(f"{inputs[-1][:40]!r} from notify is no rltray command; nothing done")
+            if folder is not None:
+                folder.close()
+            return
+        said = run_command(hook, session, state, folder, sub, comment)
+        hook.log(f"applied from notify (the prompt hook did not run): {said}")
+        return
     turn = text_or_none(payload.get("turn-id"))
     prompt = inputs[-1] if inputs else (text_or_none(state.get("prompt")) or "")
     context = [{"role": "user", "content": cap(m, MAX_CONTEXT_CHARS)} for m in inputs[:-1]]
@@ -745,6 +782,17 @@ def codex_notify(hook, payload):
 
 
 # -- `/rl` prompts ------------------------------------------------------------------------
+
+
+def expand_hook(hook, payload, out):
+    """Claude Code's UserPromptExpansion: `/rl ...` typed as rltray's custom command.
+
+    It fires only when UserPromptSubmit let the command through (Claude Code runs that
+    hook first, and rltray's blocks `/rl`), so it is the second net, never a double rating.
+    Any other command's expansion is none of rltray's business: state stays untouched.
+    """
+    if rl_command(payload.get("prompt")) is not None:
+        prompt_hook(hook, payload, out)
 
 
 def prompt_hook(hook, payload, out):
@@ -776,7 +824,7 @@ def prompt_hook(hook, payload, out):
     if sub not in RL_COMMANDS:
         if folder is not None:
             folder.close()
-        out({"decision": "block", "reason": USAGE})
+        out({"decision": "block", "reason": USAGE.get(hook.agent, USAGE["claude-code"])})
         return
     out({"decision": "block", "reason": run_command(hook, session, state, folder, sub, comment)})
 
@@ -987,6 +1035,8 @@ def main(argv=None, out=write_stdout):
             raise ValueError(f"payload is a JSON {type(payload).__name__}, not an object")
         if event in ("claude-prompt", "codex-prompt"):
             prompt_hook(hook, payload, out)
+        elif event == "claude-expand":
+            expand_hook(hook, payload, out)
         elif event == "claude-stop":
             claude_stop(hook, payload)
         elif event == "codex-stop":

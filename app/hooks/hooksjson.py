@@ -35,9 +35,16 @@ def _hooks_object(doc: dict[str, Any], path: object, create: bool) -> dict[str, 
 
 
 def merge(
-    doc: dict[str, Any], handlers: Mapping[str, dict[str, Any]], path: object
+    doc: dict[str, Any],
+    handlers: Mapping[str, dict[str, Any]],
+    path: object,
+    matchers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A copy of ``doc`` with exactly one of our handlers per event in ``handlers``."""
+    """A copy of ``doc`` with exactly one of our handlers per event in ``handlers``.
+
+    ``matchers`` names the group matcher an event's new group gets (Claude Code's
+    UserPromptExpansion matches the command's name, so rltray's hook runs for `/rl` only).
+    """
     doc = copy.deepcopy(doc)
     hooks = _hooks_object(doc, path, create=True)
     assert hooks is not None
@@ -63,7 +70,8 @@ def merge(
             else:
                 group["hooks"] = kept
         if not placed:
-            groups.append({"hooks": [dict(handler)]})
+            matcher = (matchers or {}).get(event)
+            groups.append({**({"matcher": matcher} if matcher else {}), "hooks": [dict(handler)]})
     return doc
 
 

@@ -13,6 +13,10 @@ Every agent installer goes through here so the guarantees are written once:
   rltray wrote. Uninstall restores the original byte for byte when the file
   still holds exactly our bytes; if the user edited it since, only our entries
   are removed (the agent supplies that surgical version) and their edits stay.
+
+Whole files that are rltray's own (Claude Code's ``/rl`` command, Codex's ``$rl`` skill)
+go through ``install_file``/``uninstall_file``: never over a file of the user's, and the
+folders created for them are removed again when they are empty.
 """
 
 from __future__ import annotations
@@ -159,6 +163,41 @@ class Editor:
         report.changed.append(state.path)
         return True
 
+    def install_file(
+        self, path: Path, data: bytes, report: InstallReport, *, marker: bytes
+    ) -> bool:
+        """Create or update ``path``, a file wholly rltray's; True when it changed.
+
+        A file there already that lacks ``marker`` is the user's: left alone and said so.
+        """
+        state = read_config(path)
+        if state.existed and marker not in state.data:
+            report.lines.append(f"{state.path} is not rltray's; left it alone.")
+            return False
+        created, folder = [], state.path.parent
+        while not folder.exists():
+            created.append(str(folder))
+            folder = folder.parent
+        extra = {"created_dirs": created} if created else None
+        return self.install(state, data, pristine=not state.existed, report=report, extra=extra)
+
+    def uninstall_file(self, path: Path, report: InstallReport, *, marker: bytes) -> None:
+        """Remove a file ``install_file`` wrote, unless someone changed it since."""
+        state = read_config(path)
+        entry = self.manifest.get(state.path)
+        if not state.existed:
+            report.lines.append(f"{state.path} does not exist; nothing to remove.")
+        elif _untouched(entry, state):
+            self._restore(state, entry, None, report)  # type: ignore[arg-type]
+        elif entry is None and marker in state.data:  # written before the manifest knew it
+            os.unlink(state.path)
+            report.changed.append(state.path)
+            report.lines.append(f"Deleted {state.path} (rltray's).")
+        else:
+            report.lines.append(f"{state.path} changed since rltray wrote it; left it alone.")
+        if entry is not None:
+            self.manifest.put(state.path, None)
+
     def uninstall(self, state: FileState, stripped: bytes | None, report: InstallReport) -> None:
         """Undo our edit of one file.
 
@@ -198,6 +237,11 @@ class Editor:
             os.unlink(name)
             report.changed.append(name)
             report.lines.append(f"Deleted {name} (rltray had created it).")
+            for folder in entry.get("created_dirs") or ():  # deepest first, only when empty
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
             return
         original = None
         backup = entry.get("backup")

@@ -469,6 +469,53 @@ def test_rl_status_reads_the_database_read_only(home: Path) -> None:
     assert "2 record(s) waiting" in reason  # the status record of the first call, and the turn
 
 
+def test_claude_rl_expansion_is_a_command_and_other_expansions_are_ignored(home: Path) -> None:
+    """Issue 19: Claude Code's UserPromptExpansion (fired when `/rl good`, rltray's custom
+    command, expands) carries the typed prompt; it rates, and any other command does nothing."""
+    session = {"session_id": "s"}
+    run_hook(home, "claude-prompt", {**session, "prompt": "question"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "answer"})
+    expansion = {**session, "hook_event_name": "UserPromptExpansion", "command_name": "rl",
+                 "command_args": "good", "expansion_type": "slash_command",
+                 "command_source": "userSettings", "prompt": "/rl good"}
+    reason = blocked(run_hook(home, "claude-expand", expansion))
+    assert reason == 'rltray: rated the last answer good ("answer")'
+    other = {**expansion, "command_name": "review", "command_args": "", "prompt": "/review"}
+    assert run_hook(home, "claude-expand", other).stdout == b""
+    (turn,) = turns(home)
+    (command,) = [r for r in spooled(home) if r["kind"] == "command"]
+    assert command["target_turn"] == turn["turn"]
+    # The expansion of another command did not replace the prompt the next Stop pairs with.
+    run_hook(home, "claude-prompt", {**session, "prompt": "next"})
+    run_hook(home, "claude-expand", other)
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "next answer"})
+    assert turns(home)[-1]["prompt"] == "next"
+
+
+def test_codex_dollar_rl_is_a_command_with_codex_usage(home: Path) -> None:
+    """Codex's terminal UI refuses unknown slash commands; `$rl` (the rltray skill) is typed."""
+    session = {"session_id": "c", "turn_id": "t1"}
+    run_hook(home, "codex-prompt", {**session, "prompt": "question"})
+    run_hook(home, "codex-stop", {**session, "last_assistant_message": "answer"})
+    reason = blocked(run_hook(home, "codex-prompt", {**session, "prompt": "$rl bad  wrong"}))
+    assert reason == 'rltray: rated the last answer bad with your comment ("answer")'
+    usage = blocked(run_hook(home, "codex-prompt", {**session, "prompt": "$rl"}))
+    assert usage.startswith("rltray: usage: $rl good")
+
+
+def test_a_prompt_that_is_an_rl_command_is_never_a_turn(home: Path) -> None:
+    """Whatever reached the Stop hook with `/rl bad` as its prompt is not a turn to train on."""
+    session = {"session_id": "s"}
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "first answer"})
+    state_dir = home / "spool" / "sessions"
+    (name,) = [n for n in os.listdir(state_dir) if n.endswith(".json")]
+    state = json.loads((state_dir / name).read_text())
+    state.update(prompt="/rl bad", prompt_at=time.time() + 1)  # as if the hook missed it
+    (state_dir / name).write_text(json.dumps(state))
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "answer to /rl bad"})
+    assert [t["response"] for t in turns(home)] == ["first answer"]
+
+
 # -- Codex ------------------------------------------------------------------------------------
 
 
@@ -1019,3 +1066,33 @@ def test_a_resumed_session_keeps_its_own_idle_state(home: Path) -> None:
     (sessions / capture_core.PRUNE_STAMP).unlink()
     reason = blocked(run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "/rl good"}))
     assert "old answer" in reason
+
+
+def notify_payload(thread: str, turn: str, inputs: list[str], answer: str) -> dict[str, Any]:
+    return {"type": "agent-turn-complete", "thread-id": thread, "turn-id": turn,
+            "cwd": "/w", "client": "codex-tui", "input-messages": inputs,
+            "last-assistant-message": answer}
+
+
+@pytest.mark.parametrize("typed", ["/rl bad too long", "$rl bad too long"])
+def test_codex_notify_applies_an_rl_command_to_the_previous_turn(home: Path, typed: str) -> None:
+    """Issue 19: with Codex's hooks not trusted, `/rl bad` reaches the model and only notify
+    sees it. It is not a turn to train on; it rates the turn before it, and the log says so."""
+    run_hook(home, "codex-notify", notify_payload("th", "t1", ["fix the bug"], "fixed"))
+    run_hook(home, "codex-notify", notify_payload("th", "t2", [typed], "rltray: noted"))
+    (turn,) = turns(home)
+    assert turn["prompt"] == "fix the bug"
+    (command,) = [r for r in spooled(home) if r["kind"] == "command"]
+    assert (command["command"], command["target_turn"], command["comment"]) == (
+        "bad", "t1", "too long")
+    assert command["event"] == "codex-notify"
+    assert 'applied from notify' in hook_log(home) and '("fixed")' in hook_log(home)
+
+
+def test_codex_notify_skips_codex_naming_its_thread(home: Path) -> None:
+    """Codex's terminal UI asks the model for a thread title in a thread of its own, and
+    notify reports that turn too (seen with Codex 0.169.0): it is Codex's, never a turn."""
+    title = ("Generate a concise, single-line task title of at most 36 characters and under "
+             "five words where possible.\n\nUser prompt:\nfix the bug")
+    run_hook(home, "codex-notify", notify_payload("title-thread", "t9", [title], "Fix the bug"))
+    assert spooled(home) == []

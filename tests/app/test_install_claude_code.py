@@ -59,12 +59,16 @@ def backups(paths: Paths) -> list[Path]:
 
 def test_fresh_install_creates_private_settings_with_both_hooks(paths: Paths, settings: Path):
     report = ClaudeCode().install(paths)
-    assert report.changed == [settings]
+    command = settings.parent / "commands" / "rl.md"
+    assert report.changed == [settings, command]
     assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    assert stat.S_IMODE(command.stat().st_mode) == 0o600
     doc = json.loads(settings.read_text())
-    for event, arg in (("Stop", "claude-stop"), ("UserPromptSubmit", "claude-prompt")):
+    for event, arg, matcher in (("Stop", "claude-stop", None),
+                                ("UserPromptSubmit", "claude-prompt", None),
+                                ("UserPromptExpansion", "claude-expand", "rl")):
         (group,) = doc["hooks"][event]
-        assert "matcher" not in group
+        assert group.get("matcher") == matcher
         (handler,) = group["hooks"]
         assert handler["type"] == "command" and handler["timeout"] == 10
         assert handler["command"].endswith(arg) and "capture.py" in handler["command"]
@@ -78,7 +82,7 @@ def test_install_keeps_user_hooks_keys_order_and_indent(paths: Paths, settings: 
     text = settings.read_text()
     doc = json.loads(text)
     assert list(doc) == ["model", "hooks", "permissions"]
-    assert list(doc["hooks"]) == ["Stop", "PreToolUse", "UserPromptSubmit"]
+    assert list(doc["hooks"]) == ["Stop", "PreToolUse", "UserPromptSubmit", "UserPromptExpansion"]
     assert doc["hooks"]["Stop"][0]["hooks"][0]["command"] == "echo mine"  # theirs stays first
     assert len(ours(doc, "Stop")) == 1 and len(ours(doc, "UserPromptSubmit")) == 1
     assert doc["hooks"]["PreToolUse"] == json.loads(USER_SETTINGS)["hooks"]["PreToolUse"]
@@ -159,7 +163,9 @@ def test_uninstall_restores_original_bytes_exactly(paths: Paths, settings: Path)
     report = ClaudeCode().uninstall(paths)
     assert settings.read_bytes() == original
     assert stat.S_IMODE(settings.stat().st_mode) == 0o644
-    assert report.changed == [settings] and "exactly" in report.lines[0]
+    command = settings.parent / "commands" / "rl.md"
+    assert report.changed == [settings, command] and "exactly" in report.lines[0]
+    assert not command.parent.exists()  # rltray made commands/ for it, and removes it again
     assert str(settings) not in json.loads((paths.backups / MANIFEST_NAME).read_text())["files"]
 
 
@@ -208,9 +214,10 @@ def test_status_reports_pieces_and_disabled_hooks(paths: Paths, settings: Path):
     settings.write_text('{"disableAllHooks": true}')
     st = ClaudeCode().status(paths)
     assert st.name == "claude-code" and not st.installed
-    assert st.pieces == {"Stop": False, "UserPromptSubmit": False}
+    assert st.pieces == {"Stop": False, "UserPromptSubmit": False, "UserPromptExpansion": False,
+                         "/rl command": False}
     assert st.hooks_disabled and "disableAllHooks" in st.notes[0]
-    assert st.config_files == [settings]
+    assert st.config_files == [settings, settings.parent / "commands" / "rl.md"]
 
 
 def test_claude_config_dir_is_honoured(paths: Paths, tmp_path: Path, monkeypatch):
@@ -264,3 +271,39 @@ def test_installed_command_runs_through_the_shell(paths: Paths, settings: Path, 
     record = json.loads(spooled.read_text())
     assert (record["agent"], record["prompt"]) == ("claude-code", "add two numbers")
     assert record["response"] == "def add(a, b): return a + b"
+
+
+def test_rl_command_file_is_installed_and_removed_byte_for_byte(paths: Paths, settings: Path):
+    """Issue 19: Claude Code answers an unknown `/rl` itself ("Unknown command: /rl"), so the
+    install adds a user-level command that makes it known; uninstall takes exactly it away."""
+    commands = settings.parent / "commands"
+    commands.mkdir()
+    mine = commands / "review.md"
+    mine.write_bytes(b"Review $ARGUMENTS\n")
+    ClaudeCode().install(paths)
+    rl = commands / "rl.md"
+    assert b"/rl $ARGUMENTS" in rl.read_bytes()
+    assert ClaudeCode().status(paths).pieces["/rl command"]
+    ClaudeCode().uninstall(paths)
+    assert not rl.exists() and mine.read_bytes() == b"Review $ARGUMENTS\n"
+    assert sorted(p.name for p in commands.iterdir()) == ["review.md"]  # their folder stays
+
+
+def test_users_own_rl_command_is_left_alone(paths: Paths, settings: Path):
+    rl = settings.parent / "commands" / "rl.md"
+    rl.parent.mkdir()
+    rl.write_bytes(b"my own rl\n")
+    report = ClaudeCode().install(paths)
+    assert rl.read_bytes() == b"my own rl\n" and "not rltray's" in " ".join(report.lines)
+    st = ClaudeCode().status(paths)
+    assert st.installed and "your own /rl command" in " ".join(st.notes)
+    ClaudeCode().uninstall(paths)
+    assert rl.read_bytes() == b"my own rl\n"
+
+
+def test_rl_command_edited_by_the_user_survives_uninstall(paths: Paths, settings: Path):
+    ClaudeCode().install(paths)
+    rl = settings.parent / "commands" / "rl.md"
+    rl.write_bytes(rl.read_bytes() + b"my note\n")
+    report = ClaudeCode().uninstall(paths)
+    assert rl.read_bytes().endswith(b"my note\n") and "left it alone" in " ".join(report.lines)
