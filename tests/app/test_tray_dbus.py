@@ -240,6 +240,29 @@ def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
     assert "rltray stopped." in (tmp_path / "one.log").read_text()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill(2) is Linux's")
+def test_sigterm_on_a_worker_thread_stops_the_tray(
+    display: str,
+    session_bus: PrivateSessionBus,
+    notification_server: NotificationServer,
+    watcher: tuple[FakeWatcher, BusThread],
+    rltray_home: Path,
+    tmp_path: Path,
+) -> None:
+    """The kernel may hand SIGTERM to any thread; the GTK loop must still run the handler."""
+    from tests.app.test_serve_signals import tgkill, worker_threads
+
+    fake_watcher, _thread = watcher
+    env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator"}
+    Paths.from_env().ensure()
+    (Paths.from_env().home / "setup-done").touch()
+    with running_tray(env, tmp_path / "one.log") as proc:
+        fake_watcher.wait_for_item()
+        tgkill(proc.pid, worker_threads(proc.pid)[-1], signal.SIGTERM)
+        assert proc.wait(30) == 0
+    assert "rltray stopped." in (tmp_path / "one.log").read_text()
+
+
 def test_without_a_display_run_says_why_and_serves_headless(
     session_bus: PrivateSessionBus, rltray_home: Path, tmp_path: Path
 ) -> None:
