@@ -149,6 +149,25 @@ def prose_and_code(size: int, rng: random.Random) -> str:
     return _fill(size, lambda: rng.choice(shapes)())
 
 
+def _pieces(*pieces: str) -> Callable[[int, random.Random], str]:
+    """Text made of ``pieces`` in random order, with no separator between them."""
+
+    def generate(size: int, rng: random.Random) -> str:
+        return _fill(size, lambda: rng.choice(pieces))
+
+    return generate
+
+
+# Runs of what the command-line, header and assignment rules start on, so that a rule that
+# rescans from each start (or looks back a whole line per match) shows up as quadratic.
+password_flags = _pieces("-p", " -p", " -p ", " -pa", " mysql", " login", " --password", "=x ")
+equals_runs = _pieces("=", "A=", "PASS=", "_KEY=", "a1", "==", " DB_PWD=")
+quote_runs = _pieces('"', "'", 'password="', "pwd='", ":'", '= "', "x", " ")
+authorization_runs = _pieces(
+    "Authorization: ", "Authorization: Token ", "authorization=", "X-API-Key: ", "a1b2", "'"
+)
+connection_strings = _pieces(";Password=", ";", "AccountKey=", "SG.", "a1B2", "Pwd=", "==")
+
 GENERATORS: dict[str, Callable[[int, random.Random], str]] = {
     "base64url": base64url,
     "hex": hex_digits,
@@ -160,6 +179,11 @@ GENERATORS: dict[str, Callable[[int, random.Random], str]] = {
     "data url": data_url,
     "lockfile": lockfile,
     "prose + code": prose_and_code,
+    "-p --password": password_flags,
+    "= runs": equals_runs,
+    "quote runs": quote_runs,
+    "Authorization:": authorization_runs,
+    ";Password=": connection_strings,
 }
 
 

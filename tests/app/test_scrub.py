@@ -411,3 +411,395 @@ def test_scrub_time_grows_linearly_with_adversarial_text(name: str) -> None:
     t_small = scrub_speed.best_time(scrub, small, 3)
     t_large = scrub_speed.best_time(scrub, large, 3)
     assert t_large <= 12 * t_small + 0.005, f"{name}: 32 KB {t_small:.4f} s, 256 KB {t_large:.4f} s"
+
+
+# -- issue 18 part 5: shapes agents see every day ---------------------------------------------
+# Each shape below was stored verbatim (hook -> store -> export); each has its true negatives
+# beside it: text of the same look that holds no credential and must stay as it is.
+
+SENDGRID = "SG." + "aB3dE6gH9jK2mN5pQ8sT1v" + "." + "wY4zA7cD0fG3iJ6lM9oP2rS5uV8xZ1bE4hK7nQ0tW3y"
+AZURE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2" + "UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+DRF_TOKEN = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            'curl -H "X-API-Key: 3f9a1c7e5b2d4f60a8c1" https://api.example.com/v1',
+            'curl -H "X-API-Key: [REDACTED:secret]" https://api.example.com/v1',
+        ),
+        (
+            "curl --header 'PRIVATE-TOKEN: 9a8b7c6d5e4f3a2b1c0d' https://gitlab.example.com",
+            "curl --header 'PRIVATE-TOKEN: [REDACTED:secret]' https://gitlab.example.com",
+        ),
+        ("> X-Auth-Token: abc123def456ghi789\n", "> X-Auth-Token: [REDACTED:secret]\n"),
+        ('curl -H "apikey: 4f2a9c8e7d6b5a41" x', 'curl -H "apikey: [REDACTED:secret]" x'),
+    ],
+)
+def test_credential_headers_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'curl -H "X-API-Key: $API_KEY" https://api.example.com',
+        'curl -H "X-API-Key: ${API_KEY}" https://api.example.com',
+        "curl -H 'X-API-Key: <your key>' https://api.example.com",
+        'curl -H "Content-Type: application/json" -H "X-Request-Id: 3f9a1c7e5b2d4f60a8c1"',
+        "Send it in the X-API-Key: header, see the docs.",
+        "The api key: abcdefghijklmnop (letters only: a placeholder)",
+        "the monkey: ab12cd34ef56gh78",
+    ],
+)
+def test_credential_header_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            f'curl -H "Authorization: Token {DRF_TOKEN}" https://x',
+            'curl -H "Authorization: Token [REDACTED:authorization]" https://x',
+        ),
+        (
+            f"headers = {{'Authorization': 'Token {DRF_TOKEN}'}}",
+            "headers = {'Authorization': 'Token [REDACTED:authorization]'}",
+        ),
+        (
+            '{"authorization": "Bot MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs"}',
+            '{"authorization": "Bot [REDACTED:authorization]"}',
+        ),
+        (
+            "Authorization: lin_api_0123456789abcdefXYZ",
+            "Authorization: [REDACTED:authorization]",
+        ),
+        (
+            "Proxy-Authorization: Token abc123def456",
+            "Proxy-Authorization: Token [REDACTED:authorization]",
+        ),
+        ("AUTHORIZATION=SSWS 00QCjAl4MlV-WPXM", "AUTHORIZATION=SSWS [REDACTED:authorization]"),
+    ],
+)
+def test_authorization_schemes_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: Token <token>",
+        "Authorization: Token {token}",
+        'headers["Authorization"] = f"Token {token}"',
+        '"Authorization": "Token " + token',
+        "Authorization: Token authentication is required for this endpoint.",
+        'WWW-Authenticate: Token realm="api"',
+        "Authorization: Bearer $TOKEN",
+        "Authorization: Token",
+        "Authorization: Bearer short",  # the bearer rule's call: not a generated token
+        "the authorization: granted in step 2",
+    ],
+)
+def test_authorization_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mysql -u root -phunter2 mydb", "mysql -u root -p[REDACTED:password] mydb"),
+        (
+            "mysqldump -uroot -p'my secret' app > dump.sql",
+            "mysqldump -uroot -p'[REDACTED:password]' app > dump.sql",
+        ),
+        (
+            "docker exec -it db mysql -uroot -pS3cret! -e 'select 1'",
+            "docker exec -it db mysql -uroot -p[REDACTED:password] -e 'select 1'",
+        ),
+        ("mariadb --password=hunter2 -h db", "mariadb --password=[REDACTED:password] -h db"),
+        ("/usr/bin/mysql -proot", "/usr/bin/mysql -p[REDACTED:password]"),
+    ],
+)
+def test_mysql_passwords_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql -u root -p",
+        "mysql -u root -p mydb",  # -p then a blank prompts; mydb is the database
+        "mysql -h db -P 3306 -u app -p",
+        'mysql -u root -p"$MYSQL_PWD"',
+        "mysql -u root -p$MYSQL_ROOT_PASSWORD",
+        "mysql --password mydb",
+        "ssh -p2222 dev@host",
+        "ssh -p 2222 dev@host mysql -u root -p",
+        "docker run -p 8080:80 nginx",
+        "docker run -p 3306:3306 -d mysql:8",
+        "psql -h db -p 5432 -U app",
+        "mkdir -p build/out && cp -pR src build/out",
+        "git log -p -- app/scrub.py",
+    ],
+)
+def test_port_and_other_p_flags_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "docker login -u ci -p Dh8s7Xq2 registry.example.com",
+            "docker login -u ci -p [REDACTED:password] registry.example.com",
+        ),
+        (
+            "docker login --password hunter2 --username ci ghcr.io",
+            "docker login --password [REDACTED:password] --username ci ghcr.io",
+        ),
+        (
+            "podman login -u me -p'hunter2' quay.io",
+            "podman login -u me -p'[REDACTED:password]' quay.io",
+        ),
+        (
+            "mongosh -u admin -p s3cret --authenticationDatabase admin",
+            "mongosh -u admin -p [REDACTED:password] --authenticationDatabase admin",
+        ),
+        ("deploy --api-key=a1b2c3d4e5f6 prod", "deploy --api-key=[REDACTED:secret] prod"),
+    ],
+)
+def test_login_passwords_on_the_command_line_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docker login -u ci --password-stdin",
+        'echo "$PW" | docker login -u ci --password-stdin registry.example.com',
+        'docker login -u ci -p "$REGISTRY_PASSWORD" registry.example.com',
+        "docker run -p 5000:5000 registry:2",
+        "docker login",
+        "Use --password when prompted, or --password-stdin in CI.",
+        "psql --no-password app2",
+    ],
+)
+def test_login_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "PGPASSWORD=s3cret psql -h db -U app",
+            "PGPASSWORD=[REDACTED:secret] psql -h db -U app",
+        ),
+        ("MYSQL_PWD=root mysql -u root", "MYSQL_PWD=[REDACTED:secret] mysql -u root"),
+        (
+            "docker run -e POSTGRES_PASSWORD=postgres -p 5432:5432 postgres",
+            "docker run -e POSTGRES_PASSWORD=[REDACTED:secret] -p 5432:5432 postgres",
+        ),
+        ("export DB_PASS=hunter2", "export DB_PASS=[REDACTED:secret]"),
+        ("DB_PASS=hunter2\nDB_USER=app\n", "DB_PASS=[REDACTED:secret]\nDB_USER=app\n"),
+        (
+            "curl 'https://x/api?API_KEY=abc123&q=1'",
+            "curl 'https://x/api?API_KEY=[REDACTED:secret]&q=1'",
+        ),
+        ("SMTP_PASS=mailpw; ./send", "SMTP_PASS=[REDACTED:secret]; ./send"),
+    ],
+)
+def test_inline_environment_credentials_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PGPASSWORD=$DB_PASSWORD psql -h db",
+        'PGPASSWORD="$(cat ~/.pgpass)" psql -h db',
+        "PASS=0; FAIL=0",  # counters in a test script
+        "BYPASS_CACHE=1 make",
+        "BYPASS=abc123def make",  # a name that merely ends in "pass"
+        "COMPASS=north",
+        "PASSWORD_FILE=/run/secrets/db psql",
+        "PWD=/home/dev/app",
+        "OLDPWD=/home/dev",
+        "MAX_TOKEN=4096 ./run",
+        "DEBUG_PASS=true ./run",
+        "SECRET_KEY=settings.SECRET_KEY",
+    ],
+)
+def test_inline_environment_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("db_pass: hunter2x", "db_pass: [REDACTED:secret]"),
+        ('smtp_pass = "mailpw1"', 'smtp_pass = "[REDACTED:secret]"'),
+        ('const dbPass = "hunter2";', 'const dbPass = "[REDACTED:secret]";'),
+        ("DB_PWD=r00t", "DB_PWD=[REDACTED:secret]"),
+    ],
+)
+def test_pass_and_pwd_names_are_credential_names(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "make the tests pass: run pytest -x",
+        "def f():\n    pass\n",
+        "bypass: true",
+        'compass = "north-by-northwest"',
+        "$ pwd\n/home/dev/app",
+        'cd "$(pwd)/build"',
+        "pwd = os.getcwd()",
+        'pwd = "/home/dev/app"',  # a path: the working folder, not a password
+        "pwd: /srv/app2",
+    ],
+)
+def test_pass_as_a_verb_and_pwd_as_a_command_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"SENDGRID_API_KEY={SENDGRID}", "SENDGRID_API_KEY=[REDACTED:sendgrid-key]"),
+        (f"sg.send(key='{SENDGRID}')", "sg.send(key='[REDACTED:sendgrid-key]')"),
+    ],
+)
+def test_sendgrid_keys_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SG. Pepper is a band; SG.Net is a library.",
+        "call SG.open() then SG.close()",
+        "SG." + "aB3dE6gH9jK2mN5pQ8sT1v" + ".tooShort123",
+        "SG.aB3dE6gH9jK2mN5pQ8sT1v",
+    ],
+)
+def test_sendgrid_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;"
+            f"AccountKey={AZURE_KEY};EndpointSuffix=core.windows.net",
+            "DefaultEndpointsProtocol=https;AccountName=devstoreaccount1;"
+            "AccountKey=[REDACTED:azure-key];EndpointSuffix=core.windows.net",
+        ),
+        (
+            '"AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName=app;'
+            f'AccountKey={AZURE_KEY}"',
+            '"AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName=app;'
+            'AccountKey=[REDACTED:azure-key]"',
+        ),
+        (
+            "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+            "SharedAccessKey=q1W2e3R4t5Y6u7I8o9P0aSdFgHjKlZxCvBnM1234567=",
+            "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+            "SharedAccessKey=[REDACTED:azure-key]",
+        ),
+        (
+            "Server=tcp:db,1433;Database=app;User ID=sa;Password=Str0ng!Passw0rd;Encrypt=True",
+            "Server=tcp:db,1433;Database=app;User ID=sa;Password=[REDACTED:password];Encrypt=True",
+        ),
+        (
+            "Driver={ODBC};Server=db;Uid=sa;Pwd=hunter2;",
+            "Driver={ODBC};Server=db;Uid=sa;Pwd=[REDACTED:password];",
+        ),
+    ],
+)
+def test_connection_string_keys_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AccountName=devstoreaccount1;AccountKey=<key>;EndpointSuffix=core.windows.net",
+        'f"AccountName={name};AccountKey={account_key}"',
+        '"AccountKey=" + key',
+        "UseDevelopmentStorage=true",
+        "Server=db;User ID=sa;Password=;Encrypt=True",
+        "Server=db;Trusted_Connection=True;Password={0}",
+        "Server=db;Password=$DB_PASSWORD;",
+    ],
+)
+def test_connection_string_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('password = "hunter2"', 'password = "[REDACTED:secret]"'),
+        ('{"password": "pw123"}', '{"password": "[REDACTED:secret]"}'),
+        ("PGPASSWORD='secret' psql -h db", "PGPASSWORD='[REDACTED:secret]' psql -h db"),
+        ('db_pwd: "abc"', 'db_pwd: "[REDACTED:secret]"'),
+    ],
+)
+def test_short_quoted_passwords_are_redacted(text: str, expected: str) -> None:
+    check(text, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'password = ""',
+        'password = "%s"',
+        'password: "{password}"',
+        'token = "abc"',  # short values are credentials only under a password name
+        'api_key = "test"',
+        '<input type="password" name="password" autocomplete="current-password">',
+        'label = "Password"',
+        'private_key = "/etc/ssl/private/server.key"',  # a path to the key, not the key
+    ],
+)
+def test_short_quoted_lookalikes_are_untouched(text: str) -> None:
+    assert scrub(text) == text
+
+
+def test_issue_18_shapes_together_are_idempotent() -> None:
+    text = (
+        f'curl -H "X-API-Key: 3f9a1c7e5b2d4f60a8c1" -H "Authorization: Token {DRF_TOKEN}" x\n'
+        "mysql -u root -phunter2\nPGPASSWORD=s3cret psql\ndocker login -p Dh8s7Xq2 r.io\n"
+        f"DB_PASS=hunter2\n{SENDGRID}\nAccountKey={AZURE_KEY}\npassword = 'hunter2'\n"
+        f"{{'Authorization': 'Token {DRF_TOKEN}'}}\n"
+    )
+    once = scrub(text)
+    assert scrub(once) == once
+    assert once.count("[REDACTED:") == 10
+    for secret in ("3f9a1c7e5b2d4f60a8c1", DRF_TOKEN, "hunter2", "s3cret", "Dh8s7Xq2", AZURE_KEY):
+        assert secret not in once
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "authorization = base64.decodebytes(authorization)",
+        "authorization = self.header_v2",
+        'creds = " --username=%s --password=%s" % (user, pw)',
+        "user_pass = '%s:%s' % (unquote(user), unquote(password))",
+        'env = f"ANTHROPIC_API_KEY=\\"\\" claude"',
+        '{"username": "string", "password": "string", "passphrase": "string?"}',
+        "hf spaces secrets add me/space -s OPENAI_API_KEY=sk-... -s HF_TOKEN=hf_...",
+    ],
+)
+def test_code_around_the_new_rules_is_untouched(code: str) -> None:
+    """Found by scrubbing the standard library and this repository with the new rules."""
+    assert scrub(code) == code
