@@ -6,6 +6,15 @@ runs theirs with the same payload, and uninstall puts theirs back); user hooks
 in ``hooks.json`` carry the prompt and turn id but Codex skips them silently
 until the user trusts them in ``/hooks``. config.toml is edited with tomlkit
 so the user's comments and key order survive.
+
+Rating: Codex's terminal UI refuses any slash command it does not know ("Unrecognized
+command '/rl'"), and 0.169 has no user-defined slash commands (its presets run `/...` as
+built-in commands too). It does offer user skills, mentioned as ``$name``: rltray installs
+a skill ``rl`` that the model never loads on its own, so ``$rl good`` is known to the
+composer and reaches UserPromptSubmit, which blocks it with the rating's sentence. With
+the hooks not trusted yet, ``$rl good`` reaches the model (the skill's body tells it what
+to answer) and ``notify`` applies it to the previous turn. ``codex exec "/rl good"`` works
+too. Verified with the real program: tests/agents/.
 """
 
 from __future__ import annotations
@@ -30,6 +39,27 @@ from rltray.app.paths import Paths
 
 EVENTS = {"Stop": "codex-stop", "UserPromptSubmit": "codex-prompt"}
 NOTIFY_EVENT = "codex-notify"
+SKILL_MARKER = b"Installed by rltray"
+SKILL_FILE = (
+    b"---\n"
+    b"name: rl\n"
+    b'description: "rltray rating command, typed by the user only: $rl good, $rl bad, '
+    b'$rl undo or $rl status. Never use it on your own."\n'
+    b"---\n"
+    b"<!-- Installed by rltray (`rltray hooks install`); `rltray hooks uninstall` removes it."
+    b" -->\n"
+    b"The user typed an rltray rating command (`$rl ...`). rltray's hook takes it before you "
+    b"see it once Codex trusts rltray's hooks; until then rltray applies it to your previous "
+    b"answer when this turn ends. Do nothing else and reply with exactly this line: rltray "
+    b"noted your rating of the previous answer (trust rltray's hooks in /hooks to rate without "
+    b"a model turn).\n"
+)
+# Codex loads a skill into the model's context unless its policy says only `$rl` invokes it.
+SKILL_POLICY = (
+    b"# Installed by rltray (`rltray hooks install`); `rltray hooks uninstall` removes it.\n"
+    b"policy:\n"
+    b"  allow_implicit_invocation: false\n"
+)
 TRUST_NOTE = (
     "Codex skips user hooks until you trust them: open Codex, type /hooks, and trust the "
     "rltray hooks. Until then rltray still captures turns through `notify`."
@@ -50,6 +80,11 @@ class Codex(Agent):
 
     def hooks_file(self) -> Path:
         return self.config_home() / "hooks.json"
+
+    def skill_files(self) -> dict[Path, bytes]:
+        """The ``rl`` skill that makes `$rl` known to Codex's composer: path -> bytes."""
+        folder = self.config_home() / "skills" / "rl"
+        return {folder / "SKILL.md": SKILL_FILE, folder / "agents" / "openai.yaml": SKILL_POLICY}
 
     # -- reading -----------------------------------------------------------------
 
@@ -140,6 +175,13 @@ class Codex(Agent):
             report.lines.append(
                 f"Installed the Stop and UserPromptSubmit hooks in {hooks_state.path}."
             )
+        skill = [editor.install_file(p, d, report, marker=SKILL_MARKER)
+                 for p, d in self.skill_files().items()]
+        if any(skill):
+            report.lines.append(
+                f"Added the $rl skill ({self.config_home() / 'skills' / 'rl'}): in Codex, "
+                "type `$rl good`, `$rl bad`, `$rl undo` or `$rl status`."
+            )
         if not report.changed:
             report.lines.append(f"Already installed in {self.config_home()}; nothing changed.")
         for backup in report.backups:
@@ -165,6 +207,8 @@ class Codex(Agent):
         stripped = hooksjson.strip(hooks_doc, hooks_state.path)
         new_hooks = None if stripped is None else jsonfile.dumps_like(stripped, hooks_state.data)
         editor.uninstall(hooks_state, new_hooks, report)
+        for path in reversed(list(self.skill_files())):  # the deepest folder empties first
+            editor.uninstall_file(path, report, marker=SKILL_MARKER)
         return report
 
     def status(self, paths: Paths) -> AgentStatus:
@@ -182,6 +226,10 @@ class Codex(Agent):
             found = hooksjson.find(hooks_doc, event)
             pieces[event] = bool(found)
             stale = stale or any(h.get("command") != handler["command"] for h in found)
+        skill = {p: read_config(p) for p in self.skill_files()}
+        pieces["$rl skill"] = all(s.data == self.skill_files()[p] for p, s in skill.items())
+        stale = stale or any(s.existed and SKILL_MARKER in s.data and not pieces["$rl skill"]
+                             for s in skill.values())
         notes = []
         disabled = hooks_disabled(toml_doc)
         if disabled:
@@ -205,7 +253,7 @@ class Codex(Agent):
             detected=self.detect(),
             installed=all(pieces.values()),
             pieces=pieces,
-            config_files=[toml_state.path, hooks_state.path],
+            config_files=[toml_state.path, hooks_state.path, *skill],
             notes=notes,
             stale=stale,
             hooks_disabled=disabled,

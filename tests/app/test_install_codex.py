@@ -55,7 +55,8 @@ def notify_of(config: Path) -> list[str]:
 def test_fresh_install_writes_notify_and_hooks_and_explains_trust(paths: Paths, codex_home: Path):
     report = Codex().install(paths)
     config, hooks = codex_home / "config.toml", codex_home / "hooks.json"
-    assert report.changed == [config, hooks]
+    skill = codex_home / "skills" / "rl"
+    assert report.changed == [config, hooks, skill / "SKILL.md", skill / "agents" / "openai.yaml"]
     assert TRUST_NOTE in report.lines
     assert TRUST_NOTE == (
         "Codex skips user hooks until you trust them: open Codex, type /hooks, and trust the "
@@ -71,7 +72,8 @@ def test_fresh_install_writes_notify_and_hooks_and_explains_trust(paths: Paths, 
     for path in (config, hooks):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     st = Codex().status(paths)
-    assert st.installed and st.pieces == {"notify": True, "Stop": True, "UserPromptSubmit": True}
+    assert st.installed and st.pieces == {"notify": True, "Stop": True, "UserPromptSubmit": True,
+                                          "$rl skill": True}
     assert TRUST_NOTE in st.notes
 
 
@@ -94,11 +96,11 @@ def test_notify_is_top_level_and_comments_survive(paths: Paths, codex_home: Path
 def test_second_install_changes_nothing(paths: Paths, codex_home: Path):
     (codex_home / "config.toml").write_text(USER_CONFIG)
     Codex().install(paths)
-    files = {p: p.read_bytes() for p in codex_home.iterdir()}
+    files = {p: p.read_bytes() for p in codex_home.rglob("*") if p.is_file()}
     made = backups(paths)
     report = Codex().install(paths)
     assert report.changed == [] and any("nothing changed" in line for line in report.lines)
-    assert {p: p.read_bytes() for p in codex_home.iterdir()} == files
+    assert {p: p.read_bytes() for p in codex_home.rglob("*") if p.is_file()} == files
     assert backups(paths) == made
 
 
@@ -215,8 +217,11 @@ def test_status_sees_hooks_feature_turned_off(paths: Paths, codex_home: Path, fl
 def test_status_when_nothing_installed(paths: Paths, codex_home: Path):
     st = Codex().status(paths)
     assert st.name == "codex" and not st.installed and not st.hooks_disabled
-    assert st.pieces == {"notify": False, "Stop": False, "UserPromptSubmit": False}
-    assert st.config_files == [codex_home / "config.toml", codex_home / "hooks.json"]
+    assert st.pieces == {"notify": False, "Stop": False, "UserPromptSubmit": False,
+                         "$rl skill": False}
+    skill = codex_home / "skills" / "rl"
+    assert st.config_files == [codex_home / "config.toml", codex_home / "hooks.json",
+                               skill / "SKILL.md", skill / "agents" / "openai.yaml"]
 
 
 def test_codex_home_is_honoured(paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -267,3 +272,21 @@ def test_installed_notify_and_stop_hook_capture_one_turn(paths: Paths, codex_hom
     assert {(r["agent"], r["session"], r["turn"]) for r in records} == {
         ("codex", "thr-1", "turn-1")
     }
+
+
+def test_rl_skill_is_installed_and_uninstall_restores_the_tree(paths: Paths, codex_home: Path):
+    """Issue 19: Codex's terminal UI refuses `/rl`; the `rl` skill makes `$rl` known. It never
+    loads on its own (policy), and uninstall leaves the user's skills folder as it was."""
+    (codex_home / "config.toml").write_text(USER_CONFIG)
+    theirs = codex_home / "skills" / "mine" / "SKILL.md"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_bytes(b"---\nname: mine\n---\nbody\n")
+    before = {p: p.read_bytes() for p in codex_home.rglob("*") if p.is_file()}
+    Codex().install(paths)
+    skill = codex_home / "skills" / "rl"
+    assert b"name: rl\n" in (skill / "SKILL.md").read_bytes()
+    assert b"allow_implicit_invocation: false" in (skill / "agents" / "openai.yaml").read_bytes()
+    Codex().uninstall(paths)
+    after = {p: p.read_bytes() for p in codex_home.rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in (codex_home / "skills").iterdir()) == ["mine"]
