@@ -51,14 +51,17 @@ PRUNE_AFTER = 14 * 86400  # session state idle this long is deleted
 PRUNE_EVERY = 86400  # at most one scan per day, marked by the stamp file's mtime
 PRUNE_STAMP = ".pruned"
 # Lower-case pieces of which every credential that app/scrub.py redacts holds at least one:
-# its fixed prefixes and the names in its assignment rules. With none of them, and no long
+# its fixed prefixes, the names in its assignment rules (pass, pwd, secret, token, key:
+# headers, AccountKey=, connection strings too) and the programs its command-line rules
+# look for (mysql/mariadb -pPW; login, mongo, mycli -p PW). With none of them, and no long
 # run of mixed letters and digits (how generated keys look, whatever their prefix), text is
 # stored without loading the scrubber. A new scrub rule whose matches can avoid all of
 # these must add its prefix here (tests/app/test_capture.py checks the known formats).
 SECRET_HINTS = ("private key", "akia", "asia", "abia", "acca", "ghp_", "gho_", "ghu_", "ghs_",
                 "ghr_", "github_pat_", "glpat-", "npm_", "pypi-", "sk-", "sk_", "rk_", "xox",
-                "xapp-", "hooks.slack.com", "aiza", "hf_", "eyj", "bearer", "basic", "curl",
-                "://", "pass", "secret", "token", "key", "auth", "cred")
+                "xapp-", "hooks.slack.com", "aiza", "hf_", "eyj", "sg.", "bearer", "basic",
+                "curl", "://", "pass", "pwd", "secret", "token", "key", "auth", "cred", "mysql",
+                "mariadb", "login", "mongo", "mycli")
 SECRET_RUN = 16
 # bytes.translate table: ASCII letters -> "a", digits -> "0", everything else -> space.
 _CLASSES = bytes(97 if 65 <= c <= 90 or 97 <= c <= 122 else 48 if 48 <= c <= 57 else 32

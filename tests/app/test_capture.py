@@ -938,6 +938,21 @@ KNOWN_SECRETS = [
     "https://hooks.slack.com/services/" + "T0ABCDEF1/B0ABCDEF2/aBcDeFgHiJkLmNoPqRsTuVwX",
     "Basic " + "YWRtaW46aHVudGVyMg==",
     "curl -u admin:hunter2 https://example.com",
+    # Issue 18 part 5: shapes whose match may hold none of the hints above.
+    'curl -H "X-API-Key: 3f9a1c7e5b2d4f60a8c1" https://api.example.com',
+    "Authorization: Token 9944b09199c62bcf",
+    "mysql -u root -phunter2 app",
+    "mariadb -uroot -pr00t",
+    "docker login -u ci -p Dh8s7Xq2 registry.example.com",
+    "mongosh -u admin -p s3cret",
+    "PGPASSWORD=s3cret psql -h db",
+    "DB_PASS=hunter2",
+    "MYSQL_PWD=r00t mysql",
+    "Driver={ODBC};Server=db;Uid=sa;Pwd=hunter2;",
+    "SG." + "aB3dE6gH9jK2mN5pQ8sT1v" + "." + "wY4zA7cD0fG3iJ6lM9oP2rS5uV8xZ1bE4hK7nQ0tW3y",
+    "AccountKey=" + "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsu==",
+    'password = "hunter2"',
+    "{'Authorization': 'Token 9944b09199c62bcf'}",
 ]
 
 
