@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 COOKIE = "rltray_session"
@@ -198,3 +200,34 @@ class Guard:
 
     def cookie_options(self) -> dict[str, Any]:
         return {"httponly": True, "samesite": "Strict", "secure": False, "path": "/"}
+
+
+# Settings that name a program rltray will run. Through the web they may only name what
+# rltray itself built (or rltray's own interpreter): a page that got past every other
+# check must still not be able to make the service run a program of its choosing. Any
+# other value is set where only the user can type it: `rltray config set` or config.toml.
+PROGRAM_SETTINGS = ("training.python",)
+BUILT_ENVIRONMENTS = ("trainer-env",)  # folders of the data folder that rltray creates
+
+
+def program_setting_refusal(home: Path, key: str, value: Any) -> str | None:
+    """Why the web may not set ``key`` to ``value`` (one sentence), or None when it may."""
+    if key not in PROGRAM_SETTINGS or not isinstance(value, str):
+        return None
+    given = value.strip()
+    if not given:
+        return None  # back to rltray's own interpreter
+    path = Path(given).expanduser()
+    if path.is_absolute():
+        resolved = path.resolve()
+        if resolved == Path(sys.executable).resolve():
+            return None
+        for folder in BUILT_ENVIRONMENTS:
+            env = (home / folder).resolve()
+            if resolved.is_relative_to(env):
+                return None
+    return (
+        f"For safety the settings window only picks an interpreter rltray built "
+        f"(in {home / BUILT_ENVIRONMENTS[0]}); set {key} to {given[:200]!r} with "
+        f"`rltray config set {key} PATH` or in config.toml."
+    )

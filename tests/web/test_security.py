@@ -169,3 +169,27 @@ def test_guards_of_two_apps_do_not_share_secrets() -> None:
     assert a.csrf_for(sid) and b.csrf_for(sid) == ""
     token = a.launch_token("")
     assert b.spend(token) is None and a.spend(token) == "/"
+
+
+def test_the_web_cannot_point_training_python_at_a_program_of_its_choosing(
+    client, service, tmp_path
+) -> None:
+    """A change that names a program to run must come from outside the browser
+    (`rltray config set`), unless it names what rltray built or its own interpreter."""
+    evil = tmp_path / "evil"
+    evil.write_text("#!/bin/sh\ntouch /tmp/owned\n")
+    evil.chmod(0o755)
+    refused = post_json(client, "/api/settings", {"training.python": str(evil)})
+    assert refused.status_code == 400
+    assert "rltray config set training.python" in json.dumps(refused.get_json())
+    form = client.post("/settings", data={"training.python": str(evil), "csrf_token": client.csrf})
+    assert b"rltray config set training.python" in form.data
+    assert config.load_config(service.paths).training.python == ""
+    sneaky = service.paths.home / "trainer-env" / ".." / ".." / "evil"
+    assert post_json(client, "/api/settings", {"training.python": str(sneaky)}).status_code == 400
+    built = service.paths.home / "trainer-env" / "bin" / "python"
+    assert post_json(client, "/api/settings", {"training.python": str(built)}).status_code == 200
+    assert config.load_config(service.paths).training.python == str(built)
+    assert post_json(client, "/api/settings", {"training.python": ""}).status_code == 200
+    config.set_value(service.paths, "training.python", str(evil))  # the CLI's way: allowed
+    assert config.load_config(service.paths).training.python == str(evil)
