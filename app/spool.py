@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltray.app.hooks.capture_core import rl_command
 from rltray.app.scrub import scrub
 from rltray.app.store_base import parse_iso
 
@@ -190,6 +191,7 @@ def validate(obj: object) -> dict[str, Any]:
             "command": command,
             "target_turn": _optional(obj, "target_turn", 200),
             "comment": _optional(obj, "comment", MAX_COMMENT),
+            "event": _optional(obj, "event", 40),
         }
     raise SpoolError(f"`kind` must be 'turn' or 'command', not {obj.get('kind')!r:.40}.")
 
@@ -284,6 +286,12 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
             when = datetime.fromisoformat(rec["captured_at"])
             store.rate(turn.id, 1 if command == "good" else -1, "agent", rec["comment"], at=when)
     store.mark_command_applied(name, command, None if turn is None else turn.id)
+    if turn is not None and rec.get("event") == "codex-notify":
+        # The prompt hook did not take it (Codex's hooks not trusted yet): tell the user
+        # that the `$rl` that went to the model still rated the answer before it.
+        said = f"/rl {command} typed in Codex (seen by notify) applied to turn {turn.id}"
+        report.messages.append(said + ".")
+        store.log_event("command", said, {"file": name})
 
 
 def _store_record(paths: Paths, store: Store, name: str, report: IngestReport) -> None:
@@ -293,6 +301,13 @@ def _store_record(paths: Paths, store: Store, name: str, report: IngestReport) -
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpoolError(f"The file is not valid UTF-8 JSON ({exc}).") from None
     rec = scrub_record(validate(obj))
+    if rec["kind"] == "turn" and rl_command(rec["prompt"]) is not None:
+        # Never a turn to train on, whichever path captured it (an older hook, another agent):
+        # the answer to `/rl bad` is the model's reply to a rating, not to a task.
+        said = f"not stored: the prompt of {rec['agent']} turn {rec['turn']!r} is an rltray command"
+        report.messages.append(said + ".")
+        store.log_event("spool", said, {"file": name})
+        return
     if rec["kind"] == "turn":
         turn_id, inserted = store.add_turn(rec)
         if inserted:

@@ -197,6 +197,37 @@ def test_commands_rate_the_exact_target_turn(paths: Paths, store: Store) -> None
     assert ratings["a2"] is None and ratings["a1"] is not None  # undo hit the last rated turn
 
 
+def test_a_turn_whose_prompt_is_an_rl_command_is_never_stored(paths: Paths, store: Store) -> None:
+    """Issue 19: with Codex's hooks untrusted, `/rl bad` reached the model and an older hook
+    spooled its answer as a turn; ingest must not store it to train on (and says so)."""
+    put(paths, "0001.json", turn_record(turn="1", prompt="fix the bug", response="fixed"))
+    put(paths, "0002.json", turn_record(turn="2", prompt=" /rl bad", response="ok, noted"))
+    put(paths, "0003.json", turn_record(turn="3", prompt="$rl good", response="ok"))
+    report = spool.ingest(paths, store)
+    assert [t.prompt for t in store.list_turns()] == ["fix the bug"]
+    assert report.turns == 1 and report.rejected == 0
+    assert sum("is an rltray command" in m for m in report.messages) == 2
+    assert left(paths.spool_incoming) == []
+
+
+def test_rl_typed_in_codex_without_trusted_hooks_rates_the_turn_before(
+    paths: Paths, store: Store
+) -> None:
+    """Only notify sees `$rl bad` when Codex's hooks are untrusted: the answer before it is
+    rated, no turn is stored for the rating itself, and ingest says what happened."""
+    home = paths.home
+    base = {"type": "agent-turn-complete", "thread-id": "th", "cwd": "/w"}
+    hook(home, "codex-notify", {**base, "turn-id": "t1", "input-messages": ["fix it"],
+                                "last-assistant-message": "fixed"})
+    hook(home, "codex-notify", {**base, "turn-id": "t2", "input-messages": ["$rl bad slow"],
+                                "last-assistant-message": "rltray noted your rating"})
+    report = spool.ingest(paths, store)
+    (turn,) = store.list_turns()
+    assert turn.response == "fixed" and turn.rating is not None
+    assert (turn.rating.value, turn.rating.comment) == (-1, "slow")
+    assert any("typed in Codex (seen by notify)" in m for m in report.messages)
+
+
 def test_status_and_targetless_commands_are_consumed(paths: Paths, store: Store) -> None:
     hook(paths.home, "claude-prompt", {"session_id": "s", "prompt": "/rl status"})
     hook(paths.home, "claude-prompt", {"session_id": "s", "prompt": "/rl good"})
