@@ -145,11 +145,11 @@ def _install_guard(app: Flask) -> None:
     @app.post("/signout", endpoint="signout")
     def signout() -> Any:
         state: WebState = app.extensions[KEY]
+        from flask import render_template
+
         state.guard.close_session(request.cookies.get(COOKIE))
-        response = make_response(
-            fail(200, "signed_out", "Signed out. Open the settings again from the tray menu "
-                 "or with `rltray settings`.")
-        )
+        g.rltray_session = None  # the page below has no session: no Sign out button
+        response = make_response(render_template("signed_out.html"))
         response.delete_cookie(COOKIE, path="/")
         return response
 

@@ -193,3 +193,44 @@ def test_the_web_cannot_point_training_python_at_a_program_of_its_choosing(
     assert post_json(client, "/api/settings", {"training.python": ""}).status_code == 200
     config.set_value(service.paths, "training.python", str(evil))  # the CLI's way: allowed
     assert config.load_config(service.paths).training.python == str(evil)
+
+
+def test_each_launch_is_its_own_session_and_sign_out_ends_only_that_one(app, guard) -> None:
+    one, two = app.test_client(), app.test_client()
+    for c in (one, two):
+        assert c.get(f"/launch/{guard.launch_token('')}").status_code == 303
+    a, b = one.get_cookie(COOKIE).value, two.get_cookie(COOKIE).value
+    assert a != b and guard.csrf_for(a) != guard.csrf_for(b)
+    # one window's CSRF token does not work with another window's cookie
+    crossed = one.post("/api/tags", json={"name": "x"}, headers={"X-CSRF-Token": guard.csrf_for(b)})
+    assert crossed.status_code == 403
+    out = one.post("/signout", data={"csrf_token": guard.csrf_for(a)})
+    assert out.status_code == 200 and b"Signed out" in out.data
+    assert b"Sign out</button>" not in out.data
+    assert one.get("/api/dashboard").status_code == 401
+    assert two.get("/api/dashboard").status_code == 200
+
+
+def test_a_session_ends_after_its_idle_time(app, guard, monkeypatch) -> None:
+    import rltray.web.security as security
+
+    now = [1000.0]
+    guard.clock = lambda: now[0]
+    c = app.test_client()
+    c.get(f"/launch/{guard.launch_token('')}")
+    now[0] += security.SESSION_IDLE_S - 60
+    assert c.get("/api/dashboard").status_code == 200  # in use: the idle clock restarts
+    now[0] += security.SESSION_IDLE_S - 60
+    assert c.get("/api/dashboard").status_code == 200
+    now[0] += security.SESSION_IDLE_S + 1
+    assert_error(c.get("/api/dashboard"), 401, "unauthorized")
+
+
+def test_a_browser_from_the_redirect_file_gets_a_refreshing_page_not_a_redirect(app, guard):
+    c = app.test_client()
+    token = guard.launch_token("setup")
+    landed = c.get(f"/launch/{token}", headers={"Sec-Fetch-Site": "cross-site"})
+    assert landed.status_code == 200 and b'content="0;url=/setup"' in landed.data
+    assert landed.headers["Referrer-Policy"] == "no-referrer"
+    assert c.get("/setup", headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+    assert c.get("/setup", headers={"Sec-Fetch-Site": "same-site"}).status_code == 403
