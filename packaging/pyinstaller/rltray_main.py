@@ -3,7 +3,7 @@
 * ``rltray -I -S <script> ARGS``: run ``script`` as a Python would. Hook
   commands normally start the faster ``rltray-hook`` (hook_main.py) this way;
   this executable answers the same argv when that one is missing.
-* ``rltray window URL``: the settings window's own process (web/server.py).
+* ``rltray window`` (the URL on stdin): the settings window's own process (web/server.py).
 * no arguments (a double click, the login item on macOS): ``rltray run``.
 * anything else: the CLI (``rltray --selftest``, ``rltray doctor``...).
 

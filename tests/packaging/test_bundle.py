@@ -305,8 +305,10 @@ def test_the_bundled_settings_window_loads_its_page(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/launch/abc"
     env = user_env(DISPLAY=display, DBUS_SESSION_BUS_ADDRESS=session_bus.address)
-    proc = subprocess.Popen([str(bundle), "window", url], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen([str(bundle), "window"], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc.stdin.write(json.dumps({"url": url}) + "\n")  # never on the command line
+    proc.stdin.close()
     try:
         deadline = time.monotonic() + 60
         while not asked and proc.poll() is None and time.monotonic() < deadline:
