@@ -163,6 +163,19 @@ def codex_profile(tag: str, host: str, num_ctx: int) -> str:
     return tomlkit.dumps(doc)
 
 
+def codex_once(tag: str, host: str) -> str:
+    """A one-off Codex command on ``tag`` without the profile.
+
+    ``codex --oss -m TAG`` alone fails on Codex 0.169 ("No default OSS provider
+    configured"): the provider must be named, and another Ollama host given through
+    ``CODEX_OSS_BASE_URL``. Run by tests/agents/ against the real Codex.
+    """
+    command = f"codex --oss --local-provider ollama -m {shlex.quote(tag)}"
+    if host.rstrip("/") in (DEFAULT_HOST, "http://localhost:11434"):
+        return command
+    return f"CODEX_OSS_BASE_URL={shlex.quote(host.rstrip('/') + '/v1')} {command}"
+
+
 def claude_env(tag: str, host: str) -> dict[str, str]:
     """Claude Code on Ollama's Anthropic API, every model slot (main, background, subagents)."""
     return {
@@ -212,7 +225,7 @@ def cmd_use(ctx: Context, args: argparse.Namespace) -> int:
         written.write(target, codex_profile(tag, host, cfg.ollama.num_ctx).encode())
         ctx.say("Wrote ", (str(target), "bold"), f" (model {tag}).")
         ctx.say("Start Codex on it: ", (f"codex --profile {PROFILE}", "bold"),
-                f"   (or once: codex --oss -m {tag})")
+                f"   (or once: {codex_once(tag, host)})")
         return ExitCode.OK
     env = claude_env(tag, host)
     if args.shell:

@@ -66,6 +66,9 @@ def test_use_codex_writes_a_profile_codex_can_read_and_undo_removes_it() -> None
         "model_provider": "ollama",
     }
     assert "codex --profile rltray" in out
+    # Issue 19: `codex --oss -m TAG` fails on Codex 0.169 without a named local provider
+    # (tests/agents/ runs this command against the real Codex).
+    assert "(or once: codex --oss --local-provider ollama -m tiny-1m-rltray:latest)" in out
     assert codex_config.read_bytes() == hooks  # the hooks' config is never touched
     code, out, _ = cli("use", "codex", "v1")
     assert code == ExitCode.OK
