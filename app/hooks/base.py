@@ -31,6 +31,7 @@ HOOK_TIMEOUT_S = 10  # seconds an agent waits for our hook; it normally takes ~3
 
 # `.../capture.py --home ...`: the marker of an rltray hook command, in a shell
 # string (POSIX or Windows quoting) or an argv list joined with spaces.
+_VERSION = re.compile(r"\b\d+\.\d+\.\d+\b")
 _OURS = re.compile(r"""(?:^|[\\/'" ])capture\.py['"]?\s+['"]?--home(?:\s|=|['"])""")
 
 
@@ -91,6 +92,9 @@ class Agent(ABC):
     name: ClassVar[str]
     display_name: ClassVar[str]
     executable: ClassVar[str]  # the agent's command-line program, used by detect()
+    # (oldest, newest) release the real-program tests (tests/agents/) ran: hook formats
+    # change between releases, so doctor says when the installed one is newer.
+    verified: ClassVar[tuple[str, str]]
 
     def __init__(self, env: Mapping[str, str] | None = None, python: str | None = None) -> None:
         self._env = env
@@ -147,6 +151,32 @@ class Agent(ABC):
             for event, arg in events.items()
         }
 
+    def installed_version(self, timeout: float = 5.0) -> str | None:
+        """The ``x.y.z`` that ``<executable> --version`` prints; None when it is not there."""
+        path = self.env.get("PATH") if self._env is not None else None
+        program = shutil.which(self.executable, path=path)
+        if program is None:
+            return None
+        try:
+            done = subprocess.run([program, "--version"], capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL, env=dict(self.env))
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = _VERSION.search(done.stdout or "")
+        return found.group(0) if found else None
+
+    def version_note(self, version: str) -> str | None:
+        """One sentence when ``version`` is outside the verified range, else None."""
+        oldest, newest = self.verified
+        span = oldest if oldest == newest else f"{oldest} to {newest}"
+        if version_key(version) > version_key(newest):
+            return (f"{self.display_name} {version} is newer than the versions rltray was "
+                    f"verified with ({span}); if turns or /rl stop arriving, tell rltray.")
+        if version_key(version) < version_key(oldest):
+            return (f"{self.display_name} {version} is older than the versions rltray was "
+                    f"verified with ({span}); update it.")
+        return None
+
     def not_found_report(self) -> InstallReport:
         return InstallReport(
             self.name,
@@ -156,6 +186,11 @@ class Agent(ABC):
                 f"`rltray hooks install --agent {self.name}`."
             ],
         )
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"2.1.197"`` -> ``(2, 1, 197)`` for comparing releases."""
+    return tuple(int(part) for part in version.split("."))
 
 
 def join_command(argv: Sequence[str]) -> str:

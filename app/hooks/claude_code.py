@@ -51,6 +51,7 @@ class ClaudeCode(Agent):
     name = "claude-code"
     display_name = "Claude Code"
     executable = "claude"
+    verified = ("2.1.197", "2.1.197")  # tests/agents/ installs the newest from npm
 
     def config_home(self) -> Path:
         override = self.env.get("CLAUDE_CONFIG_DIR")

@@ -70,6 +70,7 @@ class Codex(Agent):
     name = "codex"
     display_name = "Codex"
     executable = "codex"
+    verified = ("0.169.0", "0.169.0")  # tests/agents/ installs the newest from npm
 
     def config_home(self) -> Path:
         override = self.env.get("CODEX_HOME")
