@@ -108,6 +108,9 @@ def collect(ctx: Context) -> Iterator[Check]:
     ):
         yield _safely(check, service)
     yield from _agents_safely(service)
+    from rltray.app.doctor_agents import agent_version_checks
+
+    yield from agent_version_checks()
     yield _safely(_keyring, service)
     from rltray.app.doctor_desktop import desktop_checks
 
