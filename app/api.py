@@ -15,16 +15,20 @@ import json
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import UserError
 
 if TYPE_CHECKING:
     from flask import Flask
+    from rltray.app.apischema import SettingsWindowBody
+    from rltray.app.httpinput import Body
     from rltray.app.service import Service
     from werkzeug.serving import BaseWSGIServer
 
 ALLOWED_HOSTS = ("127.0.0.1", "localhost")
+API_VERSION = "1"  # the OpenAPI document's info.version: raise it when a route changes meaning
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
@@ -32,12 +36,76 @@ def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+MAX_BODY = 64 * 1024  # the largest real body is a rating with a 2,000-character comment
+
+
+@dataclass(frozen=True)
+class Route:
+    """One API route: ``handler`` gets the validated ``body`` (None for a GET)."""
+
+    method: str
+    path: str
+    summary: str
+    handler: Callable[[Any], Any]
+    body: type[Body] | None = None
+
+
+def routes(service: Service, openapi: Callable[[], dict[str, Any]]) -> list[Route]:
+    """The API's route table: what the app serves and what its OpenAPI document lists."""
+    from rltray.app.apischema import RateBody, RollbackBody, SettingsWindowBody, SnoozeBody
+    from rltray.app.httpinput import NoBody
+
+    return [
+        Route("GET", "/api/status", "Ratings, training and schedule.", lambda _: service.status()),
+        Route("GET", "/api/versions", "Every adapter version.", lambda _: service.versions()),
+        Route("GET", "/api/runs", "The training runs.", lambda _: service.runs()),
+        Route("GET", "/api/health", "Delivery problems and snooze.", lambda _: service.health()),
+        Route("GET", "/api/openapi.json", "This document.", lambda _: openapi()),
+        Route(
+            "POST", "/api/train", "Start a training round now.",
+            lambda _: service.train_now(wait=False), NoBody,
+        ),
+        Route(
+            "POST", "/api/pause", "Pause automatic training.",
+            lambda _: service.set_automatic(False), NoBody,
+        ),
+        Route(
+            "POST", "/api/resume", "Resume automatic training.",
+            lambda _: service.set_automatic(True), NoBody,
+        ),
+        Route(
+            "POST", "/api/ingest", "Store what the hooks captured now.",
+            lambda _: service.ingest_now(), NoBody,
+        ),
+        Route(
+            "POST", "/api/rollback", RollbackBody.__doc__ or "",
+            lambda b: service.rollback(b.version), RollbackBody,
+        ),
+        Route(
+            "POST", "/api/rate", RateBody.__doc__ or "",
+            lambda b: service.rate_by_id(b.turn, b.value, b.comment), RateBody,
+        ),
+        Route(
+            "POST", "/api/snooze", SnoozeBody.__doc__ or "",
+            lambda b: service.snooze(b.until), SnoozeBody,
+        ),
+        Route(
+            "POST", "/api/settings-window", SettingsWindowBody.__doc__ or "",
+            lambda b: settings_window(service, b), SettingsWindowBody,
+        ),
+    ]  # fmt: skip
+
+
 def create_api(service: Service, token: str) -> Flask:
     """The API app over one service; ``token`` is the bearer every request must carry."""
     from flask import Flask, jsonify, request
+    from rltray.app.httpinput import takes
+    from werkzeug.exceptions import HTTPException
 
     app = Flask("rltray.api")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     expected = f"Bearer {token}".encode()
+    documents: dict[str, dict[str, Any]] = {}  # the OpenAPI document, built on first request
 
     def fail(status: int, code: str, message: str) -> Any:
         response = jsonify(error_body(code, message))
@@ -59,60 +127,66 @@ def create_api(service: Service, token: str) -> Flask:
     def user_error(exc: UserError) -> Any:
         return fail(400, exc.__class__.__name__, str(exc))
 
-    @app.errorhandler(404)
-    def not_found(exc: Exception) -> Any:
-        return fail(404, "not_found", f"No API route {request.path}.")
-
-    @app.errorhandler(405)
-    def not_allowed(exc: Exception) -> Any:
-        message = f"{request.method} is not allowed on {request.path}."
-        return fail(405, "method_not_allowed", message)
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Any:
+        status = exc.code or 400
+        messages = {
+            404: f"No API route {request.path}.",
+            405: f"{request.method} is not allowed on {request.path}.",
+            413: f"The request body is larger than the API takes ({MAX_BODY // 1024} KiB).",
+        }
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        code = codes.get(status, (exc.name or "error").lower().replace(" ", "_"))
+        return fail(status, code, messages.get(status, exc.description or code))
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Any:
         return fail(500, "internal", f"{type(exc).__name__}: {exc}")
 
-    def body() -> dict[str, Any]:
-        data = request.get_json(silent=True)
-        if data is None and request.data:
-            raise UserError("The request body is not valid JSON.")
-        return data or {}
+    def openapi() -> dict[str, Any]:
+        if "api" not in documents:
+            documents["api"] = openapi_document(service, app)
+        return {**documents["api"], "servers": [{"url": request.host_url.rstrip("/")}]}
 
-    routes: dict[str, tuple[str, Callable[[], Any]]] = {
-        "/api/status": ("GET", lambda: service.status()),
-        "/api/versions": ("GET", lambda: service.versions()),
-        "/api/runs": ("GET", lambda: service.runs()),
-        "/api/train": ("POST", lambda: service.train_now(wait=False)),
-        "/api/pause": ("POST", lambda: service.set_automatic(False)),
-        "/api/resume": ("POST", lambda: service.set_automatic(True)),
-        "/api/rollback": ("POST", lambda: service.rollback(body().get("version"))),
-        "/api/rate": (
-            "POST",
-            lambda: service.rate_by_id(
-                int(body().get("turn", 0)), int(body().get("value", 0)), body().get("comment")
-            ),
-        ),
-        "/api/ingest": ("POST", lambda: service.ingest_now()),
-        "/api/health": ("GET", lambda: service.health()),
-        "/api/snooze": ("POST", lambda: service.snooze(body().get("until"))),
-        "/api/settings-window": ("POST", lambda: settings_window(service, body())),
-    }
-    for path, (method, handler) in routes.items():
+    for route in routes(service, openapi):
+
+        def view(body: Any = None, handler: Callable[[Any], Any] = route.handler) -> Any:
+            return jsonify(handler(body))
+
+        view.__doc__ = route.summary
         app.add_url_rule(
-            path,
-            endpoint=path,
-            view_func=lambda handler=handler: jsonify(handler()),
-            methods=[method],
+            route.path,
+            endpoint=route.path,
+            view_func=takes(body=route.body)(view),
+            methods=[route.method],
         )
     return app
 
 
-def settings_window(service: Service, body: dict[str, Any]) -> dict[str, str]:
+def openapi_document(service: Service, api: Flask) -> dict[str, Any]:
+    """The OpenAPI document of this API and of the settings web app's JSON routes.
+
+    The web app's part is read from a web app built over the same service (its
+    url_map and models), so it follows the web app's routes wherever they change.
+    """
+    from rltray.app.openapi import Surface, document
+    from rltray.web.apidoc import web_surface
+
+    api_surface = Surface(
+        api,
+        tag="api",
+        about="The local API of the running service (the CLI uses it); port and pid are in "
+        "endpoint.json in the data folder, the bearer token in the OS keyring.",
+        schemes={"bearer": {"type": "http", "scheme": "bearer"}},
+        reads=("bearer",),
+        writes=("bearer",),
+    )
+    return document([api_surface, web_surface(service)], "rltray local API", API_VERSION)
+
+
+def settings_window(service: Service, body: SettingsWindowBody) -> dict[str, str]:
     """A one-time settings launch URL (`rltray settings --print-url`), or open the window."""
-    page = str(body.get("page") or "")
-    if page not in ("", "setup"):
-        raise UserError(f"page is \"\" (the dashboard) or \"setup\", not {page!r}.")
-    url = service.open_settings(page) if body.get("open") else service.settings_url(page)
+    url = service.open_settings(body.page) if body.open else service.settings_url(body.page)
     return {"url": url}
 
 

@@ -13,11 +13,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, jsonify, render_template, request
-from rltray.app.errors import UserError
+from flask import Blueprint, jsonify, render_template
+from rltray.app.httpinput import Body, Version, takes
 from rltray.web.state import state
 
 bp = Blueprint("adapters", __name__)
+
+
+class VersionBody(Body):
+    """Which version, like ``{"version": 3}`` or ``"v3"`` (0 for the base model)."""
+
+    version: Version
 
 
 def version_rows() -> list[dict[str, Any]]:
@@ -52,33 +58,25 @@ def page() -> Any:
     )
 
 
-def _version() -> int:
-    body = request.get_json(silent=True)
-    raw = body.get("version") if isinstance(body, dict) else None
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise UserError('Say which version, like {"version": 3} (0 for the base model).')
-    from rltray.app.service import parse_version
-
-    version = parse_version(raw)
-    assert version is not None
-    return version
-
-
 @bp.get("/api/adapters")
 def api_list() -> Any:
+    """Every trained version with its metrics and the gate's verdict."""
     return jsonify(version_rows())
 
 
 @bp.post("/api/adapters/activate")
-def api_activate() -> Any:
+@takes(body=VersionBody)
+def api_activate(body: VersionBody) -> Any:
     """Make a version active (an older one: a rollback; 0: the base model)."""
-    return jsonify(state().service.rollback(_version()))
+    return jsonify(state().service.rollback(body.version))
 
 
 @bp.post("/api/adapters/delete")
-def api_delete() -> Any:
+@takes(body=VersionBody)
+def api_delete(body: VersionBody) -> Any:
+    """Delete an old version's files and row (never the active one)."""
     service = state().service
-    version = _version()
+    version = body.version
     gone = service.store.delete_adapter(version)
     folder = Path(gone.path)
     if folder.is_dir() and folder.resolve().parent == service.paths.adapters.resolve():

@@ -201,8 +201,14 @@ def fail(status: int, code: str, message: str) -> Any:
 
 def _install_errors(app: Flask) -> None:
     from rltray.app.errors import UserError
+    from rltray.app.httpinput import JSONObjectRequest
     from rltray.app.store import StoreError
     from werkzeug.exceptions import HTTPException
+
+    # views with a model read their body through httpinput.takes; the others (the wizard's)
+    # call request.get_json, which now refuses a body that is not a JSON object (one sentence)
+    # where Flask's let a deep one through as a RecursionError and a list reach `.get`
+    app.request_class = JSONObjectRequest
 
     @app.errorhandler(Refused)
     def refused(exc: Refused) -> Any:
@@ -224,6 +230,8 @@ def _install_errors(app: Flask) -> None:
         messages = {
             404: f"There is no page {request.path}.",
             405: f"{request.method} is not allowed on {request.path}.",
+            413: f"The request body is larger than the settings app takes "
+            f"({(app.config['MAX_CONTENT_LENGTH'] or 0) // 1024} KiB).",
         }
         return fail(exc.code or 500, code, messages.get(exc.code or 0, exc.description or code))
 

@@ -86,4 +86,5 @@ def page() -> Any:
 
 @bp.get("/api/dashboard")
 def api() -> Any:
+    """Everything the dashboard shows: counts, ratings per day, runs, recent events."""
     return jsonify(summary())

@@ -16,13 +16,24 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request
 from rltray.app.errors import UserError
+from rltray.app.httpinput import ID_PATH, takes
 from rltray.app.store import TurnFilter
+from rltray.web.ratings_input import (
+    PAGE_SIZE,
+    RATINGS,
+    BulkBody,
+    CommentBody,
+    ExportQuery,
+    RateTurnBody,
+    RatingsPageQuery,
+    TagNameBody,
+    TagsBody,
+    TurnListQuery,
+    TurnQuery,
+)
 from rltray.web.state import state
 
 bp = Blueprint("ratings", __name__)
-PAGE_SIZE = 50
-RATINGS = ("good", "bad", "unrated", "rated")
-BULK_ACTIONS = ("good", "bad", "unrate", "tag", "untag", "delete")
 
 
 def _local_day_start(text: str, field: str) -> str:
@@ -35,24 +46,20 @@ def _local_day_start(text: str, field: str) -> str:
     return utc_iso(datetime.combine(day, time()).astimezone())
 
 
-def current_filter(args: Any = None) -> TurnFilter:
-    """The filter the query string asks for; a bad value is one sentence, not a 500."""
-    args = request.args if args is None else args
-    rating = args.get("rating") or None
-    if rating is not None and rating not in RATINGS:
-        raise UserError(f"Rating filter must be one of {', '.join(RATINGS)}, not {rating!r}.")
-    until = args.get("until") or None
-    if until:
-        start = _local_day_start(until, "until")
+def current_filter(query: TurnQuery) -> TurnFilter:
+    """The store's filter for the query string's filters (local days become UTC bounds)."""
+    until = None
+    if query.until:
+        start = _local_day_start(query.until, "until")
         until = (datetime.fromisoformat(start) + timedelta(days=1)).isoformat()
     return TurnFilter(
-        text=args.get("q", ""),
-        agent=args.get("agent") or None,
-        project=args.get("project") or None,
-        rating=rating,
-        since=_local_day_start(args["since"], "since") if args.get("since") else None,
+        text=query.q,
+        agent=query.agent,
+        project=query.project,
+        rating=query.rating,
+        since=_local_day_start(query.since, "since") if query.since else None,
         until=until,
-        tags=tuple(t for t in args.getlist("tag") if t),
+        tags=tuple(query.tag),
     )
 
 
@@ -72,18 +79,12 @@ def turn_json(turn: Any, tags: list[str] | None = None) -> dict[str, Any]:
     }
 
 
-def _int(name: str, default: int) -> int:
-    try:
-        return max(0, int(request.args.get(name, default)))
-    except ValueError:
-        raise UserError(f"{name} must be a whole number.") from None
-
-
 @bp.get("/ratings")
-def page() -> Any:
+@takes(query=RatingsPageQuery)
+def page(query: RatingsPageQuery) -> Any:
     store = state().service.store
-    where = current_filter()
-    page_no = _int("page", 1) or 1
+    where = current_filter(query)
+    page_no = query.page
     total = store.count_turns(where)
     turns = store.search_turns(where, limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
     tags = store.tags_of(t.id for t in turns)
@@ -105,7 +106,7 @@ def page() -> Any:
     )
 
 
-@bp.get("/ratings/turn/<int:turn_id>")
+@bp.get(f"/ratings/turn/<{ID_PATH}:turn_id>")
 def detail(turn_id: int) -> Any:
     """The detail pane's HTML for one turn (prompt, context, answer rendered)."""
     store = state().service.store
@@ -122,12 +123,12 @@ def detail(turn_id: int) -> Any:
 
 
 @bp.get("/ratings/export.jsonl")
-def export() -> Any:
-    """The filtered turns (or the ``ids`` given) as JSON lines, oldest first, as a download."""
+@takes(query=ExportQuery)
+def export(query: ExportQuery) -> Any:
+    """The filtered turns (or the ``id``s given) as JSON lines, oldest first, as a download."""
     store = state().service.store
-    raw_ids = request.args.getlist("id")
-    ids = _ids(raw_ids) if raw_ids else []
-    where = current_filter()
+    ids = query.id
+    where = current_filter(query)
 
     def lines() -> Iterator[str]:
         wanted = set(ids)
@@ -147,22 +148,6 @@ def export() -> Any:
 # -- JSON actions ---------------------------------------------------------------------
 
 
-def _body() -> dict[str, Any]:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise UserError("Send a JSON object.")
-    return body
-
-
-def _ids(raw: Any) -> list[int]:
-    if not isinstance(raw, list) or not raw:
-        raise UserError("Select at least one turn.")
-    try:
-        return [int(i) for i in raw]
-    except (TypeError, ValueError):
-        raise UserError("Turn ids are whole numbers.") from None
-
-
 def _one(turn_id: int) -> Any:
     store = state().service.store
     turn = store.get_turn(turn_id)
@@ -172,10 +157,12 @@ def _one(turn_id: int) -> Any:
 
 
 @bp.get("/api/turns")
-def api_list() -> Any:
+@takes(query=TurnListQuery)
+def api_list(query: TurnListQuery) -> Any:
+    """The turns matching the filters, newest first, with how many match in all."""
     store = state().service.store
-    where = current_filter()
-    turns = store.search_turns(where, limit=_int("limit", PAGE_SIZE), offset=_int("offset", 0))
+    where = current_filter(query)
+    turns = store.search_turns(where, limit=query.limit, offset=query.offset)
     tags = store.tags_of(t.id for t in turns)
     return jsonify(
         {
@@ -185,66 +172,58 @@ def api_list() -> Any:
     )
 
 
-@bp.get("/api/turns/<int:turn_id>")
+@bp.get(f"/api/turns/<{ID_PATH}:turn_id>")
 def api_get(turn_id: int) -> Any:
+    """One turn: prompt, answer, rating and tags."""
     return _one(turn_id)
 
 
-@bp.post("/api/turns/<int:turn_id>/rating")
-def api_rate(turn_id: int) -> Any:
-    """``{"value": 1 | -1 | 0, "comment"?}``; 0 withdraws the rating (history keeps it)."""
-    body = _body()
-    value = body.get("value")
+@bp.post(f"/api/turns/<{ID_PATH}:turn_id>/rating")
+@takes(body=RateTurnBody)
+def api_rate(turn_id: int, body: RateTurnBody) -> Any:
+    """Rate a turn (1 good, -1 bad) or withdraw its rating (0); the history keeps every one."""
     service = state().service
-    if value == 0:
+    if body.value == 0:
         service.store.undo("web", turn_id=turn_id)
-    elif value in (1, -1):
-        comment = body.get("comment")
+    else:
+        comment = body.comment
         if comment is None and (current := service.store.active_rating(turn_id)) is not None:
             comment = current.comment  # re-rating keeps what the user wrote
-        service.rate_turn(turn_id, int(value), comment=comment, source="web")
-    else:
-        raise UserError("value is 1 (good), -1 (bad) or 0 (withdraw the rating).")
+        service.rate_turn(turn_id, body.value, comment=comment, source="web")
     return _one(turn_id)
 
 
-@bp.post("/api/turns/<int:turn_id>/comment")
-def api_comment(turn_id: int) -> Any:
-    comment = _body().get("comment")
-    if comment is not None and not isinstance(comment, str):
-        raise UserError("comment is text.")
-    state().service.store.set_comment(turn_id, comment)
+@bp.post(f"/api/turns/<{ID_PATH}:turn_id>/comment")
+@takes(body=CommentBody)
+def api_comment(turn_id: int, body: CommentBody) -> Any:
+    """Change the comment of a turn's active rating."""
+    state().service.store.set_comment(turn_id, body.comment)
     return _one(turn_id)
 
 
-@bp.post("/api/turns/<int:turn_id>/tags")
-def api_tags(turn_id: int) -> Any:
-    tags = _body().get("tags")
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise UserError('tags is a list of names, like ["wrong", "verbose"].')
-    state().service.store.set_turn_tags(turn_id, tags)
+@bp.post(f"/api/turns/<{ID_PATH}:turn_id>/tags")
+@takes(body=TagsBody)
+def api_tags(turn_id: int, body: TagsBody) -> Any:
+    """Make a turn carry exactly these tags."""
+    state().service.store.set_turn_tags(turn_id, body.tags)
     return _one(turn_id)
 
 
 @bp.post("/api/turns/bulk")
-def api_bulk() -> Any:
+@takes(body=BulkBody)
+def api_bulk(body: BulkBody) -> Any:
     """One action on a selection: good, bad, unrate, tag / untag (with ``tag``), delete."""
-    body = _body()
-    ids = _ids(body.get("ids"))
-    action = body.get("action")
+    ids, action = body.ids, body.action
     service = state().service
     store = service.store
-    if action not in BULK_ACTIONS:
-        raise UserError(f"action is one of {', '.join(BULK_ACTIONS)}.")
     if action == "delete":
         count = store.delete_turns(ids)
         store.log_event("ratings", f"deleted {count} turns in the ratings browser")
         return jsonify({"action": action, "changed": count})
     if action in ("tag", "untag"):
-        tag = body.get("tag")
-        if not isinstance(tag, str):
+        if body.tag is None:
             raise UserError("Name the tag to add or remove.")
-        changed = store.tag_turns(ids, tag, on=action == "tag")
+        changed = store.tag_turns(ids, body.tag, on=action == "tag")
         return jsonify({"action": action, "changed": changed})
     changed = 0
     with store.batch():
@@ -265,22 +244,22 @@ def api_bulk() -> Any:
 
 @bp.get("/api/tags")
 def api_tag_list() -> Any:
+    """Every tag with how many turns carry it."""
     return jsonify(state().service.store.list_tags())
 
 
 @bp.post("/api/tags")
-def api_tag_add() -> Any:
-    name = _body().get("name")
-    if not isinstance(name, str):
-        raise UserError("name is the tag's text.")
-    return jsonify({"name": state().service.store.add_tag(name)})
+@takes(body=TagNameBody)
+def api_tag_add(body: TagNameBody) -> Any:
+    """Add a tag to the list."""
+    return jsonify({"name": state().service.store.add_tag(body.name)})
 
 
 @bp.post("/api/tags/delete")
-def api_tag_delete() -> Any:
-    name = _body().get("name")
-    if not isinstance(name, str):
-        raise UserError("name is the tag's text.")
+@takes(body=TagNameBody)
+def api_tag_delete(body: TagNameBody) -> Any:
+    """Remove a tag from the list and from every turn."""
+    name = body.name
     if not state().service.store.remove_tag(name):
         raise UserError(f"There is no tag {name!r}.")
     return jsonify({"removed": name})

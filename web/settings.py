@@ -10,13 +10,24 @@ the keyring and is shown back only as its last four characters.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from flask import Blueprint, jsonify, redirect, render_template, request, url_for
+from pydantic import ConfigDict, Field, RootModel
+from rltray.app.httpinput import Name, SettingValue, takes
 from rltray.web.state import state
 
 bp = Blueprint("settings", __name__)
 SECRET = "hf-token"
+MAX_SETTINGS = 100  # keys one request may set (there are about twenty)
+
+
+class SettingsBody(RootModel[Annotated[dict[Name, SettingValue], Field(max_length=MAX_SETTINGS)]]):
+    """Settings by key, like ``{"training.preset": "careful"}``; all are saved or none."""
+
+    model_config = ConfigDict(strict=True, frozen=True)
+
+
 SECTION_TITLES = {
     "agents": "Agents",
     "notify": "Notifications",
@@ -33,17 +44,30 @@ def _form_value(setting: Any, form: Any) -> Any:
     return values[-1] if values else None
 
 
-def save_values(values: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """Set each given key; returns (errors by key, keys changed). Valid keys are kept."""
+def save_values(
+    values: dict[str, Any], *, all_or_nothing: bool = False
+) -> tuple[dict[str, str], list[str]]:
+    """Set each given key; returns (errors by key, keys changed).
+
+    The settings page keeps the valid keys of a form with a bad one (the user
+    sees the rest saved); ``all_or_nothing`` (the JSON API) puts the old values
+    back when any key is refused, so a refused request changes nothing.
+    """
     from rltray.app import config
+    from rltray.web.security import program_setting_refusal
 
     paths = state().service.paths
     errors: dict[str, str] = {}
     changed: list[str] = []
     known = {s.key: s for s in config.describe()}
+    snapshot = config.load_config(paths)
     for key, value in values.items():
         if key not in known:
-            errors[key] = f"There is no setting {key!r}."
+            errors[key] = f"There is no setting {key[:60]!r}."
+            continue
+        refused = program_setting_refusal(paths.home, key, value)
+        if refused:
+            errors[key] = refused
             continue
         try:
             before = config.load_config(paths).get(key)
@@ -53,6 +77,9 @@ def save_values(values: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
             continue
         if before != after:
             changed.append(key)
+    if errors and all_or_nothing and changed:
+        config.save_config(paths, snapshot)
+        changed = []
     if changed:
         state().service.store.log_event("settings", "changed " + ", ".join(changed))
     return errors, changed
@@ -145,6 +172,7 @@ def save_secret() -> Any:
 
 @bp.get("/api/settings")
 def api_list() -> Any:
+    """Every setting with its value, default, type, help and range."""
     from rltray.app import config
 
     current = config.load_config(state().service.paths)
@@ -169,20 +197,16 @@ def api_list() -> Any:
 
 
 @bp.post("/api/settings")
-def api_save() -> Any:
-    from rltray.app.errors import UserError
-
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise UserError('Send a JSON object of settings, like {"training.preset": "careful"}.')
-    errors, changed = save_values(body)
+@takes(body=SettingsBody)
+def api_save(body: SettingsBody) -> Any:
+    """Save settings by key; a refused value saves none and names each bad key."""
+    errors, changed = save_values(body.root, all_or_nothing=True)
     if errors:
         from rltray.app.api import error_body
 
         first = next(iter(errors.values()))
         payload = error_body("invalid_setting", first)
         payload["error"]["fields"] = errors
-        payload["changed"] = changed
         response = jsonify(payload)
         response.status_code = 400
         return response
