@@ -161,18 +161,18 @@ def rollback(store: Store, paths: Paths, version: int | None = None) -> Adapter 
     active = store.active_adapter()
     if version is None:
         if active is None:
-            raise NothingToDo("nothing to roll back: the base model is already in use")
+            raise NothingToDo("Nothing to roll back: the base model is already in use.")
         version = active.parent_version
     elif version == 0:
         version = None
     target = None if version is None else store.get_adapter(version)
     if version is not None:
         if target is None or target.status == "rejected":
-            raise UserError(f"there is no usable adapter version {version}")
+            raise UserError(f"There is no usable adapter version {version}.")
         if not Path(target.path).is_dir():
-            raise UserError(f"adapter v{version}'s folder {target.path} is missing")
+            raise UserError(f"Adapter v{version}'s folder {target.path} is missing.")
     if (active.version if active else None) == version:
-        raise NothingToDo(f"{describe(version)} is already in use")
+        raise NothingToDo(f"Nothing to do: {describe(version)} is already in use.")
     with store.batch():
         if active is not None:
             store.set_adapter_status(active.version, "rolled-back")
