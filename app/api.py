@@ -13,7 +13,6 @@ from __future__ import annotations
 import hmac
 import json
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
     from rltray.app.apischema import SettingsWindowBody
     from rltray.app.httpinput import Body
     from rltray.app.service import Service
-    from werkzeug.serving import BaseWSGIServer
 
 ALLOWED_HOSTS = ("127.0.0.1", "localhost")
 API_VERSION = "1"  # the OpenAPI document's info.version: raise it when a route changes meaning
@@ -191,37 +189,39 @@ def settings_window(service: Service, body: SettingsWindowBody) -> dict[str, str
 
 
 class ApiServer:
-    """Serves the API on a daemon thread; writes and removes ``endpoint.json``."""
+    """Serves the API (``app/httpserve.py``); writes and removes ``endpoint.json``."""
 
     def __init__(self, service: Service, token: str, token_in_file: bool) -> None:
-        from werkzeug.serving import make_server
+        from rltray.app.httpserve import LocalServer
 
         self.service = service
-        self._server: BaseWSGIServer = make_server(
-            "127.0.0.1", 0, create_api(service, token), threaded=True
-        )
-        self.port = int(self._server.server_port)
+        app = create_api(service, token)
+        self._server = LocalServer(app, "rltray-api", max_body=_max_body(app))
+        self.port = self._server.port
         self._token = token if token_in_file else None
         self.token_in_file = token_in_file
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="rltray-api", daemon=True
-        )
 
     def start(self) -> None:
         from rltray.app.fileio import write_private_atomic
 
-        self._thread.start()
+        self._server.start()
         endpoint = {"port": self.port, "pid": os.getpid()}
         if self._token is not None:
             endpoint["token"] = self._token
         write_private_atomic(self.service.paths.endpoint, json.dumps(endpoint).encode(), 0o600)
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._thread.join(timeout=5)
+        self._server.stop()
         try:
             data = json.loads(self.service.paths.endpoint.read_text())
             if data.get("pid") == os.getpid():
                 self.service.paths.endpoint.unlink()
         except (OSError, ValueError):
             pass
+
+
+def _max_body(app: Flask) -> int:
+    """The body cap the app declares (Flask's MAX_CONTENT_LENGTH), else the server's default."""
+    from rltray.app.httpserve import DEFAULT_MAX_BODY
+
+    return int(app.config.get("MAX_CONTENT_LENGTH") or DEFAULT_MAX_BODY)

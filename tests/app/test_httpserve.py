@@ -154,6 +154,9 @@ def test_stop_closes_the_port_and_open_connections() -> None:
     server = LocalServer(_hello, "test-http").start()
     idle = socket.create_connection(server.address, timeout=10)
     server.stop()
-    assert idle.recv(100) == b""
+    try:
+        assert idle.recv(100) == b""  # closed (an orderly close, or a reset below)
+    except ConnectionResetError:
+        pass
     with pytest.raises(OSError):
         socket.create_connection(server.address, timeout=2)
