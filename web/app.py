@@ -110,6 +110,10 @@ def _install_guard(app: Flask) -> None:
             # the token is the credential here, and a redirect file (file://) is cross-site
             return None
         guard.check_fetch_site(request.headers.get("Sec-Fetch-Site"))
+        if request.endpoint == "static":
+            # the package's own stylesheet and scripts, public anyway; the signed-out and
+            # refusal pages need them too
+            return None
         session = guard.session(request.cookies.get(COOKIE))
         form_token = request.form.get(CSRF_FIELD) if request.mimetype in _FORMS else None
         guard.check_csrf(request.method, session, request.headers.get(CSRF_HEADER) or form_token)

@@ -52,7 +52,11 @@ def test_without_the_cookie_every_route_is_401(anonymous, app, add_turns, servic
                 assert_error(response, 401, "unauthorized")
             else:
                 assert b"not signed in" in response.data and b"Traceback" not in response.data
-    assert anonymous.get("/static/app.css").status_code == 401
+    # the package's public stylesheet is served without a session (refusal pages use it),
+    # but not to another site's page
+    assert anonymous.get("/static/app.css").status_code == 200
+    foreign = anonymous.get("/static/app.css", headers={"Sec-Fetch-Site": "same-site"})
+    assert foreign.status_code == 403
     _unchanged(service, turn_id)
 
 
