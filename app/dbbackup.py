@@ -9,6 +9,8 @@ Why it looks like this:
   is reported, never rotated in over the good copies.
 - Whether a copy is due is one directory listing (the newest name's
   timestamp), so checking on every open costs nothing measurable.
+- Deleting a turn edits every copy (``editing``, with ``secure_delete``), so a
+  backup never keeps what the user deleted for its five days.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -98,6 +102,7 @@ def take(conn: sqlite3.Connection, db: Path, keep: int = KEEP) -> Path:
     try:
         dest = sqlite3.connect(temp, isolation_level=None)
         try:
+            dest.execute("PRAGMA secure_delete = ON")  # see ``editing``
             conn.backup(dest)
             dest.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
         finally:
@@ -141,6 +146,30 @@ def prune(db: Path, keep: int = KEEP) -> list[Path]:
     except FileNotFoundError:
         pass
     return removed
+
+
+@contextmanager
+def editing(backup: Path) -> Iterator[sqlite3.Connection]:
+    """One write transaction on a backup copy (deleting a turn removes it from every copy).
+
+    ``secure_delete`` overwrites the freed bytes, so the copy no longer holds
+    them; the rollback journal that briefly holds the old pages is deleted at
+    commit. A copy that is missing, a link or damaged raises sqlite3.Error or OSError.
+    """
+    if backup.is_symlink() or not backup.is_file():
+        raise FileNotFoundError(f"{backup} is not a backup file")
+    conn = sqlite3.connect(backup, isolation_level=None, timeout=5.0)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
 
 
 def newest_intact(db: Path) -> Path | None:

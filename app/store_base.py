@@ -171,6 +171,22 @@ class StoreBase:
         with self._lock:
             return self.conn.execute(sql, tuple(params)).fetchall()
 
+    def checkpoint(self, wait_s: float = 1.0) -> bool:
+        """Copy the write-ahead log into the file and empty it; whether that completed.
+
+        Waits at most ``wait_s`` for other connections (a reader can hold the
+        log); deleting a turn calls this so its old pages leave the log too.
+        """
+        with self._lock:
+            conn = self.conn
+            (before,) = conn.execute("PRAGMA busy_timeout").fetchone()
+            conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+            try:
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(before)}")
+            return not busy
+
     def schema_version(self) -> int:
         with self._lock:
             return len(migrations.applied(self.conn))

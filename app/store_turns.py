@@ -7,6 +7,7 @@ which judgement it used, and nothing a user did is lost.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rltray.app import dbbackup, sessionstate
+from rltray.app.paths import Paths
 from rltray.app.store_base import StoreBase, StoreError, _check_source, utc_iso
 
 _EXPORT_PAGE = 500
@@ -58,6 +61,35 @@ class Turn:
 def key_hash(source_key: str) -> str:
     """What stays of a deleted turn: a hash of its agent:session:turn key, no text."""
     return hashlib.sha256(source_key.encode("utf-8")).hexdigest()
+
+
+def forget(conn: sqlite3.Connection, source_keys: list[str]) -> int:
+    """Delete these turns with their ratings and tags and leave their tombstones; how many.
+
+    The one statement of what deleting a turn removes, run on the live database,
+    on each backup and on a repaired file, inside the caller's transaction.
+    Tables an older file lacks are skipped.
+    """
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    now, deleted = utc_iso(), 0
+    for start in range(0, len(source_keys), 500):
+        chunk = source_keys[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        ids = f"SELECT id FROM turns WHERE source_key IN ({marks})"
+        if "deleted_turns" in have:
+            conn.executemany(
+                "INSERT OR IGNORE INTO deleted_turns (key_hash, deleted_at) VALUES (?, ?)",
+                [(key_hash(k), now) for k in chunk],
+            )
+        if "turn_tags" in have:
+            conn.execute(f"DELETE FROM turn_tags WHERE turn_id IN ({ids})", chunk)
+        conn.execute(f"DELETE FROM ratings WHERE turn_id IN ({ids})", chunk)
+        if "applied_commands" in have:
+            conn.execute(
+                f"UPDATE applied_commands SET turn_id = NULL WHERE turn_id IN ({ids})", chunk
+            )
+        deleted += conn.execute(f"DELETE FROM turns WHERE source_key IN ({marks})", chunk).rowcount
+    return deleted
 
 
 _RATING_COLS = (
@@ -185,29 +217,48 @@ class TurnsAndRatings(StoreBase):
 
         Only a hash of each source key stays (``deleted_turns``) so a re-reported
         turn is not stored again. Jobs and exports read the tables, so a deleted
-        turn is in no later export or training job.
+        turn is in no later export or training job. Its text also leaves every
+        other place rltray kept it (``_forget_elsewhere``): the backups, the
+        hook's session state and the write-ahead log; ``secure_delete`` (on for
+        every connection) overwrites the freed bytes in the file itself.
         """
         ids = sorted({int(i) for i in turn_ids})
-        deleted = 0
+        keys: list[str] = []
+        turns: list[sessionstate.SessionTurn] = []
         with self._write() as conn:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                keys = conn.execute(
-                    f"SELECT source_key FROM turns WHERE id IN ({marks})", chunk
+                rows = conn.execute(
+                    "SELECT source_key, agent, session, turn, prompt FROM turns"
+                    f" WHERE id IN ({marks})",
+                    chunk,
                 ).fetchall()
-                now = utc_iso()
-                conn.executemany(
-                    "INSERT OR IGNORE INTO deleted_turns (key_hash, deleted_at) VALUES (?, ?)",
-                    [(key_hash(k), now) for (k,) in keys],
-                )
-                conn.execute(f"DELETE FROM turn_tags WHERE turn_id IN ({marks})", chunk)
-                conn.execute(f"DELETE FROM ratings WHERE turn_id IN ({marks})", chunk)
-                conn.execute(
-                    f"UPDATE applied_commands SET turn_id = NULL WHERE turn_id IN ({marks})", chunk
-                )
-                deleted += conn.execute(f"DELETE FROM turns WHERE id IN ({marks})", chunk).rowcount
-        return deleted
+                forget(conn, [r[0] for r in rows])
+                keys += [r[0] for r in rows]
+                turns += [sessionstate.SessionTurn(*r[1:]) for r in rows]
+        if keys:
+            self._forget_elsewhere(keys, turns)
+        return len(keys)
+
+    def _forget_elsewhere(self, keys: list[str], turns: list[sessionstate.SessionTurn]) -> None:
+        """Remove deleted turns from the backups, the hook's session state and the WAL.
+
+        A backup that cannot be cleaned is removed: a copy must not keep what
+        the user deleted. The checkpoint is best effort (a reader may hold the
+        log); SQLite overwrites the log from its start at the next write after one.
+        """
+        for copy in dbbackup.backups(self.path):
+            try:
+                with dbbackup.editing(copy) as conn:
+                    forget(conn, keys)
+            except (sqlite3.Error, OSError):
+                copy.unlink(missing_ok=True)
+        sessionstate.forget(Paths(self.path.parent).hook_state, turns)
+        with self._lock:
+            if not self._depth:
+                with contextlib.suppress(sqlite3.Error):
+                    self.checkpoint(wait_s=1.0)
 
     def set_comment(self, turn_id: int, comment: str | None) -> Rating:
         """Change the comment of a turn's active rating in place.
