@@ -1,4 +1,4 @@
-"""`rltray doctor --repair`: rebuild rltray.db from every readable row, keeping the damaged file.
+"""`rltray doctor --repair`: rebuild rltray.db from every row it still holds; keep the damaged file.
 
 Why salvage first and the backup second: a backup is up to a day old, while a
 damaged file usually still holds most of its pages, the newest turns and
@@ -8,19 +8,24 @@ ratings among them. So the repair
    so none starts meanwhile;
 2. moves the damaged file and its write-ahead log aside as
    ``rltray.db.damaged-<UTC time>`` (kept, never written again);
-3. creates a new file with the current schema;
-4. copies every readable row of every table from the damaged file, in rowid
-   order, a page of rows at a time; where a read fails it reads row by row,
-   and past an unreadable stretch it seeks forward (doubling, then halving the
-   step) to the first rowid it can read again;
-5. adds from the newest backup that passes ``PRAGMA quick_check`` the rows the
-   damaged file could not give (``INSERT OR IGNORE`` on the same keys: a row
-   read from the damaged file is newer, so it wins);
+3. scans the pages of the damaged file for rows of rltray's tables
+   (``dbpagescan``, ``dbpages``), before SQLite opens it;
+4. creates a new file with the current schema and takes the rows
+   (``dbsalvage``): as SQLite reads them, then, for each table SQLite could
+   not read whole, as the page scan found them, then what is still missing
+   from the newest backup that passes ``PRAGMA quick_check`` (never a deleted
+   turn, nor a rating withdrawn since);
+5. counts what the damaged file probably held against what came back, from
+   the scan: cells it could not decode, leaf pages that are gone (with the
+   rowid range their parent gives), damaged pages it cannot trace;
 6. checks the new file, renames it into place and logs a ``repair`` event.
 
-A missing or 0-byte database takes the same path with nothing to read in
-step 4, which is a restore of the newest backup. Rows keep their ids, so
-ratings still point at their turns; a rating whose turn was lost is kept and counted.
+The report says "Repaired" only when nothing was left behind; otherwise it
+names each table's shortfall and ``complete`` is false (`rltray doctor
+--repair` then exits with the data error code). A missing or 0-byte database
+takes the same path with nothing to read, which is a restore of the newest
+backup. Rows keep their ids, so ratings still point at their turns; a rating
+whose turn was lost is kept and counted.
 """
 
 from __future__ import annotations
@@ -28,20 +33,19 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltray.app import dbbackup, dbopen, migrations
+from rltray.app import dbbackup, dbopen, dbpages, dbpagescan, dbsalvage, migrations
 from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
 
-PAGE = 256
-_MIN_ROWID, _MAX_ROWID = -(2**63), 2**63 - 1
+_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass
@@ -52,11 +56,20 @@ class RepairReport:
     backup: Path | None = None  # the backup rows were added from
     salvaged: dict[str, int] = field(default_factory=dict)  # table -> rows from the damaged file
     restored: dict[str, int] = field(default_factory=dict)  # table -> rows added from the backup
-    skipped: int = 0  # unreadable stretches skipped in the damaged file
+    skipped: int = 0  # unreadable stretches SQLite could not read in the damaged file
     orphans: int = 0  # rows whose parent row (a rating's turn) could not be recovered
+    held: dict[str, int] = field(default_factory=dict)  # table -> rows the file probably held
+    left: dict[str, int] = field(default_factory=dict)  # table -> rows left behind (about)
+    unknown_loss: set[str] = field(default_factory=set)  # lost a page of an unknown row count
+    untraced: int = 0  # damaged pages whose rows, if they held any, could not be traced
 
     def total(self, table: str) -> int:
         return self.salvaged.get(table, 0) + self.restored.get(table, 0)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every row the damaged file held is in the new one, as far as can be told."""
+        return not any(self.left.values()) and not self.unknown_loss and not self.untraced
 
     def lines(self) -> Iterator[str]:
         """The report as sentences for the terminal."""
@@ -64,23 +77,41 @@ class RepairReport:
             state = "is intact" if self.db.exists() else "does not exist yet"
             yield f"The database {self.db} {state}; nothing to repair."
             return
-        yield f"Repaired {self.db} ({self.problem})."
+        if self.complete:
+            yield f"Repaired {self.db} ({self.problem})."
+        else:
+            yield f"Repaired {self.db} only in part ({self.problem}): rows were left behind."
         if self.kept_as is not None:
             yield f"The damaged file is kept as {self.kept_as}."
-        for table in sorted(set(self.salvaged) | set(self.restored)):
-            if not self.total(table) and table not in ("turns", "ratings"):
-                continue
-            from_backup = self.restored.get(table, 0)
-            extra = f" ({from_backup} of them from the backup)" if from_backup else ""
-            yield f"  {table}: {self.total(table)} rows recovered{extra}"
+        for table in sorted(set(self.salvaged) | set(self.restored) | set(self.held)):
+            yield from self._table_line(table)
         if self.backup is not None:
             yield f"Rows the damaged file could not give came from the backup {self.backup}."
         else:
             yield "No intact backup was found, so only the damaged file's readable rows are in."
         if self.skipped:
             yield f"{self.skipped} unreadable stretch(es) of the damaged file were skipped."
+        if self.untraced:
+            yield (
+                f"{self.untraced} damaged page(s) could not be traced to a table; "
+                "any rows they held are lost."
+            )
         if self.orphans:
             yield f"{self.orphans} row(s) refer to a turn or run that could not be recovered."
+
+    def _table_line(self, table: str) -> Iterator[str]:
+        total, left = self.total(table), self.left.get(table, 0)
+        if not (total or left) and table not in {"turns", "ratings"} | self.unknown_loss:
+            return
+        from_backup = self.restored.get(table, 0)
+        extra = f" ({from_backup} of them from the backup)" if from_backup else ""
+        if left:
+            held = max(self.held.get(table, 0), total + left)
+            yield f"  {table}: {total} of about {held} rows recovered{extra}; {left} left behind"
+        elif table in self.unknown_loss:
+            yield f"  {table}: {total} rows recovered{extra}; a lost page held an unknown number"
+        else:
+            yield f"  {table}: {total} rows recovered{extra}"
 
 
 def diagnose(db: Path) -> str | None:
@@ -153,13 +184,27 @@ def _rebuild(db: Path, damaged: Path | None, fresh: Path, report: RepairReport) 
     dbopen.create_private(fresh)
     out = sqlite3.connect(fresh, isolation_level=None)
     try:
+        out.execute("PRAGMA secure_delete = ON")
         migrations.migrate(out)
         tables = _tables(out)
+        whole: set[str] = set()
+        found = None
         if damaged is not None and damaged.stat().st_size:
-            report.skipped = _take_rows(damaged, out, tables, report.salvaged)
+            found = _scan(damaged, fresh, out)  # first: closing SQLite may checkpoint its log
+            walked = dbsalvage.walk(damaged, out, tables)
+            report.salvaged, report.skipped = walked.rows, walked.skipped
+            whole = walked.whole - _short(found, out, walked.whole)
+            if found is not None:
+                for table, n in dbsalvage.from_pages(*found, out, tables, whole).items():
+                    report.salvaged[table] = report.salvaged.get(table, 0) + n
+        held = _held(found, out, tables, whole)
         report.backup = dbbackup.newest_intact(db)
         if report.backup is not None:
-            _take_rows(report.backup, out, tables, report.restored)
+            rest = {t: c for t, c in tables.items() if t not in whole}
+            report.restored = dbsalvage.from_backup(report.backup, out, rest)
+        dbsalvage.forget_deleted(out)
+        if found is not None and whole != set(tables):
+            _count_losses(found[0], out, held, report)
         report.orphans = len(out.execute("PRAGMA foreign_key_check").fetchall())
         problem_now = dbbackup.check(out)
         if problem_now != "ok":
@@ -171,6 +216,101 @@ def _rebuild(db: Path, damaged: Path | None, fresh: Path, report: RepairReport) 
         _log(out, report)
     finally:
         out.close()
+
+
+def _scan(
+    damaged: Path, fresh: Path, out: sqlite3.Connection
+) -> tuple[dbpagescan.Scan, dict[str, dbpagescan.Shape]] | None:
+    """The damaged file's pages read for rows of every table of the schema ``out`` has."""
+    names = [
+        r[0]
+        for r in out.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    shapes = {n: dbpagescan.shape_of(out, n, _ACCEPT.get(n)) for n in names}
+    (indexes,) = out.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'").fetchone()
+    try:
+        with dbpages.open_pages(damaged) as pages:
+            found = dbpagescan.scan(
+                pages,
+                list(shapes.values()),
+                schema_pages=dbpages.tree_pages(fresh),
+                indexes=indexes,
+            )
+    except (OSError, ValueError):
+        return None
+    return found, shapes
+
+
+def _is_key_hash(values: tuple[Any, ...]) -> bool:
+    """A tombstone's key is a SHA-256 hex digest (``store_turns.key_hash``)."""
+    return isinstance(values[0], str) and len(values[0]) == 64 and set(values[0]) <= _HEX
+
+
+def _is_migration(values: tuple[Any, ...]) -> bool:
+    return values[0] in {fn.__name__ for fn in migrations.MIGRATIONS}
+
+
+# Two tables hold two text columns each: their records are told apart by their keys.
+_ACCEPT = {"deleted_turns": _is_key_hash, "migrations": _is_migration}
+
+
+def _short(
+    found: tuple[dbpagescan.Scan, dict[str, dbpagescan.Shape]] | None,
+    out: sqlite3.Connection,
+    whole: set[str],
+) -> set[str]:
+    """Tables SQLite read without a failure that still lack rows the pages hold, or that
+    hold a row whose cell is broken (SQLite reads past a garbage last overflow page)."""
+    if found is None:
+        return set()
+    short = set()
+    for table in whole & found[0].tables.keys():
+        scanned = found[0].tables[table]
+        if scanned.broken or scanned.rows.keys() - dbsalvage.rowids(out, table):
+            short.add(table)
+    return short
+
+
+def _held(
+    found: tuple[dbpagescan.Scan, dict[str, dbpagescan.Shape]] | None,
+    out: sqlite3.Connection,
+    tables: dict[str, list[str]],
+    whole: set[str],
+) -> dict[str, int]:
+    """Rows each table not read whole probably held: those taken, and those the scan missed."""
+    if found is None:
+        return {}
+    held = {}
+    for table in tables:
+        scanned = found[0].tables.get(table)
+        if table in whole or scanned is None:
+            continue
+        have = dbsalvage.rowids(out, table)
+        held[table] = len(have) + len(scanned.broken - have) + scanned.cut
+        held[table] += sum(rows for _, _, rows in scanned.lost)
+    return held
+
+
+def _count_losses(
+    found: dbpagescan.Scan, out: sqlite3.Connection, held: dict[str, int], report: RepairReport
+) -> None:
+    """What is still missing after the backup: unreadable cells, and rows of lost leaf pages."""
+    report.untraced = found.untraced
+    for table, probably in held.items():
+        scanned = found.tables[table]
+        have = dbsalvage.rowids(out, table)
+        left = len(scanned.broken - have) + scanned.cut
+        for above, upto, rows in scanned.lost:
+            if above is not None and upto is not None:
+                rows -= dbsalvage.in_range(out, table, above, upto)
+            left += max(0, rows)
+        report.held[table] = probably
+        if left:
+            report.left[table] = left
+        if scanned.lost_root:
+            report.unknown_loss.add(table)
 
 
 def _family(db: Path) -> list[Path]:
@@ -212,109 +352,6 @@ def _tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
     return {n: [r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')] for n in names}
 
 
-def _open_source(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.text_factory = lambda b: b.decode("utf-8", "replace")  # keep text with a broken byte
-    conn.execute("PRAGMA cell_size_check = ON")  # report a bad cell instead of reading garbage
-    conn.execute("PRAGMA query_only = ON")
-    return conn
-
-
-def _source_columns(src: sqlite3.Connection, table: str, wanted: list[str]) -> list[str]:
-    try:
-        have = {r[1] for r in src.execute(f'PRAGMA table_info("{table}")')}
-    except sqlite3.DatabaseError:
-        return []
-    return [c for c in wanted if c in have]
-
-
-def _take_rows(
-    source: Path, out: sqlite3.Connection, tables: dict[str, list[str]], counts: dict[str, int]
-) -> int:
-    """Copy each table's readable rows into ``out``, counting them; the stretches skipped."""
-    try:
-        src = _open_source(source)
-    except sqlite3.DatabaseError:
-        return 0  # not even the header reads: nothing to take
-    skipped = 0
-    try:
-        _refuse_newer(src)
-        for table, wanted in tables.items():
-            cols = _source_columns(src, table, wanted)
-            if cols:
-                counts[table], gaps = _copy(src, out, table, cols)
-                skipped += gaps
-    finally:
-        src.close()
-    return skipped
-
-
-def _refuse_newer(src: sqlite3.Connection) -> None:
-    try:
-        migrations.pending(src)
-    except migrations.SchemaTooNew as exc:
-        raise UserError(f"{exc} (nothing was changed by the repair)", ExitCode.DATA) from None
-    except sqlite3.DatabaseError:
-        pass  # an unreadable migrations table: the rows are still worth reading
-
-
-def _copy(
-    src: sqlite3.Connection, out: sqlite3.Connection, table: str, cols: list[str]
-) -> tuple[int, int]:
-    """Copy every readable row by rowid; (rows inserted, unreadable stretches skipped)."""
-    names = ", ".join(f'"{c}"' for c in cols)
-    select = f'SELECT rowid, {names} FROM "{table}" WHERE rowid >= ? ORDER BY rowid LIMIT ?'
-    marks = ", ".join("?" * (len(cols) + 1))
-    insert = f'INSERT OR IGNORE INTO "{table}" (rowid, {names}) VALUES ({marks})'
-
-    def read(start: int, limit: int) -> list[Any] | None:
-        try:
-            return src.execute(select, (start, limit)).fetchall()
-        except (sqlite3.Error, ValueError):
-            return None
-
-    inserted = skipped = 0
-    start: int | None = _MIN_ROWID
-    out.execute("BEGIN")
-    try:
-        while start is not None:
-            rows = read(start, PAGE)
-            if rows is None:
-                rows = read(start, 1)  # the page holds a bad row: go one by one
-            if rows is None:
-                skipped += 1
-                start = _next_readable(read, start)
-                continue
-            if not rows:
-                break
-            for row in rows:
-                inserted += out.execute(insert, row).rowcount
-            last = rows[-1][0]
-            start = last + 1 if last < _MAX_ROWID else None
-        out.execute("COMMIT")
-    except BaseException:
-        out.execute("ROLLBACK")
-        raise
-    return inserted, skipped
-
-
-def _next_readable(read: Callable[[int, int], list[Any] | None], bad: int) -> int | None:
-    """The smallest rowid after ``bad`` from which a read works again, or None."""
-    step = 1
-    while bad + step <= _MAX_ROWID:
-        if read(bad + step, 1) is not None:
-            lo, hi = bad, bad + step  # lo fails, hi works: halve the gap
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if read(mid, 1) is None:
-                    lo = mid
-                else:
-                    hi = mid
-            return hi
-        step *= 2
-    return None
-
-
 def _log(out: sqlite3.Connection, report: RepairReport) -> None:
     data = {
         "problem": report.problem,
@@ -323,13 +360,19 @@ def _log(out: sqlite3.Connection, report: RepairReport) -> None:
         "salvaged": report.salvaged,
         "restored": report.restored,
         "skipped": report.skipped,
+        "held": report.held,
+        "left": report.left,
+        "unknown_loss": sorted(report.unknown_loss),
+        "untraced": report.untraced,
+        "complete": report.complete,
     }
     out.execute(
         "INSERT INTO events (at, kind, message, data) VALUES (?,?,?,?)",
         (
             datetime.now(timezone.utc).isoformat(timespec="microseconds"),
             "repair",
-            f"rebuilt the database ({report.problem}); {report.total('turns')} turns recovered",
+            f"rebuilt the database ({report.problem}); {report.total('turns')} turns recovered"
+            + ("" if report.complete else ", some rows were left behind"),
             json.dumps(data),
         ),
     )

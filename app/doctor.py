@@ -178,7 +178,8 @@ def repair(ctx: Context) -> int:
     for line in report.lines():
         ctx.say(line)
     ctx.say("")
-    return run(ctx)
+    code = run(ctx)
+    return ExitCode.DATA if code == ExitCode.OK and not report.complete else code
 
 
 def _safely(check: Callable[[Service], Check], service: Service) -> Check:

@@ -12,8 +12,12 @@ def marker(n: int) -> str:
     return f"<turn-{n:04d}>"
 
 
-def add_turns(store: Store, count: int, start: int = 0) -> list[int]:
-    """``count`` turns whose prompts carry a findable marker, about two per 4 KB page."""
+def add_turns(store: Store, count: int, start: int = 0, repeat: int = 110) -> list[int]:
+    """``count`` turns whose prompts carry a findable marker, every other one rated.
+
+    ``repeat`` markers make the prompt: 110 (~1.2 KB) puts about two turns on a
+    4 KB page, 200 (~2.2 KB) one, 2000 (~22 KB) spills onto five overflow pages.
+    """
     ids = []
     for n in range(start, start + count):
         turn_id, _ = store.add_turn(
@@ -21,7 +25,7 @@ def add_turns(store: Store, count: int, start: int = 0) -> list[int]:
                 "agent": "codex",
                 "session": "s",
                 "turn": f"t{n}",
-                "prompt": marker(n) * 110,  # ~1.5 KB
+                "prompt": marker(n) * repeat,
                 "response": f"answer {n}",
                 "captured_at": f"2025-01-01T00:{n // 60:02d}:{n % 60:02d}Z",
             }
@@ -69,3 +73,45 @@ def overwrite_pages(db: Path, pages: set[int]) -> None:
 def turn_markers_on(db: Path, pages: set[int], upto: int) -> set[int]:
     """Which of turns 0..upto-1 have their marker on one of ``pages``."""
     return {n for n in range(upto) if pages_holding(db, marker(n)) & pages}
+
+
+# -- where SQLite keeps each b-tree (its dbstat table, independent of rltray's page scanner) --
+
+
+def has_dbstat() -> bool:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("SELECT 1 FROM dbstat LIMIT 1").fetchall()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+
+
+def stat_pages(db: Path, name: str | None = None, kind: str | None = None) -> set[int]:
+    """Pages of b-tree ``name`` (every b-tree when None) of type ``kind``
+    (``internal``, ``leaf`` or ``overflow``; any when None), as SQLite's dbstat lists them."""
+    conn = sqlite3.connect(db)
+    try:
+        schema = "sqlite_schema" if conn.execute(
+            "SELECT 1 FROM dbstat WHERE name = 'sqlite_schema' LIMIT 1"
+        ).fetchone() else "sqlite_master"
+        rows = conn.execute(
+            "SELECT pageno FROM dbstat WHERE (?1 IS NULL OR name = ?1)"
+            " AND (?2 IS NULL OR pagetype = ?2)",
+            (schema if name == "schema" else name, kind),
+        ).fetchall()
+    finally:
+        conn.close()
+    return {r[0] for r in rows}
+
+
+def root_page(db: Path, name: str) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        sql = "SELECT rootpage FROM sqlite_master WHERE name = ?"
+        (root,) = conn.execute(sql, (name,)).fetchone()
+    finally:
+        conn.close()
+    return int(root)

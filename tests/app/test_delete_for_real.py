@@ -1,14 +1,17 @@
 """Deleting a turn is for real (issue 18, part 4): no copy of its text survives anywhere.
 
 Each test attacks one place a deleted turn used to live on: the hook's session
-state, the daily backups and the freed pages of the database file. Real hook
-processes, real SQLite files.
+state, the daily backups, the freed pages of the database file, and a later
+`rltray doctor --repair` that read it back from a backup (and revived a rating
+the user had withdrawn). Real hook processes, real SQLite files, the real CLI.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -17,7 +20,8 @@ from pathlib import Path
 
 import dbdamage
 import pytest
-from rltray.app import dbbackup, sessionstate, spool
+from rltray.app import cli, dbbackup, dbsalvage, migrations, sessionstate, spool
+from rltray.app.errors import ExitCode
 from rltray.app.hooks import capture, capture_core
 from rltray.app.paths import Paths
 from rltray.app.store import Store
@@ -43,6 +47,18 @@ def codex_turn(home: Path, session: str, turn: str, prompt: str, answer: str) ->
         "codex-stop",
         {"session_id": session, "turn_id": turn, "last_assistant_message": answer},
     )
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def exported_keys() -> set[str]:
+    code, out, err = run_cli("export")
+    assert code == ExitCode.OK, err
+    return {json.loads(line)["source_key"] for line in out.splitlines()}
 
 
 @pytest.fixture(autouse=True)
@@ -181,3 +197,85 @@ def test_deleted_text_leaves_the_database_file_where_sqlite_keeps_freed_bytes(
             if path.exists():
                 assert dbdamage.marker(3).encode() not in path.read_bytes(), path
         assert store.conn.execute("PRAGMA secure_delete").fetchone() == (1,)
+
+
+def test_delete_then_repair_then_export_never_shows_the_turn(paths: Paths) -> None:
+    """Regression: `doctor --repair` brought a deleted turn back from the backup."""
+    with Store.open(paths) as store:
+        ids = dbdamage.add_turns(store, 30)
+        dbbackup.take(store.conn, paths.db)
+        store.delete_turns([ids[4]])
+    dbdamage.checkpoint(paths.db)
+    dbdamage.overwrite_pages(paths.db, {1})
+    _, out, err = run_cli("doctor", "--repair")
+    assert "unexpected error" not in err
+    keys = exported_keys()
+    assert "codex:s:t4" not in keys and len(keys) == 29, out
+
+
+def test_repair_skips_a_deleted_turn_in_a_backup_the_delete_could_not_reach(
+    paths: Paths, tmp_path: Path
+) -> None:
+    """A copy written while the delete ran (or restored by hand) still holds the turn:
+    the tombstones keep it, its rating and its tag out of the repaired file."""
+    with Store.open(paths) as store:
+        ids = dbdamage.add_turns(store, 30)
+        store.set_turn_tags(ids[4], ["wrong"])
+        stale = dbbackup.take(store.conn, paths.db)
+        shutil.copy(stale, tmp_path / "stale.db")
+        store.delete_turns([ids[4]])
+    shutil.copy(tmp_path / "stale.db", stale)  # the copy still holds turn 4
+    dbdamage.checkpoint(paths.db)
+    dbdamage.overwrite_pages(paths.db, {dbdamage.root_page(paths.db, "turns")})
+    run_cli("doctor", "--repair")
+    assert "codex:s:t4" not in exported_keys()
+    with Store.open(paths) as store:
+        assert store.conn.execute(
+            "SELECT COUNT(*) FROM ratings WHERE turn_id = ?", (ids[4],)
+        ).fetchone() == (0,)
+        assert store.conn.execute("SELECT COUNT(*) FROM turn_tags").fetchone() == (0,)
+        assert store.counts()["turns"] == 29
+
+
+def test_repair_does_not_revive_a_rating_withdrawn_since_the_backup(paths: Paths) -> None:
+    """Regression: the backup's active copy of an undone rating came back active."""
+    with Store.open(paths) as store:
+        ids = dbdamage.add_turns(store, 10)  # turn 0 is rated good
+        dbbackup.take(store.conn, paths.db)
+        assert store.undo("cli", turn_id=ids[0]) is not None
+    dbdamage.checkpoint(paths.db)
+    dbdamage.overwrite_pages(paths.db, {1})
+    run_cli("doctor", "--repair")
+    with Store.open(paths) as store:
+        assert store.active_rating(ids[0]) is None
+        (rating,) = store.rating_history(ids[0])
+        assert rating.withdrawn_at is not None
+
+
+def test_a_backup_rating_older_than_one_in_the_new_file_comes_in_withdrawn(
+    tmp_path: Path,
+) -> None:
+    """The rating the damaged file lost was withdrawn by a later one it kept."""
+
+    def database(name: str, ratings: list[tuple]) -> sqlite3.Connection:
+        conn = sqlite3.connect(tmp_path / name, isolation_level=None)
+        migrations.migrate(conn)
+        conn.execute(
+            "INSERT INTO turns (id, source_key, agent, session, turn, captured_at, ingested_at)"
+            " VALUES (1, 'codex:s:t', 'codex', 's', 't', '2025', '2025')"
+        )
+        conn.executemany(
+            "INSERT INTO ratings (id, turn_id, value, source, rated_at, withdrawn_at,"
+            " withdrawn_by) VALUES (?, 1, ?, 'cli', ?, ?, ?)",
+            ratings,
+        )
+        return conn
+
+    database("backup.db", [(1, 1, "2025-01-01", None, None)]).close()
+    out = database("new.db", [(2, -1, "2025-01-02", "2025-01-03", "cli")])
+    tables = {"ratings": ["id", "turn_id", "value", "source", "rated_at", "withdrawn_at",
+                          "withdrawn_by"]}
+    assert dbsalvage.from_backup(tmp_path / "backup.db", out, tables) == {"ratings": 1}
+    taken = out.execute("SELECT withdrawn_at, withdrawn_by FROM ratings WHERE id = 1").fetchone()
+    assert taken == ("2025-01-02", "cli")
+    assert out.execute("SELECT COUNT(*) FROM ratings WHERE withdrawn_at IS NULL").fetchone() == (0,)
