@@ -184,11 +184,14 @@ def _command_before(text: str, start: int) -> str:
 
 
 def _name_before(text: str, end: int) -> str:
-    """The identifier ending just before ``end``, past blanks and one closing quote.
+    """The identifier ending just before ``end``, past blanks and one closing quote, or the
+    key of a subscript (``os.environ["DB_PASSWORD"] =``).
 
     Reads at most 128 characters back, so each call is constant work.
     """
     head = text[max(0, end - 128) : end].rstrip()
+    if head.endswith(('"]', "']")):
+        head = head[:-1]
     if head.endswith(('"', "'")):
         head = head[:-1]
     return head[len(head.rstrip(_NAME_CHARS)) :]

@@ -149,24 +149,35 @@ def prose_and_code(size: int, rng: random.Random) -> str:
     return _fill(size, lambda: rng.choice(shapes)())
 
 
-def _pieces(*pieces: str) -> Callable[[int, random.Random], str]:
-    """Text made of ``pieces`` in random order, with no separator between them."""
+def _pieces(*pieces: str, end: str = "") -> Callable[[int, random.Random], str]:
+    """The first of ``pieces``, then all of them in random order with no separator between
+    them, then ``end`` (a character on which every match still open fails, so none is skipped
+    over). A fixed start keeps what the line-start rules do the same whatever the seed."""
 
     def generate(size: int, rng: random.Random) -> str:
-        return _fill(size, lambda: rng.choice(pieces))
+        head = pieces[0]
+        return head + _fill(size - len(head) - len(end), lambda: rng.choice(pieces)) + end
 
     return generate
 
 
 # Runs of what the command-line, header and assignment rules start on, so that a rule that
 # rescans from each start (or looks back a whole line per match) shows up as quadratic.
-password_flags = _pieces("-p", " -p", " -p ", " -pa", " mysql", " login", " --password", "=x ")
-equals_runs = _pieces("=", "A=", "PASS=", "_KEY=", "a1", "==", " DB_PWD=")
-quote_runs = _pieces('"', "'", 'password="', "pwd='", ":'", '= "', "x", " ")
-authorization_runs = _pieces(
-    "Authorization: ", "Authorization: Token ", "authorization=", "X-API-Key: ", "a1b2", "'"
+password_flags = _pieces(
+    "-p", " -p", " -p ", " -pa", " mysql", " login", " --password", "=x ", " -p'", end="$"
 )
-connection_strings = _pieces(";Password=", ";", "AccountKey=", "SG.", "a1B2", "Pwd=", "==")
+equals_runs = _pieces("=", "A=", "PASS=", "_KEY=", "a1", "==", "DB_PWD=", end="$")
+quote_runs = _pieces('"', "'", 'password="', "pwd='", ":'", '= "', "x", " ", end="$")
+authorization_runs = _pieces(
+    "Authorization: ",
+    "Authorization: Token ",
+    "authorization=",
+    "X-API-Key: ",
+    "a1b2",
+    "'",
+    end="$",
+)
+connection_strings = _pieces(";Password=", ";", "AccountKey=", "SG.", "a1B2", "Pwd=", "==", end="$")
 
 GENERATORS: dict[str, Callable[[int, random.Random], str]] = {
     "base64url": base64url,
