@@ -170,18 +170,18 @@ def test_codex_exec_with_hooks_not_trusted(agents: Agents, fake_model: FakeModel
     agents.rltray("hooks", "uninstall", "--agent", "codex")
     assert (agents.home / ".codex" / "config.toml").read_bytes() == before["config.toml"]
     assert not (agents.home / ".codex" / "hooks.json").exists()
-    assert not (agents.home / ".codex" / "skills").exists()
+    assert not (agents.home / ".codex" / "skills" / "rl").exists()  # Codex keeps its .system
 
 
 def test_codex_terminal_ui_untrusted_then_trusted(agents: Agents, fake_model: FakeModel,
                                                   tmux: str, tmp_path: Path) -> None:
     agents.rltray("hooks", "install", "--agent", "codex")
-    ui = Terminal([str(agents.bins["codex"])], agents.env(), agents.project,
+    ui = Terminal([str(agents.bins["codex"]), "--no-daemon"], agents.env(), agents.project,
                   tmp_path / "ui.sock")
     try:
-        ui.wait_for("Trust this folder?")
-        ui.keys("Enter")
-        ui.wait_for("Hooks need review")
+        if ui.wait_for("Trust this folder?", "Hooks need review") == "Trust this folder?":
+            ui.keys("Enter")  # asked in some folders only (Codex remembers the answer)
+            ui.wait_for("Hooks need review")
         ui.keys("3")  # Continue without trusting (hooks won't run)
         ui.keys("Enter")
         ui.wait_for("Ask Codex to do anything")
@@ -190,15 +190,16 @@ def test_codex_terminal_ui_untrusted_then_trusted(agents: Agents, fake_model: Fa
         wait_until(lambda: "first question" in ingest(), 30, "the turn from notify")
         ui.type("/rl good")  # what the issue saw: the terminal UI refuses it
         ui.wait_for("Unrecognized command '/rl'")
-        ui.keys("C-u")
+        ui.keys("End", *["BSpace"] * 12)  # the refused text stays in the composer
         ui.type("$rl good")
         wait_until(lambda: rating("first question") == 1, 30, "$rl good applied from notify")
     finally:
         ui.close()
     assert set(ingest()) == {"first question"}  # no `$rl` turn, no thread-title turn
 
-    ui = Terminal([str(agents.bins["codex"])], agents.env(), agents.project,
-                  tmp_path / "ui2.sock")
+    # Back into the same thread (`codex resume --last`), and this time trust the hooks.
+    ui = Terminal([str(agents.bins["codex"]), "--no-daemon", "resume", "--last"], agents.env(),
+                  agents.project, tmp_path / "ui2.sock")
     try:
         ui.wait_for("Hooks need review")
         ui.keys("2")  # Trust all and continue
@@ -208,14 +209,15 @@ def test_codex_terminal_ui_untrusted_then_trusted(agents: Agents, fake_model: Fa
         ui.wait_for("rltray: rated the last answer bad")
         assert rating("first question") == -1
     finally:
-        ui.close()
+        ui.close("/quit")  # so the thread is free for `codex exec resume` below
     # Trusted now (Codex recorded it): `codex exec` runs the prompt hook, which blocks.
     asked = len(fake_model.answered())
+    # (`codex exec` 0.169 prints "hook: UserPromptSubmit Blocked" but not the hook's reason.)
     out = codex_exec(agents, "/rl undo")
-    assert "rltray: withdrew your rating" in out
+    assert "UserPromptSubmit Blocked" in out
     assert rating("first question") is None
     out = codex_exec(agents, "/rl status")
-    assert "rltray: 1 turn(s) captured" in out
+    assert "UserPromptSubmit Blocked" in out
     assert len(fake_model.answered()) == asked
 
 
@@ -224,9 +226,9 @@ def test_codex_terminal_ui_untrusted_then_trusted(agents: Agents, fake_model: Fa
 
 def publish(tag: str, host: str, agents: Agents) -> None:
     paths = Paths.from_env()
-    folder = paths.adapters / "v0001"
-    folder.mkdir(parents=True)
     with Store.open(paths) as store:
+        folder = paths.adapters / "v0001"
+        folder.mkdir(parents=True)
         store.add_adapter("smollm2", folder, parent_version=None)
         store.set_adapter_status(1, "active")
         store.set_adapter_publication(1, tag, {"tag": tag, "path": "merged"})

@@ -170,16 +170,28 @@ class Terminal:
                               capture_output=True, text=True, timeout=10)
         return done.stdout
 
-    def wait_for(self, text: str, timeout: float = 60, count: int = 1) -> str:
-        """The screen once ``text`` shows on it ``count`` times; fails with the screen."""
+    def wait_for(self, *texts: str, timeout: float = 60, count: int = 1) -> str:
+        """The first of ``texts`` to show on the screen (``count`` times); fails with it."""
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if screen.count(text) >= count:
-                return screen
+            for text in texts:
+                if screen.count(text) >= count:
+                    return text
             if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} not on screen after {timeout:.0f} s:\n{screen}")
+                raise AssertionError(f"{texts!r} not on screen after {timeout:.0f} s:\n{screen}")
             time.sleep(0.3)
 
-    def close(self) -> None:
+    def alive(self) -> bool:
+        done = subprocess.run([*self.base, "has-session", "-t", "ui"], capture_output=True,
+                              timeout=10)
+        return done.returncode == 0
+
+    def close(self, quit_command: str | None = None) -> None:
+        """Quit the program (``quit_command`` typed, so it saves its state), then tmux."""
+        if quit_command is not None and self.alive():
+            self.type(quit_command)
+            deadline = time.monotonic() + 15
+            while self.alive() and time.monotonic() < deadline:
+                time.sleep(0.2)
         subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=10)
