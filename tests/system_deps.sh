@@ -5,6 +5,8 @@
 # and each test that needs a missing one is skipped with a message naming it.
 set -u
 PACKAGES="xvfb dbus dbus-x11 dunst xdotool"
+# the real agents' terminal UIs are driven through tmux (tests/agents/)
+PACKAGES="$PACKAGES tmux"
 # the tray's GTK/AppIndicator backend (pystray) and what `pip install "pygobject<3.51"` builds with
 PACKAGES="$PACKAGES libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1"
 # the settings window: Debian's chromium for the Playwright tests (no browser download) and
