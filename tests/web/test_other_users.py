@@ -24,7 +24,6 @@ from rltray.web.server import WebServer
 
 from tests.web.webtesting import url_in_redirect_page
 
-
 # The attacker's scripts run on the system Python: the test's own interpreter may sit
 # under a folder another user cannot enter (pyenv in /root, say).
 SYSTEM_PYTHON = "/usr/bin/python3"
