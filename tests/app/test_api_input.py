@@ -8,12 +8,10 @@ before and after every refused request.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from rltray.app.api import create_api
-from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.app.spool import MAX_COMMENT
 
@@ -21,12 +19,6 @@ from tests.support.dbrows import stored
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture
-def service(rltray_home) -> Iterator[Service]:
-    with Service(Paths.from_env()) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ document says is what the routes check.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,18 +16,11 @@ from flask import Flask, jsonify
 from rltray.app.api import create_api
 from rltray.app.httpinput import INT64_MAX, Body, Comment, Id, takes
 from rltray.app.openapi import Surface, document
-from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.app.spool import MAX_COMMENT
 from rltray.web.app import create_app
 
 AUTH = {"Authorization": "Bearer t"}
-
-
-@pytest.fixture
-def service(rltray_home) -> Iterator[Service]:
-    with Service(Paths.from_env()) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -97,6 +97,13 @@ def running_tray(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[by
         proc.wait(30)
 
 
+def set_up_tray_env(session_bus: PrivateSessionBus, display: str) -> dict[str, str]:
+    """A finished setup (no wizard at start) and the environment of a desktop session."""
+    Paths.from_env().ensure()
+    (Paths.from_env().home / "setup-done").touch()
+    return {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator"}
+
+
 def fire_claude_hook(home: Path, cwd: Path, session: str, prompt: str, answer: str) -> None:
     """Run the installed UserPromptSubmit and Stop commands exactly as Claude Code does."""
     settings = json.loads((home / ".claude" / "settings.json").read_text())
@@ -224,14 +231,12 @@ def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
     tmp_path: Path,
 ) -> None:
     fake_watcher, _thread = watcher
-    env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator"}
-    Paths.from_env().ensure()
-    (Paths.from_env().home / "setup-done").touch()
-    with running_tray(env, tmp_path / "one.log") as proc:
+    with running_tray(set_up_tray_env(session_bus, display), tmp_path / "one.log") as proc:
         fake_watcher.wait_for_item()
         second = subprocess.run(
             [sys.executable, "-m", "rltray.app.cli", "run"],
-            env=env, capture_output=True, text=True, timeout=60,
+            env=set_up_tray_env(session_bus, display), capture_output=True, text=True,
+            timeout=60,
         )  # fmt: skip
         assert second.returncode == 5
         assert "already running" in second.stderr
@@ -253,10 +258,7 @@ def test_sigterm_on_a_worker_thread_stops_the_tray(
     from tests.app.test_serve_signals import tgkill, worker_threads
 
     fake_watcher, _thread = watcher
-    env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator"}
-    Paths.from_env().ensure()
-    (Paths.from_env().home / "setup-done").touch()
-    with running_tray(env, tmp_path / "one.log") as proc:
+    with running_tray(set_up_tray_env(session_bus, display), tmp_path / "one.log") as proc:
         fake_watcher.wait_for_item()
         tgkill(proc.pid, worker_threads(proc.pid)[-1], signal.SIGTERM)
         assert proc.wait(30) == 0

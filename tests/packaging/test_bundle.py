@@ -309,6 +309,7 @@ def test_the_bundled_settings_window_loads_its_page(
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     proc.stdin.write(json.dumps({"url": url}) + "\n")  # never on the command line
     proc.stdin.close()
+    proc.stdin = None  # sent; communicate() below must not flush it again
     try:
         deadline = time.monotonic() + 60
         while not asked and proc.poll() is None and time.monotonic() < deadline:
