@@ -12,19 +12,18 @@ deleted turn this rewrites its session's file without
   ``last_rated_preview`` when they name that turn (so `/rl good` no longer
   targets a turn that is gone), and ``undone_at`` likewise.
 
-The file name rule (agent, then the first 16 hex digits of the session's
-SHA-256) is the hook's; a test ties the two. Files are read without following
-a symlink and rewritten atomically, 0600; a file that cannot be read or
-rewritten safely is removed instead (the hook starts that session afresh),
-because keeping the text is the one outcome a delete must not have. A hook
-writing the same file at that moment could put the old text back, so the
-file is read again after the write and cleaned again if it was.
+The file name comes from the hook's own rule
+(``capture_core.state_file_name``). Files are read without following a symlink
+and rewritten atomically, 0600; a file that cannot be read or rewritten safely
+is removed instead (the hook starts that session afresh), because keeping the
+text is the one outcome a delete must not have. A hook writing the same file
+at that moment could put the old text back, so the file is read again after
+the write and cleaned again if it was.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rltray.app.fileio import read_regular_file, write_private_atomic
+from rltray.app.hooks.capture_core import state_file_name
 
 MAX_STATE = 4 * 1024 * 1024  # the hook writes no more than this
 _TRIES = 3
@@ -48,9 +48,8 @@ class SessionTurn:
 
 
 def state_file(folder: Path, agent: str, session: str) -> Path:
-    """The hook's state file for this agent's session (``Hook.state_name`` in the hook)."""
-    digest = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()
-    return folder / f"{agent}-{digest[:16]}.json"
+    """The hook's state file for this agent's session (the hook's own naming rule)."""
+    return folder / state_file_name(agent, session)
 
 
 def _same_text(a: Any, b: str) -> bool:

@@ -150,6 +150,12 @@ def _sha256_hex(text):
     return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def state_file_name(agent, session):
+    """The name of one agent session's state file in ``spool/sessions/`` (app/sessionstate.py
+    finds a deleted turn's session by it)."""
+    return f"{agent}-{_sha256_hex(session)[:16]}.json"
+
+
 # -- files: private, atomic, never through a symlink ----------------------------------
 
 
@@ -387,7 +393,7 @@ class Hook:
         return log(self.home, self.event, message)
 
     def state_name(self, session):
-        return f"{self.agent}-{_sha256_hex(session)[:16]}.json"
+        return state_file_name(self.agent, session)
 
     def load_state(self, session):
         """The session's state dict; {} when missing, unreadable or refused (logged)."""
