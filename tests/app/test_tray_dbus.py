@@ -231,12 +231,12 @@ def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
     tmp_path: Path,
 ) -> None:
     fake_watcher, _thread = watcher
-    with running_tray(set_up_tray_env(session_bus, display), tmp_path / "one.log") as proc:
+    env = set_up_tray_env(session_bus, display)
+    with running_tray(env, tmp_path / "one.log") as proc:
         fake_watcher.wait_for_item()
         second = subprocess.run(
             [sys.executable, "-m", "rltray.app.cli", "run"],
-            env=set_up_tray_env(session_bus, display), capture_output=True, text=True,
-            timeout=60,
+            env=env, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert second.returncode == 5
         assert "already running" in second.stderr
