@@ -72,6 +72,7 @@ class Probes:
 
     A probe starts an interpreter that imports torch (seconds, ~200 MB); requests that
     arrive while one runs wait for it and share its answer instead of starting their own.
+    Only the last interpreter's answer is kept: the page asks about the configured one.
     """
 
     def __init__(
@@ -82,17 +83,15 @@ class Probes:
         self._run = run
         self._clock = clock
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
-        self.runs = 0
+        self._last: tuple[str, float, dict[str, Any]] | None = None  # python, when, answer
 
     def probe(self, python: str) -> dict[str, Any]:
         with self._lock:
-            cached = self._cache.get(python)
-            if cached is not None and self._clock() - cached[0] < PROBE_FRESH_S:
-                return dict(cached[1])
+            last = self._last
+            if last is not None and last[0] == python and self._clock() - last[1] < PROBE_FRESH_S:
+                return dict(last[2])
             info = self._run(python)
-            self.runs += 1
-            self._cache = {python: (self._clock(), info)}
+            self._last = (python, self._clock(), info)
             return dict(info)
 
 

@@ -155,8 +155,7 @@ def api_models() -> Any:
 
     current = config.load_config(state().service.paths)
     roots = _roots()
-    body = request.get_json(silent=True)
-    folder = body.get("folder") if isinstance(body, dict) else None
+    folder = (request.get_json(silent=True) or {}).get("folder")  # a JSON object or none
     folder = folder.strip() if isinstance(folder, str) else ""
     if folder:
         path = Path(folder).expanduser()
