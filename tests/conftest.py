@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import keyring
 import keyring.backend
@@ -80,6 +82,16 @@ def rltray_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     tmp.mkdir(exist_ok=True)
     monkeypatch.setenv("TMPDIR", str(tmp))
     return home
+
+
+@pytest.fixture
+def service(rltray_home: Path) -> Iterator[Any]:
+    """A real Service over the test's data folder (modules that need another override it)."""
+    from rltray.app.paths import Paths
+    from rltray.app.service import Service
+
+    with Service(Paths.from_env()) as opened:
+        yield opened
 
 
 @pytest.fixture(autouse=True)

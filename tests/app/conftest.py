@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from rltray.app.paths import Paths
-from rltray.app.service import Service
 from rltray.app.store import Store
 
 TurnFactory = Callable[..., dict[str, Any]]
@@ -23,13 +22,6 @@ TurnFactory = Callable[..., dict[str, Any]]
 @pytest.fixture
 def paths(rltray_home) -> Paths:
     return Paths.from_env()
-
-
-@pytest.fixture
-def service(rltray_home) -> Iterator[Service]:
-    """A real Service over the test's data folder (modules that need another override it)."""
-    with Service(Paths.from_env()) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -11,18 +11,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.web.app import create_app
 from rltray.web.security import COOKIE, Guard
 
 from tests.web.webtesting import LLAMA_SHOW
-
-
-@pytest.fixture
-def service(rltray_home) -> Iterator[Service]:
-    with Service(Paths.from_env()) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ stays under a minute on two cores.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,6 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rltray.app.api import create_api
-from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.web.app import create_app
 from rltray.web.security import COOKIE, Guard
@@ -50,12 +48,6 @@ FUZZ_SETTINGS = settings(
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
-
-
-@pytest.fixture
-def service(rltray_home) -> Iterator[Service]:
-    with Service(Paths.from_env()) as opened:
-        yield opened
 
 
 @pytest.fixture
