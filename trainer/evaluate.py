@@ -54,6 +54,7 @@ The gate reads a plain ``metrics`` dict; the keys it understands:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,14 +142,161 @@ def auroc(scores: Iterable[float | None], labels: Iterable[float | bool | None])
     return u / (n_pos * n_neg)
 
 
-def auroc_se(area: float, n_pos: int, n_neg: int) -> float:
-    """Standard error of an AUROC (Hanley & McNeil 1982) from its value and class counts."""
-    if n_pos < 1 or n_neg < 1:
-        return math.inf
-    a = min(max(float(area), 1e-6), 1 - 1e-6)
-    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
-    var = (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)
-    return math.sqrt(max(var, 0.0))
+# --------------------------------------------------------------------------------------
+# The exact rank test of the preference
+# --------------------------------------------------------------------------------------
+
+#: One-sided level below which a drop counts as *measurably worse* (a rejection).
+#: Larger than the usual 0.05 on purpose: the two errors do not cost the same. A
+#: good round rejected by chance is retried (its ratings are not retired) and costs
+#: one round's compute; a worse model accepted is what the user then talks to. At
+#: 0.05 an 8 + 8 held-out set rejects a round-1 adapter whose true AUROC is 0.25
+#: only about half the time, at 0.2 81%, at 0.25 84%; the price is that a round
+#: that changed nothing the held-out set sees (true 0.5) is rejected about one time
+#: in five (``bench/gate_power.py`` prints both).
+ALPHA_WORSE = 0.25
+#: One-sided level below which a gain counts as *measurably better* (a claim shown
+#: to the user, so held to the usual standard).
+ALPHA_BETTER = 0.05
+#: Largest good x bad product tested with the exact Mann-Whitney distribution;
+#: above it (more than 64 + 64) the normal approximation is as good.
+EXACT_MAX_PAIRS = 64 * 64
+
+
+@functools.lru_cache(maxsize=256)
+def _u_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many of the C(m+n, m) orderings of m positives among n negatives give U = u.
+
+    The Mann-Whitney U has the Gaussian binomial coefficient
+    ``prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i)`` as its generating function;
+    multiplying and dividing truncated power series gives the exact counts in
+    O(m * m * n) integer steps (0.2 ms at 8 + 8, 20 ms at 64 + 64), once per size.
+    """
+    size = m * n + 1
+    counts = [1] + [0] * (size - 1)
+    for i in range(1, m + 1):
+        k = n + i
+        for u in range(size - 1, k - 1, -1):
+            counts[u] -= counts[u - k]
+        for u in range(i, size):
+            counts[u] += counts[u - i]
+    return tuple(counts)
+
+
+def mann_whitney_p(u: float, m: int, n: int) -> tuple[float, float]:
+    """(P(U <= u), P(U >= u)) under the null that ranks do not depend on the class.
+
+    ``u`` is the observed U (``auroc x m x n``; ties count 1/2, so it may end in .5).
+    Exact for ``m x n <= EXACT_MAX_PAIRS``, where the distribution of untied
+    ranks is used and a half-integer ``u`` is rounded *away* from the tail
+    (conservative: a tie never makes a result look stronger). Above that, the
+    normal approximation with continuity correction.
+    """
+    if m < 1 or n < 1:
+        raise ValueError(f"the rank test needs both classes, got {m} and {n}")
+    if m * n > EXACT_MAX_PAIRS:
+        mean, sd = m * n / 2.0, math.sqrt(m * n * (m + n + 1) / 12.0)
+        low = 0.5 * math.erfc(-((u + 0.5 - mean) / sd) / math.sqrt(2.0))
+        high = 0.5 * math.erfc(((u - 0.5 - mean) / sd) / math.sqrt(2.0))
+        return min(1.0, low), min(1.0, high)
+    counts = _u_counts(min(m, n), max(m, n))
+    total = math.comb(m + n, m)
+    lo_u, hi_u = math.ceil(u - 1e-9), math.floor(u + 1e-9)
+    low = sum(counts[: max(0, min(lo_u, m * n)) + 1])
+    high = sum(counts[max(0, hi_u) :]) if hi_u <= m * n else 0
+    return low / total, high / total
+
+
+@dataclass(frozen=True)
+class PreferenceTest:
+    """What the held-out ratings say about this round's change (see :func:`preference_test`).
+
+    ``change_auroc``: the share of (good, bad) held-out pairs whose score *change*
+    puts the good answer above the bad one (0.5: the change ignores the ratings).
+    ``p_worse`` / ``p_better``: exact one-sided p-values of that share under the
+    null that the change does not depend on the rating.
+    """
+
+    change_auroc: float
+    p_worse: float
+    p_better: float
+    good: int
+    bad: int
+    auroc_new: float
+    auroc_parent: float
+
+
+def preference_test(
+    new: Sequence[float | None],
+    parent: Sequence[float | None] | None,
+    labels: Sequence[float],
+) -> PreferenceTest:
+    """The paired, exact test of a round's held-out preference.
+
+    ``new`` and ``parent`` are the per-answer implicit rewards of the new adapter
+    and of the parent on the *same* held-out answers (``parent=None``: the base,
+    whose reward is identically 0). The test ranks each answer's change
+    ``new - parent`` and compares good with bad with the exact Mann-Whitney
+    distribution. Why the change: the parent's own spread is common to both
+    scores and cancels (scoring them as independent samples doubled the noise),
+    and in round 1 the change *is* the new score, so the test is the new AUROC
+    against exactly 0.5 — the base has no sampling error to add. Answers with a
+    missing score (no response tokens) are left out.
+    """
+    parent = [0.0] * len(new) if parent is None else list(parent)
+    if not (len(new) == len(parent) == len(labels)):
+        raise ValueError(
+            f"preference_test needs one score per label, got {len(new)}, {len(parent)} "
+            f"and {len(labels)}"
+        )
+    rows = [
+        (float(q), float(p), float(y) > 0)
+        for q, p, y in zip(new, parent, labels, strict=True)
+        if not _missing(q) and not _missing(p) and not _missing(y)
+    ]
+    ys = [y for _, _, y in rows]
+    good = sum(ys)
+    area = auroc([q - p for q, p, _ in rows], ys)  # raises when a class is missing
+    p_worse, p_better = mann_whitney_p(area * good * (len(rows) - good), good, len(rows) - good)
+    return PreferenceTest(
+        change_auroc=area, p_worse=p_worse, p_better=p_better, good=good,
+        bad=len(rows) - good, auroc_new=auroc([q for q, _, _ in rows], ys),
+        auroc_parent=auroc([p for _, p, _ in rows], ys),
+    )  # fmt: skip
+
+
+def judge_preference(test: PreferenceTest, tolerance: float) -> tuple[str, str]:
+    """(``worse`` | ``better`` | ``unchanged``, the sentence saying why) for a test result.
+
+    *Worse* (a rejection) needs both a drop beyond ``tolerance`` — the change
+    ranks good above bad in fewer than ``0.5 - tolerance`` of the pairs — and
+    evidence for it (``p_worse <= ALPHA_WORSE``). *Better* needs
+    ``p_better <= ALPHA_BETTER``. Anything else is *not measurably worse*, and
+    the sentence says whether the drop was inside the tolerance or the held-out
+    ratings were too few to tell.
+    """
+    told = (
+        f"held-out AUROC {_fmt(test.auroc_parent)} -> {_fmt(test.auroc_new)}; the round's "
+        f"change ranks good above bad in {_fmt(test.change_auroc)} of the pairs "
+        f"({test.good} good x {test.bad} bad held out"
+    )
+    drop = 0.5 - test.change_auroc
+    if drop > tolerance and test.p_worse <= ALPHA_WORSE:
+        return "worse", (
+            f"{told}, exact p = {test.p_worse:.3g}): measurably worse, beyond the "
+            f"{tolerance:g} tolerance"
+        )
+    if test.p_better <= ALPHA_BETTER:
+        return "better", f"{told}, exact p = {test.p_better:.3g}): measurably better"
+    if 0 < drop <= tolerance:
+        return "unchanged", (
+            f"{told}): not measurably worse; a drop within the {tolerance:g} tolerance"
+        )
+    p = test.p_worse if drop > 0 else test.p_better
+    return "unchanged", (
+        f"{told}, exact p = {p:.3g}): not measurably worse; too few held-out ratings to tell "
+        "a change this size from chance"
+    )
 
 
 def implicit_reward(n: Any, f: Any, mask: Any) -> Any:
@@ -409,48 +557,44 @@ def gate(metrics: Mapping[str, Any], hyper: GateHyper) -> Verdict:
                 f"above the {cap:.4g} cap ({cap_name})"
             )
 
-    out["preference"] = _preference(metrics, hyper, reasons, notes)
+    out["preference"], test = _preference(metrics, hyper, reasons, notes)
+    if test is not None:
+        out.update(preference_change_auroc=test.change_auroc, preference_p_worse=test.p_worse,
+                   preference_p_better=test.p_better)
     return Verdict(accept=not reasons, reasons=reasons, metrics=out, notes=notes)
 
 
 def _preference(
     metrics: Mapping[str, Any], hyper: GateHyper, reasons: list[str], notes: list[str]
-) -> str:
-    """The held-out AUROC comparison; appends to ``reasons``/``notes``, returns the evidence."""
+) -> tuple[str, PreferenceTest | None]:
+    """The held-out preference test; appends to ``reasons``/``notes``, returns the evidence."""
     profile = str(getattr(hyper, "gate_profile", "standard") or "standard")
     if not GATE_PROFILES.get(profile, GATE_PROFILES["standard"])["preference"]:
         notes.append(
             f"held-out preference check off (gate profile {profile!r}, for tiny test models "
             "only): decided on drift and sanity alone"
         )
-        return "unmeasured"
-    good, bad = metrics.get("heldout_good"), metrics.get("heldout_bad")
-    new, parent = metrics.get("auroc_new"), metrics.get("auroc_parent")
-    if good is None or bad is None or min(good, bad) < MIN_HELDOUT_PER_CLASS:
+        return "unmeasured", None
+    new, labels = metrics.get("heldout_scores_new"), metrics.get("heldout_labels")
+    if not new or not labels:
+        notes.append("held-out scores were not computed for the new adapter: decided on drift "
+                     "and sanity alone")
+        return "unmeasured", None
+    try:
+        test = preference_test(new, metrics.get("heldout_scores_parent"), labels)
+    except ValueError:
+        test = None  # a class has no scored answer
+    if test is None or min(test.good, test.bad) < MIN_HELDOUT_PER_CLASS:
+        good, bad = (test.good, test.bad) if test else (metrics.get("heldout_good"),
+                                                        metrics.get("heldout_bad"))
         notes.append(
             f"too few held-out ratings to judge the preference ({good} good, {bad} bad; "
             f"{MIN_HELDOUT_PER_CLASS} of each needed): decided on drift and sanity alone"
         )
-        return "unmeasured"
-    if _missing(new):
-        notes.append("held-out AUROC was not computed for the new adapter: decided on drift "
-                     "and sanity alone")
-        return "unmeasured"
-    if _missing(parent):
-        parent = 0.5  # the base model's implicit reward is 0 everywhere
-    new, parent = float(new), float(parent)
-    se = math.hypot(auroc_se(new, int(good), int(bad)), auroc_se(parent, int(good), int(bad)))
-    diff = new - parent
-    tol = float(hyper.auroc_tolerance)
-    told = f"held-out AUROC {_fmt(parent)} -> {_fmt(new)} (standard error of the change {se:.2f})"
-    if diff < -tol and diff < -2 * se:
-        reasons.append(f"{told}: measurably worse, beyond the {tol:g} tolerance")
-        return "worse"
-    if diff > 2 * se:
-        notes.append(f"{told}: measurably better")
-        return "better"
-    notes.append(f"{told}: no measurable change")
-    return "unchanged"
+        return "unmeasured", None
+    evidence, sentence = judge_preference(test, float(hyper.auroc_tolerance))
+    (reasons if evidence == "worse" else notes).append(sentence)
+    return evidence, test
 
 
 # --------------------------------------------------------------------------------------

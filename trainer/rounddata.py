@@ -102,6 +102,12 @@ def heldout_metrics(
         labels.append(heldout[i].rating)
     good = sum(1 for y in labels if y > 0)
     out: dict[str, Any] = {"heldout_good": good, "heldout_bad": len(labels) - good}
+    # Per answer, for the gate's paired test (evaluate.preference_test): the parent's and
+    # the new adapter's rewards on the same answers. NaN (no response token) as None: JSON.
+    out["heldout_labels"] = [1 if y > 0 else -1 for y in labels]
+    out["heldout_scores_" + name.removeprefix("auroc_")] = [
+        s if s == s else None for s in scores
+    ]
     try:
         out[name] = evaluate.auroc(scores, labels)
     except ValueError:
