@@ -11,7 +11,8 @@ own layouts, so no transpose. Names come from ``gguf.get_tensor_name_map``
 The one trap: llama-family conversions to GGUF permute the rows of ``q_proj`` and
 ``k_proj`` (rotary pairs interleaved), and Transformers undoes it when loading a
 GGUF. Our adapter is trained on Hugging Face layout, so ``lora_b`` of q/k gets the
-same row permutation (``B`` carries the output rows of ``B @ A``).
+same row permutation (``B`` carries the output rows of ``B @ A``); which
+architectures and how is :mod:`.qk_rows`, derived from llama.cpp's converter.
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     from .ollama_model import ModelInfo
-
-#: GGUF architectures whose converter permutes q/k rows (llama.cpp's LlamaModel.permute).
-PERMUTED_ARCHS = frozenset({"llama", "granite", "granitemoe", "deci", "olmo"})
-
 
 @dataclass(frozen=True)
 class ArchInfo:
@@ -65,18 +62,6 @@ class ArchInfo:
         )
 
 
-def permute_rows(weights: np.ndarray, n_head: int, n_head_kv: int | None = None) -> np.ndarray:
-    """llama.cpp's q/k row permutation (convert_hf_to_gguf ``LlamaModel.permute``)."""
-    if n_head_kv is not None and n_head != n_head_kv:
-        n_head = n_head_kv
-    rows = weights.shape[0]
-    return (
-        weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:])
-        .swapaxes(1, 2)
-        .reshape(weights.shape)
-    )
-
-
 def gguf_base_name(module_path: str, arch: ArchInfo) -> str:
     """``model.layers.3.self_attn.q_proj`` -> ``blk.3.attn_q`` (``ValueError`` if unknown)."""
     import gguf
@@ -94,14 +79,14 @@ def gguf_base_name(module_path: str, arch: ArchInfo) -> str:
 def oriented_delta_factors(
     module_path: str, a: np.ndarray, b: np.ndarray, arch: ArchInfo
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(A, B)`` in llama.cpp's row order for this layer (q/k ``B`` permuted where due)."""
-    if arch.arch in PERMUTED_ARCHS:
-        leaf = module_path.rsplit(".", 1)[-1]
-        if leaf == "q_proj":
-            b = permute_rows(b, arch.n_head, arch.n_head)
-        elif leaf == "k_proj":
-            b = permute_rows(b, arch.n_head, arch.n_head_kv)
-    return a, b
+    """``(A, B)`` in llama.cpp's row order for this layer (q/k ``B`` permuted where due,
+    see :mod:`.qk_rows`); ``ValueError`` for a fused q/k/v layer we cannot place."""
+    from . import qk_rows
+
+    problem = qk_rows.fused_problem(arch.arch, module_path)
+    if problem:
+        raise ValueError(problem)
+    return a, qk_rows.orient_rows(arch.arch, module_path, b, arch.n_head, arch.n_head_kv)
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def test_the_qk_row_permutation_is_what_makes_q_and_k_right(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import gguf
-    from rltray.trainer.export import gguf_adapter
+    from rltray.trainer.export import gguf_adapter, qk_rows
 
     folder = smollm2_random_adapter(
         smollm2_hf, tmp_path / "qk", leaves=("q_proj", "k_proj"), b_std=0.6, every=1
@@ -156,7 +156,7 @@ def test_the_qk_row_permutation_is_what_makes_q_and_k_right(
     _, peft_shift = _peft_shift(hf_model, folder, tokens)
     arch = gguf_adapter.ArchInfo.from_gguf(gguf.GGUFReader(smollm2_gguf))
     right = gguf_adapter.export(folder, tmp_path / "right.gguf", arch_info=arch)
-    monkeypatch.setattr(gguf_adapter, "PERMUTED_ARCHS", frozenset())
+    monkeypatch.setattr(qk_rows, "PERMUTED_ARCHS", {})
     wrong = gguf_adapter.export(folder, tmp_path / "wrong.gguf", arch_info=arch)
     cos_right = cosine(llama_logits(smollm2_gguf, right)[1] - llama_base, peft_shift)
     cos_wrong = cosine(llama_logits(smollm2_gguf, wrong)[1] - llama_base, peft_shift)
