@@ -17,7 +17,10 @@ Decisions kept here:
   readable. The run row keeps the gate's reasons and metrics.
 * When the active version changed while the round trained (a rollback from
   another process), the new adapter is kept as a ``candidate`` and not switched
-  in under the user.
+  in under the user. A round on a new ``training.base_model`` starts a new line
+  (no parent) and does become active over a version of the old base.
+* Only the fresh ratings the kept weights saw are marked trained (the trainer
+  lists the others as ``unseen_ids``); those wait for the next round.
 * A paused run trained from a parent that is no longer active is stale, so it
   is ``cancelled`` whenever the active version changes.
 """
@@ -123,12 +126,14 @@ def apply_result(
     final = paths.adapters / folder_name(version)
     os.rename(built.out, final)
     try:
-        active = store.active_adapter()
-        switch = (active.version if active is not None else None) == built.parent_version
-        if not switch:
+        switch = _placement(store, built, version, merged)
+        seen = retired_ratings(built, done)
+        merged["trained"] = len(seen)
+        if len(seen) < len(built.fresh_ids):
             merged["notes"] = [
                 *merged.get("notes", []),
-                f"kept v{version} as a candidate: the active version changed while it trained",
+                f"the kept weights saw {len(seen)} of the {len(built.fresh_ids)} fresh ratings; "
+                "the others wait for the next round",
             ]
         with store.batch():
             store.add_adapter(
@@ -143,12 +148,70 @@ def apply_result(
                 store.set_adapter_status(version, "active")
                 for run in paused_runs(store):
                     cancel_run(store, paths, run.id, f"v{version} was trained meanwhile")
-            store.mark_trained(built.fresh_ids, built.run_id)
+            store.mark_trained(seen, built.run_id)
             store.finish_run(built.run_id, "done", metrics=merged, adapter_version=version)
     except BaseException:
         os.rename(final, built.out)
         raise
     return version if switch else None
+
+
+def _placement(store: Store, built: jobbuild.BuiltJob, version: int, merged: dict) -> bool:
+    """Whether the accepted ``version`` becomes active; records what happened in ``merged``.
+
+    It does when the version that would be its parent now (``jobbuild.line_parent``)
+    is still the one it was trained from. After ``training.base_model`` changed,
+    the parent was the new base (None) and the active version is of the old base,
+    which is no parent: the new version starts a new line and becomes active
+    (issue 20 item 11). Only a switch *within* the line while it trained (a
+    rollback from another process) keeps it as a candidate, not switched in
+    under the user.
+    """
+    active = store.active_adapter()
+    now_parent = jobbuild.line_parent(active, built.base_model)
+    switch = (now_parent.version if now_parent else None) == built.parent_version
+    merged.update(
+        base_model=built.base_model,
+        parent_version=built.parent_version,
+        active_before=None if active is None else {
+            "version": active.version, "base_model": active.base_model
+        },
+        kept_as="active" if switch else "candidate",
+        new_line=switch and active is not None and now_parent is None,
+    )  # fmt: skip
+    if not switch:
+        merged["notes"] = [
+            *merged.get("notes", []),
+            f"kept v{version} as a candidate: it was trained from "
+            f"{describe(built.parent_version)}, but {describe(active and active.version)} "
+            "became active while it trained",
+        ]
+    elif merged["new_line"]:
+        assert active is not None
+        merged["notes"] = [
+            *merged.get("notes", []),
+            f"v{version} starts a new line of versions on {built.base_model} from the base "
+            f"model; v{active.version} was trained on {active.base_model}",
+        ]
+    return switch
+
+
+def retired_ratings(built: jobbuild.BuiltJob, done: Mapping[str, Any]) -> list[int]:
+    """The fresh ratings an accepted round used up: only these are marked trained.
+
+    Issue 20 item 8: a drift-guard stop at step k keeps weights that saw only the
+    first k x step_examples ratings. The trainer lists the others as
+    ``unseen_ids`` (example ids like ``rating-12``, trainer/job.py ``TrainResult``);
+    they stay untrained so a later round trains them. An example the trainer
+    skipped because it can never fit is in neither of its lists and is retired
+    with the round, so this subtracts ``unseen_ids`` rather than keeping only
+    ``trained_ids``. An older trainer lists nothing: every fresh rating was seen.
+    """
+    unseen = done.get("unseen_ids")
+    if not isinstance(unseen, list):
+        return list(built.fresh_ids)
+    left = {str(item) for item in unseen}
+    return [i for i in built.fresh_ids if f"rating-{i}" not in left]
 
 
 def rollback(store: Store, paths: Paths, version: int | None = None) -> Adapter | None:
@@ -212,7 +275,8 @@ def finished_meta(folder: Path, run_id: str) -> dict[str, Any] | None:
         return None
     if not isinstance(meta, dict) or meta.get("job_id") != run_id:
         return None
-    return {k: meta.get(k) for k in ("accepted", "reasons", "metrics", "baseline")}
+    keys = ("accepted", "reasons", "metrics", "baseline", "trained_ids", "unseen_ids")
+    return {k: meta.get(k) for k in keys}
 
 
 def stop_leftover(folder: Path, timeout: float) -> None:

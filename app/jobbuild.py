@@ -10,13 +10,16 @@ What a round holds (TRAINER-SPEC "Optimisation" and "Evaluation"):
 
 * **fresh** ratings: active and never trained on, oldest first — all of them,
   so a backlog always drains;
-* minus a **held-out** share: the newest ~15% of the fresh ratings, taken per
-  class (newest good ones, newest bad ones) so the gate can compare AUROC. A
-  class never gives more than half of its ratings, so training keeps some of
-  each. With too few of one class nothing is held out, and the trainer's gate
-  decides on drift and sanity alone and says so in its notes
-  (``evaluate.MIN_HELDOUT_PER_CLASS``); :attr:`BuiltJob.notes` says it up front.
-  Held-out ratings stay untrained and are trained on in a later round;
+* minus the **standing held-out set** (:func:`split_heldout`): ratings once held
+  out stay held out (``ratings.heldout_at``, set when a job is built), and each
+  round adds ~15% of its new ratings per class (newest good ones, newest bad
+  ones), at least enough to reach the gate's minimum of each class
+  (``evaluate.MIN_HELDOUT_PER_CLASS``) but never more than half of a class's new
+  ones. The gate's evidence so grows round after round instead of spending half
+  of one round's good ratings on 4 + 4; past :data:`HELDOUT_CAP_PER_CLASS` the
+  oldest rotate into training. Until both classes reach the minimum, the gate
+  decides on drift and sanity alone and says so (:attr:`BuiltJob.notes` says it
+  up front). The standing set is not "new": it never starts a round;
 * plus a **replay** share of already-trained ratings, newest first
   (``replay_share`` x the fresh training count), so a round does not forget
   what earlier rounds taught. Replayed lines carry ``"replay": true`` so the
@@ -56,7 +59,7 @@ from rltray.app.store_base import parse_iso
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
-    from rltray.app.store import Store
+    from rltray.app.store import Adapter, Store
 
 ROLES = ("system", "user", "assistant")  # the trainer's job.ROLES
 JOB_FILE = "job.json"
@@ -68,6 +71,11 @@ MANIFEST_FILE = "ratings.json"
 MIN_HELDOUT_PER_CLASS = 4
 DEFAULT_REPLAY_SHARE = 0.25
 DEFAULT_HELDOUT_FRACTION = 0.15
+#: Most held-out ratings per class the standing set keeps before the oldest rotate
+#: into training. 32 + 32 rejects a round-1 adapter at true held-out AUROC 0.35 in
+#: over 90% of simulated rounds where 8 + 8 does in about half (``bench/gate_power.py``),
+#: and scoring 64 turns stays a small part of a round's forward passes.
+HELDOUT_CAP_PER_CLASS = 32
 
 
 class TrainingSettingsLike(Protocol):
@@ -99,6 +107,8 @@ class Selection:
     replay: list[dict[str, Any]]
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (rating id, why)
     notes: list[str] = field(default_factory=list)
+    #: Untrained ratings not in the standing held-out set: what a round starts on.
+    new_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,26 +173,31 @@ def split_heldout(
     fresh: Sequence[Mapping[str, Any]],
     fraction: float = DEFAULT_HELDOUT_FRACTION,
     min_per_class: int = MIN_HELDOUT_PER_CLASS,
+    cap_per_class: int = HELDOUT_CAP_PER_CLASS,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(train, held-out) from rows oldest first: the newest ``fraction``, per class.
+    """(train, held-out) from untrained rows oldest first; both lists stay oldest first.
 
-    Each class gives its share of ``round(fraction * n)``, raised to ``min_per_class``
-    and capped at half of that class, newest first; both lists stay oldest first.
-    When a class cannot give ``min_per_class`` nothing is held out: the gate could
-    not compare AUROC anyway, and those ratings are better trained on now.
+    Rows with ``heldout_at`` set form the **standing held-out set**: held out in an
+    earlier round, they stay held out, so the gate's evidence grows round after
+    round. Per class, the new rows add ``round(fraction x new)`` of their newest
+    (at least enough to bring the class to ``min_per_class``, the fewest the gate
+    tests on), never more than half of the class's new rows, so training keeps
+    most of them. Past ``cap_per_class`` the oldest held-out rows of the class
+    rotate into training: the set stays recent and a rating is not held back for
+    ever. A class that cannot reach ``min_per_class`` yet still keeps what it has
+    (and adds up to half of its new rows): the gate decides on drift and sanity
+    alone until it can, and says so.
     """
     rows = [dict(r) for r in fresh]
-    target = round(fraction * len(rows))
-    if target <= 0:
-        return rows, []
-    held: list[int] = []
+    held: set[int] = set()
     for good in (True, False):
         cls = [i for i, r in enumerate(rows) if (int(r["rating"]) > 0) == good]
-        quota = round(target * len(cls) / len(rows))
-        quota = min(max(quota, min_per_class), len(cls) // 2)
-        if quota < min_per_class:
-            return rows, []
-        held.extend(cls[len(cls) - quota :])
+        standing = [i for i in cls if rows[i].get("heldout_at")]
+        new = [i for i in cls if not rows[i].get("heldout_at")]
+        add = max(round(fraction * len(new)), min_per_class - len(standing))
+        add = max(0, min(add, len(new) // 2))
+        chosen = sorted(standing + new[len(new) - add :])
+        held.update(chosen[max(0, len(chosen) - cap_per_class) :])
     train = [r for i, r in enumerate(rows) if i not in held]
     return train, [r for i, r in enumerate(rows) if i in held]
 
@@ -209,15 +224,22 @@ def select(
     replay.sort(key=lambda r: (r["rated_at"], r["rating_id"]))
     notes = []
     good = sum(1 for r in heldout if int(r["rating"]) > 0)
+    standing = sum(1 for r in heldout if r.get("heldout_at"))
     if min(good, len(heldout) - good) < MIN_HELDOUT_PER_CLASS:
         notes.append(
             f"held out {good} good and {len(heldout) - good} bad ratings, fewer than "
             f"{MIN_HELDOUT_PER_CLASS} of each, so the gate decides on drift and sanity alone "
             "this round"
         )
+    elif standing:
+        notes.append(
+            f"held out {good} good and {len(heldout) - good} bad ratings, {standing} of them "
+            "kept from earlier rounds"
+        )
     if skipped:
         notes.append(f"left out {len(skipped)} ratings with an empty response or time")
-    return Selection(train, heldout, replay, skipped, notes)
+    new_count = sum(1 for r in fresh if not r.get("heldout_at"))
+    return Selection(train, heldout, replay, skipped, notes, new_count)
 
 
 def resolve_backend(setting: str, plat: str | None = None, machine: str | None = None) -> str:
@@ -264,6 +286,19 @@ def seed_for(run_id: str) -> int:
     return zlib.crc32(run_id.encode("utf-8"))
 
 
+def line_parent(active: Adapter | None, base_model: str) -> Adapter | None:
+    """The parent of a round on ``base_model``: the active version when it is of that base.
+
+    A version of another base is never a parent (its tensors belong to other
+    weights): after ``training.base_model`` changes, the round starts a new line
+    of versions from the new base, with baseline 0 (issue 20 item 11). The runner
+    asks this again when the round ends, to tell a new line from a rollback.
+    """
+    if active is None or active.base_model != base_model.strip():
+        return None
+    return active
+
+
 def build_job(
     store: Store,
     paths: Paths,
@@ -280,8 +315,8 @@ def build_job(
     """Write ``runs/<run_id>/`` for the next round and return what went in.
 
     Raises UserError when no base model is chosen or the active adapter's
-    folder is gone, and :class:`NotEnoughRatings` below ``min_fresh`` fresh
-    ratings (held-out ones included) or with none left to train on.
+    folder is gone, and :class:`NotEnoughRatings` below ``min_fresh`` new
+    ratings (the standing held-out set does not count) or with none left to train on.
     """
     base_model = training.base_model.strip()
     if not base_model:
@@ -289,14 +324,12 @@ def build_job(
     sel = select(
         store.training_examples(), replay_share=replay_share, heldout_fraction=heldout_fraction
     )
-    fresh_count = len(sel.train) + len(sel.heldout)
+    fresh_count = sel.new_count  # the standing held-out set is not new: it never starts a round
     if fresh_count < max(1, min_fresh) or not sel.train:
         raise NotEnoughRatings(
             f"{fresh_count} new ratings wait for training; a round starts at {max(1, min_fresh)}"
         )
-    parent = store.active_adapter()
-    if parent is not None and parent.base_model != base_model:
-        parent = None  # the user switched models: start from the new base, baseline 0
+    parent = line_parent(store.active_adapter(), base_model)
     if parent is not None and not Path(parent.path).is_dir():
         raise UserError(
             f"the active adapter v{parent.version} is missing its folder {parent.path}; "
@@ -340,6 +373,7 @@ def build_job(
     write_private_atomic(
         folder / MANIFEST_FILE, (json.dumps(built.manifest(), indent=1) + "\n").encode()
     )
+    store.mark_heldout(built.heldout_ids)  # once held out, held out: the evidence grows
     return built
 
 

@@ -87,6 +87,24 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return ""
 
 
+def failure_text(error: Mapping[str, Any] | None, code: int, tail: str) -> str:
+    """A failed run's ``error``: the cause on the first line, then the log tail.
+
+    The cause is the trainer's ``error`` line; a trainer that died without one
+    (an import error, a segfault, a kill) gets its exit code and the last line it
+    wrote to stderr, usually the exception. Our own ``--- <time> <reason>`` header
+    lines are never the cause (`rltray runs` once showed one as the error).
+    """
+    said = str((error or {}).get("message") or "").strip()
+    if not said:
+        said = f"the trainer exited with code {code}"
+        written = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+        written = [ln for ln in written if not ln.startswith("--- ")]
+        if written:
+            said += f": {written[-1]}"
+    return said + ("\n--- trainer.log (last lines) ---\n" + tail if tail else "")
+
+
 class TrainingRunner:
     """Starts, stops, resumes and finishes training rounds over one data folder."""
 
@@ -137,8 +155,9 @@ class TrainingRunner:
             training = self._training()
             paused = adapterversions.resumable_run(self.store, self.paths, training.base_model)
             away = reason == "scheduled"  # the scheduler starts rounds only while idle
+            by_hand = reason == "manual"  # Train now: resets the failure budget
             if paused is not None:
-                return self._launch(paused, reason="resume", user_away=away)
+                return self._launch(paused, reason="resume", user_away=away, by_hand=by_hand)
             python = jobbuild.training_python(training)
             run_id = jobbuild.new_run_id()
             built = jobbuild.build_job(
@@ -153,7 +172,7 @@ class TrainingRunner:
             )
             self.store.add_run(run_id, status="running")
             return self._launch(
-                run_id, reason=reason, built=built, python=python, user_away=away
+                run_id, reason=reason, built=built, python=python, user_away=away, by_hand=by_hand
             )
 
     def resume(self, run_id: str | None = None) -> str:
@@ -164,7 +183,7 @@ class TrainingRunner:
             run_id = run_id or (paused[0] if paused else None)
             if run_id is None or run_id not in paused:
                 raise NothingToDo("there is no paused training run to resume")
-            return self._launch(run_id, reason="resume")
+            return self._launch(run_id, reason="resume", by_hand=True)
 
     def stop(self, pause: bool = True, timeout: float | None = None) -> bool:
         """Ask the trainer to stop (it checkpoints), kill it after ``timeout``; False if idle."""
@@ -258,12 +277,15 @@ class TrainingRunner:
         built: jobbuild.BuiltJob | None = None,
         python: str | None = None,
         user_away: bool = False,
+        by_hand: bool = False,
     ) -> str:
         """Spawn the trainer on ``runs/<run_id>/job.json`` and its reader thread.
 
         ``user_away``: the scheduler started this round because the user is idle
         (it pauses the round when they return), so the trainer may use every core;
-        otherwise it leaves one free (``torch_setup.choose_threads``).
+        otherwise it leaves one free (``torch_setup.choose_threads``). ``by_hand``:
+        the user asked for this round (Train now), which resets the scheduler's
+        failure budget (``outcome.failure_streak``); it stays set when the run resumes.
         """
         folder = self.paths.runs / run_id
         built = built or jobbuild.read_manifest(folder)
@@ -298,9 +320,13 @@ class TrainingRunner:
                 ) from None
         (folder / "trainer.pid").write_text(str(proc.pid), encoding="utf-8")
         run = self.store.get_run(run_id)
+        before = run.metrics if run else {}
+        resumed = reason == "resume"
         metrics = {
-            **(run.metrics if run else {}),
+            **before,
             "reason": reason,
+            "by_hand": by_hand or bool(before.get("by_hand")),
+            "resumes": int(before.get("resumes") or 0) + resumed,
             "notes": list(built.notes),
             "fresh": len(built.fresh_ids),
             "heldout": len(built.heldout_ids),
@@ -309,7 +335,13 @@ class TrainingRunner:
         self.store.set_run_metrics(run_id, metrics)
         if run is not None and run.status != "running":
             self.store.set_run_status(run_id, "running")
-        progress = {"run_id": run_id, "status": "running", "percent": 0.0, "message": "starting"}
+        progress = {
+            "run_id": run_id,
+            "status": "running",
+            "percent": 0.0,
+            "message": "resuming from the checkpoint" if resumed else "starting",
+            "resumed": resumed,
+        }
         child = _Child(run_id, built, proc, progress, metrics=metrics)
         child.reader = threading.Thread(
             target=self._read, args=(child,), name=f"trainer-reader-{run_id}", daemon=True
@@ -393,9 +425,8 @@ class TrainingRunner:
             self.store.set_run_metrics(child.run_id, metrics)
             self.store.set_run_status(child.run_id, "paused")
         else:
-            said = str((child.error or {}).get("message") or f"the trainer exited with code {code}")
             tail = log_tail(child.built.folder / "trainer.log")
-            error = said + ("\n--- trainer.log (last lines) ---\n" + tail if tail else "")
+            error = failure_text(child.error, code, tail)
             self.store.finish_run(child.run_id, "failed", metrics=metrics, error=error)
 
     # -- results -------------------------------------------------------------

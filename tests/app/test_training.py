@@ -62,6 +62,8 @@ with open(os.path.join(folder, "user_away.txt"), "w") as f:
     f.write(os.environ.get("RLTRAY_TRAINER_USER_AWAY", "unset"))
 def emit(d):
     print(json.dumps(d), flush=True)
+if mode == "silent":  # dies before writing anything (a segfault, an OOM kill)
+    sys.exit(1)
 if mode == "crash":
     emit({{"type": "log", "message": "loading the model"}})
     for i in range(60):
@@ -88,7 +90,14 @@ out = os.path.normpath(os.path.join(folder, job["out"]))
 accepted = os.environ.get("FAKE_ACCEPT", "1") == "1"
 os.makedirs(out)
 meta = {{"job_id": job["id"], "accepted": accepted, "reasons": [] if accepted else ["too far"],
-        "metrics": {{"kl_to_base": 0.01}}, "baseline": job["baseline"] - 0.1}}
+        "metrics": {{"kl_to_base": 0.01, "preference": os.environ.get("FAKE_PREF", "unchanged"),
+                    "gate_notes": ["held-out AUROC 0.50 -> 0.60: no measurable change"]}},
+        "baseline": job["baseline"] - 0.1}}
+if "FAKE_TRAINED" in os.environ:  # a guard stop: the kept weights saw the first N fresh ones
+    rows = [json.loads(x) for x in open(os.path.join(folder, job["examples"]))]
+    fresh = [r["id"] for r in rows if not r.get("replay")]
+    meta["trained_ids"] = fresh[: int(os.environ["FAKE_TRAINED"])]
+    meta["unseen_ids"] = fresh[int(os.environ["FAKE_TRAINED"]) :]
 json.dump(meta, open(os.path.join(out, "rltray.json"), "w"))
 emit({{"type": "progress", "step": 1, "total": 2}})
 emit({{"type": "metric", "name": "auroc_new", "value": 0.75}})
@@ -218,7 +227,9 @@ def test_a_crash_fails_the_run_with_the_log_tail(
     assert runner.wait(30)
     run = store.get_run(run_id)
     assert run is not None and run.status == "failed" and run.error is not None
-    assert run.error.startswith("the trainer exited with code 1\n")
+    assert run.error.startswith(
+        "the trainer exited with code 1: RuntimeError: the fake trainer broke\n"
+    )
     assert run.error.rstrip().endswith("RuntimeError: the fake trainer broke")
     assert "noise line 59" in run.error and "noise line 10" not in run.error  # ~40 lines
     assert untrained(store) == set(ids) and store.list_adapters() == []
@@ -376,6 +387,124 @@ def test_a_publisher_that_fails_is_logged_not_fatal(
     assert store.active_adapter().version == 1
     assert any(e["kind"] == "publish-failed" and "ollama is down" in e["message"]
                for e in store.events())  # fmt: skip
+
+
+def test_a_silent_crash_names_the_exit_code_not_the_log_header(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 20 item 12): the cause was the log's ``--- <time> manual`` header."""
+    monkeypatch.setenv("FAKE_MODE", "silent")
+    rate_many(store, make_turn, 4)
+    runner, _, _ = make_runner(store, paths, fake_python)
+    run = store.get_run(runner.start())
+    assert runner.wait(30)
+    run = store.get_run(run.id)
+    assert run.status == "failed"
+    assert run.error.splitlines()[0] == "the trainer exited with code 1"
+
+
+def test_a_guard_stop_retires_only_the_ratings_the_kept_weights_saw(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 item 8: a stop at step k kept weights that saw k x step_examples ratings."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    monkeypatch.setenv("FAKE_TRAINED", "5")
+    ids = rate_many(store, make_turn, 20)
+    runner, _, _ = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    assert runner.wait(30)
+    built = jobbuild.read_manifest(paths.runs / run_id)
+    assert len(built.fresh_ids) == 12
+    run = store.get_run(run_id)
+    assert run.adapter_version == 1 and run.metrics["trained"] == 5
+    assert untrained(store) == set(ids) - set(built.fresh_ids[:5])
+    assert any("saw 5 of the 12 fresh ratings" in n for n in run.metrics["notes"])
+
+
+def test_a_result_without_trained_ids_retires_every_fresh_rating(
+    store: Store, paths: Paths, make_turn, fake_python: str
+) -> None:
+    """An older trainer's result (no ``trained_ids``) keeps today's meaning: all were seen."""
+    rate_many(store, make_turn, 8)
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    built = jobbuild.build_job(store, paths, training, "older")
+    store.add_run("older")
+    built.out.mkdir()
+    done = {"accepted": True, "reasons": [], "metrics": {}, "baseline": 0.1}
+    assert adapterversions.apply_result(store, paths, built, done, {}) == 1
+    assert store.get_run("older").metrics["trained"] == len(built.fresh_ids) == 8
+    assert untrained(store) == set()
+
+
+def test_a_new_base_model_starts_a_new_line_that_becomes_active(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 20 item 11): after the model changed every round was kept as a
+    candidate, never active, its ratings used up, while the CLI said "now active"."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    rate_many(store, make_turn, 8)
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    runner.start()
+    assert runner.wait(30) and store.active_adapter().version == 1
+    other = TrainingSettings(base_model="/models/other", backend="torch", python=fake_python)
+    runner.settings_provider = lambda: Config(training=other)
+    for start in (8, 16):
+        rate_many(store, make_turn, 8, start=start)
+        run_id = runner.start()
+        assert runner.wait(30)
+    v2, v3 = store.get_adapter(2), store.get_adapter(3)
+    assert (v2.base_model, v2.parent_version, v2.status) == ("/models/other", None, "superseded")
+    assert (v3.parent_version, v3.status) == (2, "active")  # the new line goes on from v2
+    first = store.list_runs()[1]
+    assert first.metrics["new_line"] is True and first.metrics["kept_as"] == "active"
+    assert first.metrics["active_before"] == {"version": 1, "base_model": "/models/tiny"}
+    job = json.loads((paths.runs / first.id / "job.json").read_text())
+    assert job["parent_adapter"] is None and job["baseline"] == 0.0
+    assert store.get_run(run_id).metrics["new_line"] is False
+    assert untrained(store) == set()
+    assert publisher.calls == [("published", 1), ("published", 2), ("published", 3)]
+
+
+def test_a_rollback_in_the_same_line_while_training_keeps_a_candidate(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process switched versions under the round: the new one is not switched in."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    runner, publisher, changes = make_runner(store, paths, fake_python)
+    for start in (0, 8):
+        rate_many(store, make_turn, 8, start=start)
+        runner.start()
+        assert runner.wait(30)
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 8, start=16)
+    run_id = runner.start()
+    wait_for_a_step(runner, changes)
+    adapterversions.rollback(store, paths, 1)  # as `rltray rollback 1` from another process
+    assert runner.wait(30)
+    run = store.get_run(run_id)
+    assert run.adapter_version == 3 and run.metrics["kept_as"] == "candidate"
+    assert store.active_adapter().version == 1 and store.get_adapter(3).status == "candidate"
+    assert "trained from v2, but v1 became active" in run.metrics["notes"][-1]
+    assert publisher.calls == [("published", 1), ("published", 2)]
+
+
+def test_a_resumed_round_says_so_and_train_now_marks_it_by_hand(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 48)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start(reason="scheduled")
+    wait_for_a_step(runner, changes)
+    runner.stop(pause=True, timeout=20)
+    assert store.get_run(run_id).metrics["by_hand"] is False
+    assert runner.start(reason="manual") == run_id
+    assert runner.progress["resumed"] is True
+    wait_for_a_step(runner, changes)
+    runner.stop(pause=True, timeout=20)
+    assert runner.start(reason="scheduled") == run_id and runner.wait(30)
+    metrics = store.get_run(run_id).metrics
+    assert metrics["by_hand"] is True and metrics["resumes"] == 2  # Train now stays recorded
 
 
 # -- the real trainer on a tiny model -----------------------------------------
