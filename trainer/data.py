@@ -15,7 +15,12 @@ Why this is careful (see TRAINER-SPEC "Tokenisation"):
   to stop; template trailers after it (a newline) are not trained and are cut.
 * A response the example marks ``truncated`` (cut off where it was captured)
   ends *without* its end-of-turn token: the answer did not end there, and
-  training that token would teach the model to stop mid-answer.
+  training that token would teach the model to stop mid-answer. It is cut right
+  after the response text, so nothing the template writes after it is trained
+  (templates such as Phi-3's add ``eos_token`` after the turn's own end token).
+* Only the template's own markup becomes special tokens: a message that spells
+  ``<|im_end|>`` or ``<|eot_id|>`` is tokenised as the text it is
+  (:mod:`rltray.trainer.markup`), so a turn boundary is never trained mid-answer.
 * Too long: drop the oldest context messages first (system messages last, because
   they are instructions rather than history), then truncate the response at its
   end (the end-of-turn token goes too: the response did not end there). When not
@@ -34,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from . import markup
 
 #: The plain format used when a tokenizer has no chat template (base models)::
 #:
@@ -105,14 +112,6 @@ def _has_template(tokenizer: Any) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
-def _special_ids(tokenizer: Any) -> set[int]:
-    ids = set(getattr(tokenizer, "all_special_ids", []) or [])
-    for i, tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
-        if getattr(tok, "special", False):
-            ids.add(int(i))
-    return ids
-
-
 def _ids(tokenizer: Any, text: str, *, special: bool) -> list[int]:
     return list(tokenizer(text, add_special_tokens=special)["input_ids"])
 
@@ -138,8 +137,17 @@ def _merge_roles(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
-def _render_template(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[int], list[int]]:
-    """(prompt-part ids with the generation prompt, full conversation ids)."""
+@dataclass(frozen=True)
+class _Rendered:
+    """Prompt-part ids (with the generation prompt), full-conversation ids, and the
+    index in ``full`` of the first token after the response text (None: unknown)."""
+
+    prompt: list[int]
+    full: list[int]
+    text_end: int | None
+
+
+def _render_template(tokenizer: Any, messages: list[dict[str, str]]) -> _Rendered:
     last_error: Exception | None = None
     for convo in (messages, _merge_roles(messages)):
         try:
@@ -150,21 +158,45 @@ def _render_template(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[li
         except Exception as exc:  # jinja raise_exception, template errors
             last_error = exc
             continue
-        # What apply_chat_template(tokenize=True) does: the template holds the specials.
-        return _ids(tokenizer, prompt, special=False), _ids(tokenizer, full, special=False)
+        # Like apply_chat_template(tokenize=True) the template holds the specials, but
+        # only its own markup may be special: text a message spells stays text.
+        return _tokenize_rendered(tokenizer, convo, prompt, full)
     raise ValueError(f"the chat template refused the conversation: {last_error}")
 
 
-def _render_plain(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[int], list[int]]:
+def _tokenize_rendered(tokenizer: Any, convo: list[dict[str, str]], prompt: str, full: str
+                       ) -> _Rendered:
+    contents = [m["content"] for m in convo]
+    prompt_spans = markup.content_spans(tokenizer, convo[:-1], prompt, True)
+    full_spans = markup.content_spans(tokenizer, convo, full, False)
+    prompt_ids, _ = markup.tokenize(tokenizer, prompt, prompt_spans, contents[:-1])
+    full_ids, offsets = markup.tokenize(tokenizer, full, full_spans, contents)
+    text_end = None
+    if offsets is not None and full_spans:
+        response_end = full_spans[-1][1]
+        text_end = next((k for k, (a, _b) in enumerate(offsets) if a >= response_end),
+                        len(full_ids))
+    return _Rendered(prompt_ids, full_ids, text_end)
+
+
+def _render_plain(tokenizer: Any, messages: list[dict[str, str]]) -> _Rendered:
     parts = [
         FALLBACK_FORMAT.format(role=FALLBACK_ROLES.get(m["role"], m["role"].title()),
                                content=m["content"])
         for m in messages[:-1]
     ]
     prompt = FALLBACK_SEPARATOR.join([*parts, "Assistant: "])
-    eos = getattr(tokenizer, "eos_token", None) or ""
-    full = prompt + messages[-1]["content"] + eos
-    return _ids(tokenizer, prompt, special=True), _ids(tokenizer, full, special=True)
+    # Every character here is the user's text: none of it may become a special token.
+    prompt_ids = _split_ids(tokenizer, prompt)
+    full = _split_ids(tokenizer, prompt + messages[-1]["content"])
+    eos = getattr(tokenizer, "eos_token_id", None)
+    text_end = len(full)
+    return _Rendered(prompt_ids, full + ([int(eos)] if eos is not None else []), text_end)
+
+
+def _split_ids(tokenizer: Any, text: str) -> list[int]:
+    """Ids of plain text with the tokenizer's own additions (bos), no parsed specials."""
+    return list(tokenizer(text, add_special_tokens=True, split_special_tokens=True)["input_ids"])
 
 
 def render(tokenizer: Any, messages: list[dict[str, str]], *, truncated: bool = False
@@ -173,22 +205,27 @@ def render(tokenizer: Any, messages: list[dict[str, str]], *, truncated: bool = 
 
     Returns ``(ids, start, end)``: the response region is ``ids[start:end]`` (the
     response and its end-of-turn token, or the response alone when ``truncated``);
-    ``ids`` is already cut at ``end``.
+    ``ids`` is already cut at ``end``. Raises ValueError when it cannot be rendered.
     """
     render_fn = _render_template if _has_template(tokenizer) else _render_plain
-    prompt_ids, full_ids = render_fn(tokenizer, messages)
+    got = render_fn(tokenizer, messages)
+    prompt_ids, full_ids = got.prompt, got.full
     start = 0
     for a, b in zip(prompt_ids, full_ids, strict=False):
         if a != b:
             break
         start += 1
     start = max(start, 1)  # position 0 is never predicted
-    end = len(full_ids)
-    specials = _special_ids(tokenizer)
-    for j in range(len(full_ids) - 1, start - 1, -1):
-        if full_ids[j] in specials:
-            end = j if truncated else j + 1
-            break
+    specials = markup.special_ids(tokenizer)
+    if truncated:
+        # Nothing the template writes after the answer is a target: under templates
+        # that add eos after the turn (Phi-3) the *last* special is not the turn's end.
+        end = got.text_end if got.text_end is not None else next(
+            (j for j in range(start, len(full_ids)) if full_ids[j] in specials),
+            len(full_ids))
+    else:
+        end = next((j + 1 for j in range(len(full_ids) - 1, start - 1, -1)
+                    if full_ids[j] in specials), len(full_ids))
     return full_ids[:end], start, end
 
 
