@@ -179,24 +179,27 @@ def split_heldout(
 
     Rows with ``heldout_at`` set form the **standing held-out set**: held out in an
     earlier round, they stay held out, so the gate's evidence grows round after
-    round. Per class, the new rows add ``round(fraction x new)`` of their newest
-    (at least enough to bring the class to ``min_per_class``, the fewest the gate
-    tests on), never more than half of the class's new rows, so training keeps
-    most of them. Past ``cap_per_class`` the oldest held-out rows of the class
-    rotate into training: the set stays recent and a rating is not held back for
-    ever. A class that cannot reach ``min_per_class`` yet still keeps what it has
-    (and adds up to half of its new rows): the gate decides on drift and sanity
-    alone until it can, and says so.
+    round. Per class, the new rows add ``round(fraction x new)`` of their newest.
+    When that leaves a class below ``min_per_class`` (the fewest the gate tests
+    on) and *both* classes can reach it with at most half of their new rows,
+    they are topped up to it — half of a round's ratings are spent only when that
+    makes the gate's test possible now. Past ``cap_per_class`` the oldest
+    held-out rows of a class rotate into training: the set stays recent and a
+    rating is not held back for ever.
     """
     rows = [dict(r) for r in fresh]
-    held: set[int] = set()
+    parts = []
     for good in (True, False):
         cls = [i for i, r in enumerate(rows) if (int(r["rating"]) > 0) == good]
         standing = [i for i in cls if rows[i].get("heldout_at")]
         new = [i for i in cls if not rows[i].get("heldout_at")]
-        add = max(round(fraction * len(new)), min_per_class - len(standing))
-        add = max(0, min(add, len(new) // 2))
-        chosen = sorted(standing + new[len(new) - add :])
+        parts.append((standing, new, min(round(fraction * len(new)), len(new) // 2)))
+    top_up = all(len(s) + len(n) // 2 >= min_per_class for s, n, _ in parts)
+    held: set[int] = set()
+    for standing, new, add in parts:
+        if top_up:
+            add = max(add, min_per_class - len(standing))
+        chosen = sorted(standing + new[len(new) - add :] if add > 0 else standing)
         held.update(chosen[max(0, len(chosen) - cap_per_class) :])
     train = [r for i, r in enumerate(rows) if i not in held]
     return train, [r for i, r in enumerate(rows) if i in held]

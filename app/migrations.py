@@ -180,12 +180,23 @@ def m005_tags_and_deletion(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO tags (name, created_at) VALUES (?, ?)", (name, now))
 
 
+def m006_standing_heldout(conn: sqlite3.Connection) -> None:
+    """When a rating first went into a round's held-out set (the standing held-out set).
+
+    A rating once held out stays held out, so the gate's evidence grows round
+    after round instead of being drawn anew from each round's newest ratings;
+    ``app/jobbuild.split_heldout`` rotates the oldest into training past a cap.
+    """
+    _run(conn, "ALTER TABLE ratings ADD COLUMN heldout_at TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
     m003_events,
     m004_applied_commands,
     m005_tags_and_deletion,
+    m006_standing_heldout,
 )
 
 

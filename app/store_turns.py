@@ -379,11 +379,28 @@ class TurnsAndRatings(StoreBase):
                 changed += cur.rowcount
         return changed
 
+    def mark_heldout(self, rating_ids: Iterable[int]) -> int:
+        """Put ratings in the standing held-out set (once: an earlier time is kept)."""
+        ids = [int(i) for i in rating_ids]
+        now = utc_iso()
+        changed = 0
+        with self._write() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                cur = conn.execute(
+                    "UPDATE ratings SET heldout_at = ? WHERE heldout_at IS NULL"
+                    f" AND id IN ({marks})", (now, *chunk),
+                )
+                changed += cur.rowcount
+        return changed
+
     def training_examples(self, *, untrained_only: bool = False) -> list[dict[str, Any]]:
         """Active ratings joined with their turns, oldest rating first (for building a job)."""
         sql = (
             "SELECT r.id, r.value, r.rated_at, r.trained_run_id, t.id, t.source_key, t.agent,"
-            " t.prompt, t.response, t.context FROM ratings r JOIN turns t ON t.id = r.turn_id"
+            " t.prompt, t.response, t.context, r.heldout_at"
+            " FROM ratings r JOIN turns t ON t.id = r.turn_id"
             " WHERE r.withdrawn_at IS NULL"
             + (" AND r.trained_run_id IS NULL" if untrained_only else "")
             + " ORDER BY r.rated_at, r.id"
@@ -400,6 +417,7 @@ class TurnsAndRatings(StoreBase):
                 "prompt": r[7],
                 "response": r[8],
                 "context": json.loads(r[9] or "[]"),
+                "heldout_at": r[10],
             }
             for r in self._read(sql)
         ]
@@ -409,9 +427,13 @@ class TurnsAndRatings(StoreBase):
     def counts(self) -> dict[str, Any]:
         with self._lock:
             (turns,) = self.conn.execute("SELECT COUNT(*) FROM turns").fetchone()
-            good, bad, untrained = self.conn.execute(
+            # "untrained" counts new ratings only: the standing held-out set (heldout_at)
+            # waits untrained by design and must not start rounds on its own.
+            good, bad, untrained, heldout = self.conn.execute(
                 "SELECT COALESCE(SUM(value = 1), 0), COALESCE(SUM(value = -1), 0),"
-                " COALESCE(SUM(trained_run_id IS NULL), 0) FROM ratings WHERE withdrawn_at IS NULL"
+                " COALESCE(SUM(trained_run_id IS NULL AND heldout_at IS NULL), 0),"
+                " COALESCE(SUM(trained_run_id IS NULL AND heldout_at IS NOT NULL), 0)"
+                " FROM ratings WHERE withdrawn_at IS NULL"
             ).fetchone()
             agents = self.conn.execute(
                 "SELECT agent, COUNT(*), MAX(captured_at) FROM turns GROUP BY agent ORDER BY agent"
@@ -422,6 +444,7 @@ class TurnsAndRatings(StoreBase):
             "bad": bad,
             "unrated": turns - good - bad,
             "untrained": untrained,
+            "heldout": heldout,
             "by_agent": {a: {"turns": n, "last_captured_at": last} for a, n, last in agents},
         }
 

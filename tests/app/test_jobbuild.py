@@ -73,12 +73,38 @@ def test_heldout_is_stratified_even_when_one_class_is_rare() -> None:
     assert sum(r["rating"] < 0 for r in held) == 5  # round(round(0.15 * 40) * 32/40) = 5
 
 
-def test_nothing_is_held_out_when_a_class_cannot_give_four() -> None:
+def test_a_class_short_of_four_holds_out_only_its_share() -> None:
+    """7 good can give only 3 (half): no top-up to 4 this round, only the 15% share."""
     rows = [row(i, -1, i) for i in range(20)] + [row(20 + i, 1, 20 + i) for i in range(7)]
     train, held = jobbuild.split_heldout(rows)
-    assert held == [] and len(train) == 27  # 7 good can give only 3 (half)
+    assert [r["rating_id"] for r in held] == [17, 18, 19, 26]  # 15% of 20 bad, of 7 good
+    assert len(train) == 23
     sel = jobbuild.select(rows)
-    assert sel.heldout == [] and "decides on drift and sanity alone" in sel.notes[0]
+    assert "decides on drift and sanity alone" in sel.notes[0]
+
+
+def test_the_standing_heldout_set_stays_and_grows_by_the_share() -> None:
+    """Issue 20 item 4: held-out ratings stay held out; a round adds 15%, not 4 + 4."""
+    standing = [{**row(i, 1 if i % 2 else -1, i), "heldout_at": "x"} for i in range(8)]
+    new = [row(100 + i, 1 if i % 2 else -1, 100 + i) for i in range(20)]  # 10 good, 10 bad
+    train, held = jobbuild.split_heldout(standing + new)
+    ids = [r["rating_id"] for r in held]
+    assert ids[:8] == list(range(8))  # every standing one, oldest as they are
+    assert ids[8:] == [116, 117, 118, 119]  # round(0.15 * 10) = 2 newest of each class
+    assert len(train) == 16
+    sel = jobbuild.select(standing + new)
+    assert sel.new_count == 20 and "8 of them kept from earlier rounds" in sel.notes[0]
+
+
+def test_past_the_cap_the_oldest_heldout_rotate_into_training() -> None:
+    standing = [{**row(i, 1, i), "heldout_at": "x"} for i in range(6)]
+    standing += [{**row(10 + i, -1, 10 + i), "heldout_at": "x"} for i in range(4)]
+    new = [row(100 + i, 1, 100 + i) for i in range(14)]  # 2 good join the held-out set
+    train, held = jobbuild.split_heldout(standing + new, cap_per_class=6)
+    good = [r["rating_id"] for r in held if r["rating"] > 0]
+    assert good == [2, 3, 4, 5, 112, 113]  # the two oldest (0, 1) rotated into training
+    assert [r["rating_id"] for r in train][:2] == [0, 1]
+    assert sum(r["rating"] < 0 for r in held) == 4
 
 
 def test_replay_takes_the_newest_trained_ratings() -> None:
@@ -191,6 +217,25 @@ def test_too_few_ratings_and_no_model_are_refused(store: Store, paths: Paths, ma
     with pytest.raises(jobbuild.NotEnoughRatings, match=r"3 new ratings .* starts at 32"):
         jobbuild.build_job(store, paths, settings(), "r2", min_fresh=32)
     assert not (paths.runs / "r1").exists() and not (paths.runs / "r2").exists()
+
+
+def test_a_later_round_reuses_the_standing_heldout_set(
+    store: Store, paths: Paths, make_turn
+) -> None:
+    """The held-out set is kept in the store: the next round holds out the same ratings."""
+    first = rate_many(store, make_turn, [1, -1] * 10)
+    one = jobbuild.build_job(store, paths, settings(), "run-1")
+    assert one.heldout_ids == tuple(first[-8:])
+    store.add_run("run-1")
+    store.mark_trained(one.fresh_ids, "run-1")  # accepted: the runner retires the trained ones
+    assert store.counts()["untrained"] == 0 and store.counts()["heldout"] == 8
+    with pytest.raises(jobbuild.NotEnoughRatings, match="0 new ratings"):
+        jobbuild.build_job(store, paths, settings(), "run-2")  # the held-out set is not new
+    second = rate_many(store, make_turn, [1, -1] * 10, start=40)
+    two = jobbuild.build_job(store, paths, settings(), "run-3")
+    assert set(one.heldout_ids) < set(two.heldout_ids)
+    assert set(two.heldout_ids) - set(one.heldout_ids) == set(second[-4:])  # 2 + 2 added
+    assert two.fresh_ids == tuple(second[:-4])
 
 
 def test_trained_ratings_are_replayed_not_retrained(store: Store, paths: Paths, make_turn) -> None:
