@@ -7,7 +7,7 @@ byte for byte, so the new model is the user's model plus our delta and nothing
 else. No second download, no re-conversion.
 
 Per adapted tensor: dequantize (``gguf.quants``), add ``alpha / rank * B @ A`` in
-llama.cpp's row order (q/k permuted, see :mod:`.gguf_adapter`), store as:
+llama.cpp's row order (q/k permuted, see :mod:`.qk_rows`), store as:
 
 * ``q8_0`` (default): near-lossless, about 1.06 bytes per weight;
 * ``f16``: exact to half precision, 2 bytes per weight;
@@ -17,8 +17,21 @@ llama.cpp's row order (q/k permuted, see :mod:`.gguf_adapter`), store as:
   installed (its bundled ``libggml-base``); otherwise, and for i-quants that need an
   importance matrix, Q8_0.
 
+**Never onto the base tensor's own grid** (issue 20): a trained delta is far below
+half a quantization step (median |δ| ≈ 1e-4 against a Q8_0 half-step ≈ 1.7e-3 on
+SmolLM2), and a base tensor that already lies on the output type's grid rounds
+``w + δ`` straight back to ``w`` (a Q8_0 base merged to Q8_0 delivered 3-8% of the
+adapter's shift). So when the chosen quantized type equals the base tensor's type
+the tensor is stored as F16. And after quantizing, each tensor's **delivered
+share** ``<Q(w+δ) - w, δ> / ||δ||²`` (1: the whole delta arrived; 0: rounded away)
+is measured; below :data:`DELIVERED_FLOOR` the tensor is stored as F16 (then F32)
+instead. The report carries the smallest share and the ``||δ||²``-weighted mean,
+which the publication records with the version.
+
 A row length Q8_0 cannot block (not a multiple of 32) falls back to F16.
 Tensors are streamed one at a time: peak memory is one dequantized tensor, not the model.
+The stored type must be in the header before any data, so each adapted tensor is
+merged twice (once to choose and measure, once to write): compute, not memory.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from typing import Any
 import numpy as np
 
 OUT_TYPES = ("q8_0", "f16", "base")
+DELIVERED_FLOOR = 0.8  # a tensor delivering less of its delta is stored finer
 
 
 @dataclass
@@ -43,6 +57,16 @@ class MergeReport:
     merged: int  # tensors changed
     types: dict[str, int] = field(default_factory=dict)  # merged tensors by stored type
     base_types: dict[str, int] = field(default_factory=dict)
+    shares: dict[str, float] = field(default_factory=dict)  # delivered share per tensor
+    weights: dict[str, float] = field(default_factory=dict)  # ||delta||^2 per tensor
+
+    def delivered(self) -> dict[str, float] | None:
+        """Smallest and ||delta||^2-weighted mean delivered share (None: no delta at all)."""
+        total = sum(self.weights.values())
+        if not self.shares or total <= 0:
+            return None
+        mean = sum(self.shares[n] * self.weights[n] for n in self.shares) / total
+        return {"min": round(min(self.shares.values()), 4), "mean": round(mean, 4)}
 
     def describe(self) -> str:
         merged = "+".join(sorted(self.types)) or "none"
@@ -120,7 +144,8 @@ def ggml_quantizer() -> GGMLQuantizer | None:
 
 
 def choose_type(out_type: str, base_type: Any, row: int) -> Any:
-    """The stored type of a merged tensor (see module docstring)."""
+    """The stored type of a merged tensor (see module docstring): never the base's own
+    quantized grid, F16 where the row does not fill the chosen type's blocks."""
     from gguf import GGML_QUANT_SIZES
     from gguf import GGMLQuantizationType as Q
 
@@ -135,8 +160,38 @@ def choose_type(out_type: str, base_type: Any, row: int) -> Any:
         wanted = base_type
     else:
         wanted = Q.Q8_0
+    if wanted == base_type and wanted not in (Q.F32, Q.F16, Q.BF16):
+        return Q.F16  # the base already lies on this grid: w + delta would round back to w
     block = GGML_QUANT_SIZES[wanted][0]
     return wanted if row % block == 0 else Q.F16
+
+
+def _finer(qtype: Any) -> Any | None:
+    """The next type to try when ``qtype`` rounds the delta away (None: nothing finer)."""
+    from gguf import GGMLQuantizationType as Q
+
+    if qtype == Q.F32:
+        return None
+    return Q.F32 if qtype in (Q.F16, Q.BF16) else Q.F16
+
+
+def _restore(stored: np.ndarray, qtype: Any, shape: tuple[int, int]) -> np.ndarray:
+    """What llama.cpp will read back from ``stored`` (float32, ``shape``)."""
+    from gguf import quants
+
+    if stored.dtype in (np.float16, np.float32):
+        return stored.astype(np.float32).reshape(shape)
+    return quants.dequantize(stored, qtype).astype(np.float32, copy=False).reshape(shape)
+
+
+def delivered_share(base: np.ndarray, merged: np.ndarray, delta: np.ndarray) -> float | None:
+    """``<merged - base, delta> / ||delta||^2``: how much of ``delta`` the stored tensor
+    carries (1: all of it, 0: rounded away); ``None`` for a zero delta."""
+    d = delta.astype(np.float64).ravel()
+    norm = float(d @ d)
+    if norm == 0.0:
+        return None
+    return float((merged.astype(np.float64).ravel() - base.astype(np.float64).ravel()) @ d / norm)
 
 
 def _store(values: np.ndarray, qtype: Any) -> np.ndarray:
@@ -170,6 +225,54 @@ def copy_fields(reader: Any, writer: Any) -> None:
         writer.add_key_value(name, fld.contents(), vtype, sub_type=sub)
 
 
+def _base_and_delta(t: Any, pair: Any, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """The base tensor as llama.cpp computes with it, and our delta in its row order."""
+    from gguf import quants
+
+    weights = quants.dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
+    weights = weights.reshape(int(t.shape[1]), int(t.shape[0]))
+    return weights, np.float32(scale) * (pair.b @ pair.a)
+
+
+def _decide(out_type: str, t: Any, pair: Any, scale: float) -> tuple[Any, float | None, float]:
+    """(stored type, delivered share, ||delta||^2) of one adapted tensor: the type
+    :func:`choose_type` picks, or a finer one while the share is below the floor."""
+    weights, delta = _base_and_delta(t, pair, scale)
+    qtype = choose_type(out_type, t.tensor_type, int(t.shape[0]))
+    merged = weights + delta
+    while True:
+        share = delivered_share(weights, _restore(_store(merged, qtype), qtype, weights.shape),
+                                delta)
+        finer = _finer(qtype)
+        if share is None or share >= DELIVERED_FLOOR or finer is None:
+            return qtype, share, float(np.square(delta, dtype=np.float64).sum())
+        qtype = finer
+
+
+def _tensor_info(t: Any, qtype: Any) -> tuple[tuple[int, ...], Any, int]:
+    """(shape, numpy dtype, bytes) of a merged tensor stored as ``qtype``."""
+    import gguf
+    from gguf import quants
+
+    rows, row = int(t.shape[1]), int(t.shape[0])
+    if qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.F32):
+        dtype = np.float16 if qtype == gguf.GGMLQuantizationType.F16 else np.float32
+        return (rows, row), np.dtype(dtype), rows * row * np.dtype(dtype).itemsize
+    shape = quants.quant_shape_to_byte_shape((rows, row), qtype)
+    return shape, np.dtype(np.uint8), int(np.prod(shape))
+
+
+def _fit_problems(reader: Any, by_name: dict[str, Any]) -> list[str]:
+    tensors = {t.name: t for t in reader.tensors}
+    problems = [f"the base has no tensor {n}" for n in by_name if n not in tensors]
+    for name, pair in by_name.items():
+        t = tensors.get(name)
+        want = (int(pair.b.shape[0]), int(pair.a.shape[1]))
+        if t is not None and (int(t.shape[1]), int(t.shape[0])) != want:
+            problems.append(f"{name} is {int(t.shape[1])}x{int(t.shape[0])} in the base")
+    return problems
+
+
 def merge(
     base_gguf: Path | str,
     adapter_dir: Path | str,
@@ -179,7 +282,6 @@ def merge(
 ) -> MergeReport:
     """Write ``out``: ``base_gguf`` with the adapter's delta added to each adapted tensor."""
     import gguf
-    from gguf import quants
 
     from .gguf_adapter import ArchInfo, read_pairs
 
@@ -189,13 +291,7 @@ def merge(
     pairs, alpha, rank = read_pairs(Path(adapter_dir), arch)
     scale = alpha / rank
     by_name = {p.gguf_name + ".weight": p for p in pairs}
-    tensors = {t.name: t for t in reader.tensors}
-    problems = [f"the base has no tensor {n}" for n in by_name if n not in tensors]
-    for name, pair in by_name.items():
-        t = tensors.get(name)
-        want = (int(pair.b.shape[0]), int(pair.a.shape[1]))
-        if t is not None and (int(t.shape[1]), int(t.shape[0])) != want:
-            problems.append(f"{name} is {int(t.shape[1])}x{int(t.shape[0])} in the base")
+    problems = _fit_problems(reader, by_name)
     if problems:
         raise ValueError("the adapter does not fit this GGUF: " + "; ".join(problems[:5]))
 
@@ -203,29 +299,24 @@ def merge(
     writer = gguf.GGUFWriter(tmp, arch.arch)
     writer.data_alignment = reader.alignment
     copy_fields(reader, writer)
+    report = MergeReport(out=out, size=0, base_size=base_gguf.stat().st_size,
+                         merged=len(by_name))
     plan: list[tuple[Any, Any]] = []  # (reader tensor, stored type or None for a raw copy)
     stored: Counter[str] = Counter()
-    base_types: Counter[str] = Counter(t.tensor_type.name for t in reader.tensors)
     for t in reader.tensors:
-        if t.name in by_name:
-            rows, row = int(t.shape[1]), int(t.shape[0])
-            qtype = choose_type(out_type, t.tensor_type, row)
-            stored[qtype.name] += 1
-            if qtype in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.F32):
-                dtype = np.float16 if qtype == gguf.GGMLQuantizationType.F16 else np.float32
-                shape: tuple[int, ...] = (rows, row)
-                nbytes = rows * row * np.dtype(dtype).itemsize
-            else:
-                dtype = np.uint8
-                shape = quants.quant_shape_to_byte_shape((rows, row), qtype)
-                nbytes = int(np.prod(shape))
-            writer.add_tensor_info(t.name, shape, np.dtype(dtype), nbytes, raw_dtype=qtype)
-            plan.append((t, qtype))
-        else:
+        if t.name not in by_name:
             writer.add_tensor_info(
                 t.name, t.data.shape, t.data.dtype, int(t.n_bytes), raw_dtype=t.tensor_type
             )
             plan.append((t, None))
+            continue
+        qtype, share, weight = _decide(out_type, t, by_name[t.name], scale)
+        stored[qtype.name] += 1
+        if share is not None:
+            report.shares[t.name], report.weights[t.name] = share, weight
+        shape, dtype, nbytes = _tensor_info(t, qtype)
+        writer.add_tensor_info(t.name, shape, dtype, nbytes, raw_dtype=qtype)
+        plan.append((t, qtype))
     writer.write_header_to_file(tmp)
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
@@ -233,18 +324,11 @@ def merge(
         if qtype is None:
             writer.write_tensor_data(t.data)
             continue
-        pair = by_name[t.name]
-        weights = quants.dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
-        weights = weights.reshape(int(t.shape[1]), int(t.shape[0]))
-        weights = weights + np.float32(scale) * (pair.b @ pair.a)
-        writer.write_tensor_data(_store(weights, qtype))
+        weights, delta = _base_and_delta(t, by_name[t.name], scale)
+        writer.write_tensor_data(_store(weights + delta, qtype))
     writer.close()
     tmp.replace(out)
-    return MergeReport(
-        out=out,
-        size=out.stat().st_size,
-        base_size=base_gguf.stat().st_size,
-        merged=len(by_name),
-        types=dict(stored),
-        base_types=dict(base_types),
-    )
+    report.size = out.stat().st_size
+    report.types = dict(stored)
+    report.base_types = dict(Counter(t.tensor_type.name for t in reader.tensors))
+    return report

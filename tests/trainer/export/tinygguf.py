@@ -26,9 +26,9 @@ def build_tiny_gguf(
     path: Path, *, hidden: int = 64, blocks: int = 2, heads: int = 4, kv_heads: int = 2,
     ffn: int = 96, vocab: int = 128, seed: int = 0, block_type: str = "Q8_0",
 ) -> Path:
-    """``block_type`` Q8_0 (the gguf library quantizes it) or a K-quant such as Q4_K
-    (quantized with llama.cpp's own code; needs llama-cpp-python and sizes that are
-    multiples of 256)."""
+    """``block_type`` Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 (the gguf library quantizes them),
+    F16, or a K-quant such as Q4_K (quantized with llama.cpp's own code; needs
+    llama-cpp-python and sizes that are multiples of 256)."""
     import gguf
     from gguf import quants
 
@@ -54,7 +54,9 @@ def build_tiny_gguf(
 
     def q8(shape: tuple[int, int]) -> np.ndarray:
         values = rng.normal(0, 0.05, shape).astype(np.float32)
-        if qtype == gguf.GGMLQuantizationType.Q8_0:
+        if qtype == gguf.GGMLQuantizationType.F16:
+            return values.astype(np.float16)
+        if qtype.name in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"):
             return quants.quantize(values, qtype)
         from rltray.trainer.export.merge import ggml_quantizer
 
@@ -86,9 +88,12 @@ def build_tiny_gguf(
 
 def build_tiny_adapter(
     out: Path, *, hidden: int = 64, blocks: int = 2, heads: int = 4, kv_heads: int = 2,
-    ffn: int = 96, rank: int = 4, seed: int = 1,
+    ffn: int = 96, rank: int = 4, seed: int = 1, b_std: float = 0.1,
 ) -> Path:
-    """A PEFT folder with LoRA on every block linear layer of the tiny model above."""
+    """A PEFT folder with LoRA on every block linear layer of the tiny model above.
+
+    ``b_std`` 0.1 makes a delta about as big as the weights (easy to see); 3e-4 makes a
+    trained-size one (median |delta| about 1e-4, as on SmolLM2 after a round)."""
     from rltray.trainer.adapters import peft_name, write_adapter
 
     rng = np.random.default_rng(seed)
@@ -107,5 +112,5 @@ def build_tiny_adapter(
         for leaf, (o, i) in shapes.items():
             path = f"model.layers.{b}.{leaf}"
             tensors[peft_name(path, "A")] = rng.normal(0, 0.1, (rank, i)).astype(np.float32)
-            tensors[peft_name(path, "B")] = rng.normal(0, 0.1, (o, rank)).astype(np.float32)
+            tensors[peft_name(path, "B")] = rng.normal(0, b_std, (o, rank)).astype(np.float32)
     return write_adapter(out, tensors, rank=rank, alpha=2.0 * rank, base_model="tiny")
