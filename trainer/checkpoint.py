@@ -5,8 +5,10 @@ to end **bit-identical** to one that never paused. That needs more than the LoRA
 weights: the optimizer moments and step (the backend saves those plus its RNG
 state into ``backend/``), where the round was (epoch, step within it, the epoch's
 example order), the round-start log-probs ``o`` and ``f`` (recomputing ``o`` after
-training started would use the *trained* policy, not the round-start one), and
-the parent's held-out metrics measured before training.
+training started would use the *trained* policy, not the round-start one), the
+parent's held-out metrics measured before training, and the drift guard's state
+(its LoRA snapshots of unmeasured steps, known-good step and schedule: where a stop
+walks back to).
 
 A checkpoint is written into a temp folder next to it and swapped in with
 renames, ``state.json`` last, so a crash while pausing leaves the previous
@@ -27,6 +29,7 @@ import numpy as np
 
 STATE_FILE = "state.json"
 LOGPROBS_FILE = "logprobs.npz"
+GUARD_FILE = "guard.npz"
 BACKEND_DIR = "backend"
 
 
@@ -56,11 +59,17 @@ class RoundState:
     #: Hash of everything else that shapes the round (hyperparameters, seed, base,
     #: parent, baseline): a checkpoint only resumes the very same round.
     fingerprint: str = ""
+    #: The drift guard's state (``drift.Guard.state``): its JSON part here, its arrays
+    #: (LoRA snapshots of unmeasured steps, measured log-prob rows) in ``guard.npz``.
+    #: Without it a round paused between an unmeasured crossing of the guard's line
+    #: and the next measurement could not walk back as the unpaused round does.
+    guard: dict[str, Any] = field(default_factory=dict)
+    guard_arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
     def position(self) -> dict[str, Any]:
         """The JSON part (everything except the arrays)."""
         d = asdict(self)
-        for k in ("old", "base", "held_base"):
+        for k in ("old", "base", "held_base", "guard_arrays"):
             d.pop(k)
         return d
 
@@ -97,6 +106,7 @@ def save(folder: Path, state: RoundState, backend: Any) -> Path:
         for key in ("old", "base", "held_base"):
             arrays[f"{key}_flat"], arrays[f"{key}_len"] = _pack(getattr(state, key))
         np.savez(tmp / LOGPROBS_FILE, **arrays)
+        np.savez(tmp / GUARD_FILE, **state.guard_arrays)
         (tmp / STATE_FILE).write_text(json.dumps(state.position(), indent=1), encoding="utf-8")
         if folder.exists():
             os.rename(folder, old)
@@ -121,7 +131,11 @@ def load(folder: Path) -> RoundState | None:
         arrays = {
             key: _unpack(z[f"{key}_flat"], z[f"{key}_len"]) for key in ("old", "base", "held_base")
         }
-    return RoundState(**pos, **arrays)
+    guard_arrays: dict[str, np.ndarray] = {}
+    if (folder / GUARD_FILE).is_file():  # absent in an older trainer's checkpoint
+        with np.load(folder / GUARD_FILE) as z:
+            guard_arrays = {k: z[k] for k in z.files}
+    return RoundState(**pos, **arrays, guard_arrays=guard_arrays)
 
 
 def backend_dir(folder: Path) -> Path:

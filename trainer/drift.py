@@ -3,15 +3,17 @@
 The drift set is the turns drift is measured on (the user's held-out prompts, else
 the newest training turns); :meth:`DriftSet.measure` gives the exact per-token KL
 against the parent and the base at response and prompt positions, which both the
-drift guard (a few turns after every optimizer step) and the gate (every turn, at
-the end of the round) read; :func:`over_cap` is the one test of those numbers
-against the caps. Kept out of :mod:`.train` so the round loop stays a loop.
+drift guard (a few turns of both classes after every few optimizer steps) and the
+gate (every turn, at the end of the round) read; :class:`Lines` is where the guard
+stops each of them, :class:`Guard` when it measures and which step it keeps. Kept
+out of :mod:`.train` so the round loop stays a loop.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,39 @@ class Measured:
     rows: dict[int, np.ndarray] | None
 
 
+def _spread(items: Sequence[int]) -> list[int]:
+    """``items`` in an order whose every prefix covers their range about evenly
+    (the middle, then the quarters, then the eighths, ...)."""
+    n, out, picked, k = len(items), [], set(), 1
+    while len(out) < n:
+        for j in range(k):  # once k >= n these positions step by <= 1: every one is hit
+            p = (2 * j + 1) * n // (2 * k)
+            if p not in picked:
+                picked.add(p)
+                out.append(items[p])
+        k *= 2
+    return out
+
+
+def stratified(idx: Sequence[int], ratings: Mapping[int, int]) -> list[int]:
+    """``idx`` reordered so that every prefix takes good and bad turns in turn.
+
+    The drift guard measures the first few turns of this order. It took the
+    oldest few held-out turns, which may all be one class; a policy pushed away
+    from bad answers drifts differently on good ones, so the guard's sample must
+    hold both, each class's turns spread over old and new. Turns without a rating
+    count as one class. Good comes first, then bad, while both last.
+    """
+    classes: dict[int, list[int]] = {}
+    for i in idx:
+        classes.setdefault(int(ratings.get(i, 0)), []).append(i)
+    queues = [_spread(classes[c]) for c in sorted(classes, reverse=True)]
+    out: list[int] = []
+    for r in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[r] for q in queues if r < len(q))
+    return out
+
+
 @dataclass
 class DriftSet:
     """Where drift is measured: encoded turns, which of them, and the parent's LoRA.
@@ -43,7 +78,8 @@ class DriftSet:
     The held-out turns when there are any (the user's own prompts, not trained
     on); else the newest training turns (trained on, so their drift reads high:
     the conservative side). ``parent`` is the parent adapter's tensors (``None``
-    for a first round: the parent is the base).
+    for a first round: the parent is the base). ``ratings``: each turn's rating,
+    so the guard's few turns hold both classes (:func:`stratified`).
     """
 
     enc: dict[int, Any]
@@ -52,16 +88,26 @@ class DriftSet:
     parent: dict[str, np.ndarray] | None
     seconds: float = 0.0  # time the drift guard spent measuring (profile of a round)
     last: Measured | None = None  # what the latest :meth:`measure` call measured
+    ratings: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, enc: dict[int, Any], kept: list[int], held_enc: dict[int, Any],
-           held_kept: list[int], job: TrainJob) -> DriftSet:
+           held_kept: list[int], job: TrainJob, examples: Sequence[Any] = (),
+           heldout: Sequence[Any] = ()) -> DriftSet:
+        """The drift set of a round; ``examples`` / ``heldout`` give the ratings."""
         parent = None
         if job.parent_adapter is not None:
             parent = adapters.load_adapter_tensors(job.parent_adapter)
         if held_kept:
-            return cls(held_enc, list(held_kept), "held-out", parent)
-        return cls(enc, list(kept[-DRIFT_TRAIN_TURNS:]), "training", parent)
+            rated = {i: heldout[i].rating for i in held_kept if i < len(heldout)}
+            return cls(held_enc, list(held_kept), "held-out", parent, ratings=rated)
+        idx = list(kept[-DRIFT_TRAIN_TURNS:])
+        rated = {i: examples[i].rating for i in idx if i < len(examples)}
+        return cls(enc, idx, "training", parent, ratings=rated)
+
+    def sample(self, limit: int | None) -> list[int]:
+        """The turns a measurement of ``limit`` turns takes (all for ``None``)."""
+        return list(self.idx) if limit is None else stratified(self.idx, self.ratings)[:limit]
 
     def keep_references(self, backend: Any) -> int:
         """Ask the backend to keep the base's (and parent's) logits of these turns
@@ -72,7 +118,8 @@ class DriftSet:
         if store is None or not vocab:
             return 0
         kinds = ("base",) if self.parent is None else ("base", "parent")
-        return store.want([np.asarray(self.enc[i].input_ids) for i in self.idx], kinds, vocab)
+        turns = stratified(self.idx, self.ratings)  # the guard's sample is its prefix
+        return store.want([np.asarray(self.enc[i].input_ids) for i in turns], kinds, vocab)
 
     def measure(self, backend: Any, hyper: Any, pad_id: int, limit: int | None = None,
                 policy_rows: dict[int, np.ndarray] | None = None,
@@ -85,7 +132,7 @@ class DriftSet:
         ``known``: sums the caller already has for some of these turns under the
         weights loaded now (the guard's last measurement); only the rest is run.
         """
-        idx = self.idx if limit is None else self.idx[:limit]
+        idx = self.sample(limit)
         want = policy_rows is not None
         if known is not None and (not known.turns <= set(idx) or (want and known.rows is None)):
             known = None
@@ -114,9 +161,10 @@ class DriftSet:
         }
 
 
-#: The drift guard stops at this share of each cap. It measures a few turns of the
-#: drift set, the gate all of them: on SmolLM2 an aggressive round stopped by the guard
-#: at 0.104 on 8 turns kept a step that measured 0.101 on all 16 and was rejected.
+#: The drift guard stops at this share of each cap's room (:class:`Lines`). It measures
+#: a few turns of the drift set, the gate all of them: on SmolLM2 an aggressive round
+#: stopped by the guard at 0.104 on 8 turns kept a step that measured 0.101 on all 16
+#: and was rejected.
 GUARD_MARGIN = 0.8
 
 
@@ -128,29 +176,72 @@ CAPPED = (
     ("kl_total_general", "kl_cap_total", "the prompt text", "the base"),
 )
 
+#: The drifts whose cap holds all versions since the base, not one round.
+TOTALS = ("kl_total", "kl_total_general")
 
-def over_cap(drift: dict[str, float], hyper: Any, share: float = 1.0) -> str | None:
-    """A sentence when a drift passes ``share`` of its cap (the gate's caps), else None."""
-    for key, cap_name, where, against in CAPPED:
-        cap = float(getattr(hyper, cap_name))
-        if not drift[key] <= share * cap:  # NaN counts as over
-            limit = f"the {cap:g} cap" if share == 1.0 else f"{share:g} x the {cap:g} cap"
+
+@dataclass(frozen=True)
+class Lines:
+    """Where the guard stops each capped drift, given where the round started it.
+
+    A round's own drift (to the parent) starts at 0: its line is ``GUARD_MARGIN``
+    x its cap. Drift to the base starts where the parent left it. The margin
+    covers the guard measuring a few turns where the gate measures all, an error
+    in what *this round* adds; on the whole cap it put the line at 0.48 of a 0.6
+    cap while the gate accepts a parent up to 0.6, so a parent in between had
+    every round's first step undone, round after round. So the margin applies to
+    the room the parent left: ``start + GUARD_MARGIN x (cap - start)``. A parent at
+    or past the cap leaves no room: the line is the cap itself.
+    """
+
+    start: dict[str, float]
+    line: dict[str, float]
+    cap: dict[str, float]
+
+    @classmethod
+    def of(cls, hyper: Any, parent: Mapping[str, float] | None = None) -> Lines:
+        """The lines of a round whose parent measured ``parent`` (``None``: the base)."""
+        start, line, caps = {}, {}, {}
+        for key, cap_name, _where, _against in CAPPED:
+            cap = float(getattr(hyper, cap_name))
+            at = float((parent or {}).get(key, 0.0)) if key in TOTALS else 0.0
+            start[key], caps[key] = at, cap
+            line[key] = at + GUARD_MARGIN * (cap - at) if at < cap else cap
+        return cls(start, line, caps)
+
+    def over(self, drift: Mapping[str, float]) -> list[str]:
+        """The keys of ``drift`` past their line (NaN counts as past)."""
+        return [key for key, *_ in CAPPED if not drift[key] <= self.line[key]]
+
+    def why(self, drift: Mapping[str, float]) -> str | None:
+        """A sentence for the first drift past its line, else None."""
+        for key, _cap_name, where, against in CAPPED:
+            if key not in self.over(drift):
+                continue
+            at, cap, line = self.start[key], self.cap[key], self.line[key]
+            if at <= 0.0:
+                limit = f"{GUARD_MARGIN:g} x the {cap:g} cap"
+            elif at < cap:
+                limit = (f"the guard's line {line:.4g} (the parent's {at:.4g} plus "
+                         f"{GUARD_MARGIN:g} x the {cap - at:.4g} left under the {cap:g} cap)")
+            else:
+                limit = f"the {cap:g} cap, which the parent had already reached ({at:.4g})"
             return f"KL to {against} on {where} {drift[key]:.4g} passed {limit}"
-    return None
+        return None
+
+    def share(self, drift: Mapping[str, float]) -> float:
+        """The largest drift's share of the way from its start to its line; NaN -> inf."""
+        worst = 0.0
+        for key, *_ in CAPPED:
+            room = self.line[key] - self.start[key]
+            share = (drift[key] - self.start[key]) / room if room > 0 else float("inf")
+            worst = max(worst, share) if share == share else float("inf")
+        return worst
 
 
 #: The LoRA snapshots the guard may go back to stay under this many bytes: on a 7B
 #: model a rank-16 snapshot is ~160 MB, so the gap between measurements shrinks there.
 SNAPSHOT_BUDGET_BYTES = 256 * 2**20
-
-
-def share_of_line(drift: dict[str, float], hyper: Any) -> float:
-    """The largest drift as a share of its guard line (``GUARD_MARGIN`` x its cap); NaN -> inf."""
-    worst = 0.0
-    for key, cap_name, _where, _against in CAPPED:
-        share = drift[key] / (GUARD_MARGIN * float(getattr(hyper, cap_name)))
-        worst = max(worst, share) if share == share else float("inf")
-    return worst
 
 
 def steps_to_next_check(share: float, step: int, most: int) -> int:
@@ -174,11 +265,13 @@ class Guard:
     """The drift guard within one round: when to measure, and where to go back to.
 
     Measuring after every step cost up to 2.4x the step on MLX and a fifth of a
-    torch round; far below the cap it measures every few steps instead, keeping a
+    torch round; far below the line it measures every few steps instead, keeping a
     LoRA snapshot of each unmeasured step, so a stop still keeps the newest step
     whose measured drift is within the line. The weights a round starts from count
-    as within it (the parent: no drift this round); after a resume they are
-    measured like any other snapshot when the guard has to walk back to them.
+    as within it (the parent: no drift this round). :meth:`state` / :meth:`restore`
+    carry all of this through a pause, so a resumed round guards exactly as an
+    unpaused one (a checkpoint of an older trainer has none: the starting weights
+    are then measured like any snapshot when the guard has to walk back to them).
     """
 
     def __init__(self, drift: DriftSet, backend: Any, hyper: Any, pad_id: int,
@@ -186,15 +279,31 @@ class Guard:
         self.drift, self.backend, self.hyper, self.pad_id = drift, backend, hyper, pad_id
         self.turns = int(getattr(hyper, "guard_turns", 4))
         self.most = max(1, int(getattr(hyper, "guard_max_gap", 4)))
+        self.lines = Lines.of(hyper)
         self._snapshots: list[tuple[int, dict[str, np.ndarray], bool]] = []
         self._known_good = start_step if start_step == 0 else None
         self._good_sums: Measured | None = None  # the known-good step's measurement
         self._due = start_step + 1
+        self._kept_start = False  # a stop walked back to the weights the round began with
+        self._start = start_step
         #: The guard's measurement of the weights loaded now (None once they change):
         #: the gate's final measurement reuses it for the turns it covers.
         self.current: Measured | None = None
+        #: The drifts past their line at the guard's stop (empty: it did not stop).
+        self.stopped_on: list[str] = []
         # the gate scores held-out turns from the same forward, so keep their rows
         self._rows = drift.which == "held-out"
+
+    def begin(self) -> dict[str, float] | None:
+        """Measure the parent on the guard's turns before a fresh round's first step:
+        its drift to the base is where the total lines start (:class:`Lines`). A
+        first round's parent is the base (drift 0): nothing to measure, None."""
+        if self.turns <= 0 or self.drift.parent is None:
+            return None
+        measured = self._measure()
+        self.lines = Lines.of(self.hyper, measured)
+        self._good_sums = self.current = self.drift.last
+        return measured
 
     def remember(self, step: int) -> None:
         """Snapshot the weights of ``step`` (called before the next optimizer step)."""
@@ -216,15 +325,33 @@ class Guard:
         if self.turns <= 0 or not (last or step >= self._due):
             return None, None
         measured = self._measure()
-        why = over_cap(measured, self.hyper, GUARD_MARGIN)
+        why = self.lines.why(measured)
         if why is None:
             self._snapshots.clear()
             self._known_good = step
             self._good_sums = self.current = self.drift.last
-            self._due = step + steps_to_next_check(share_of_line(measured, self.hyper),
-                                                   step, self.most)
+            self._due = step + steps_to_next_check(self.lines.share(measured), step, self.most)
             return measured, None
-        return measured, (self._walk_back(), why)
+        self.stopped_on = self.lines.over(measured)
+        kept = self._walk_back()
+        self._kept_start = kept == self._start
+        return measured, (kept, why)
+
+    def budget_used_up(self) -> str | None:
+        """When a stop undid every step of the round for the total caps alone: a
+        sentence saying that the versions since the base used the drift budget up,
+        and what the user can do; else None (no such stop, or a round cap stopped
+        it: learning is still possible, at a smaller step)."""
+        if not self._kept_start or any(k not in TOTALS for k in self.stopped_on):
+            return None
+        key = self.stopped_on[0]
+        at, cap = self.lines.start[key], self.lines.cap[key]
+        where = next(w for k, _c, w, _a in CAPPED if k == key)
+        return (f"the drift budget of this line of versions is used up: its parent is at "
+                f"KL {at:.4g} to the base on {where}, and the {cap:g} total cap "
+                f"(kl_cap_total) leaves no room for even one step of this round; roll "
+                f"back to an earlier version, or start a new line of versions from the "
+                f"base model")
 
     def _measure(self) -> dict[str, float]:
         t0 = time.monotonic()
@@ -241,8 +368,58 @@ class Guard:
             if good:
                 self.current = self._good_sums
                 return step
-            if over_cap(self._measure(), self.hyper, GUARD_MARGIN) is None:
+            if not self.lines.over(self._measure()):
                 self.current = self.drift.last
                 return step
         self.current = self.drift.last  # nothing passed: the oldest, for the gate to judge
         return self._snapshots[0][0]
+
+    # ---- through a pause ------------------------------------------------------------
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """What a checkpoint holds of the guard: JSON (the schedule, the known-good
+        step, the lines' start, what each snapshot is) and arrays (the snapshots'
+        LoRA tensors, the measured turns' log-prob rows)."""
+        arrays: dict[str, np.ndarray] = {}
+        snaps = []
+        for j, (step, lora, good) in enumerate(self._snapshots):
+            names = sorted(lora)
+            arrays.update({f"s{j}_{k}": lora[name] for k, name in enumerate(names)})
+            snaps.append({"step": step, "good": good, "names": names})
+        meta = {
+            "v": 1, "due": self._due, "known_good": self._known_good, "most": self.most,
+            "start": {k: self.lines.start[k] for k in TOTALS}, "snapshots": snaps,
+            "good": _measured_out(self._good_sums, "g", arrays),
+            "current": _measured_out(self.current, "c", arrays),
+        }  # fmt: skip
+        return meta, arrays
+
+    def restore(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Continue from :meth:`state` as saved (the backend's weights already loaded)."""
+        self._due, self._known_good, self.most = meta["due"], meta["known_good"], meta["most"]
+        self.lines = Lines.of(self.hyper, meta["start"])
+        self._snapshots = [
+            (s["step"], {n: arrays[f"s{j}_{k}"] for k, n in enumerate(s["names"])}, s["good"])
+            for j, s in enumerate(meta["snapshots"])
+        ]
+        self._good_sums = _measured_in(meta["good"], "g", arrays)
+        self.current = _measured_in(meta["current"], "c", arrays)
+
+
+def _measured_out(m: Measured | None, tag: str, arrays: dict[str, np.ndarray]
+                  ) -> dict[str, Any] | None:
+    """``m`` as JSON, its rows added to ``arrays`` under ``tag``."""
+    if m is None:
+        return None
+    if m.rows is not None:
+        arrays.update({f"{tag}_{i}": row for i, row in m.rows.items()})
+    rows = None if m.rows is None else sorted(m.rows)
+    return {"turns": sorted(m.turns), "sums": dict(m.sums), "rows": rows}
+
+
+def _measured_in(d: Mapping[str, Any] | None, tag: str, arrays: Mapping[str, np.ndarray]
+                 ) -> Measured | None:
+    if d is None:
+        return None
+    rows = None if d["rows"] is None else {int(i): arrays[f"{tag}_{i}"] for i in d["rows"]}
+    return Measured(frozenset(int(i) for i in d["turns"]), dict(d["sums"]), rows)

@@ -377,18 +377,43 @@ def _is_iso(text: str) -> bool:
 
 @dataclass(frozen=True)
 class TrainResult:
-    """What a finished round reports: the ``{"type": "done", ...}`` progress line."""
+    """What a finished round reports: the ``{"type": "done", ...}`` progress line.
+
+    Which ratings the round used up (added with issue 20; the adapter's
+    ``rltray.json`` carries the same two lists):
+
+    ``trained_ids``
+        The ids of the training examples (fresh and replayed, in file order) whose
+        gradient the kept weights include. All examples that fit the window,
+        unless the drift guard stopped the round inside its first epoch: a stop
+        that keeps step k has seen only the first k x ``step_examples`` examples of
+        the first epoch's order.
+    ``unseen_ids``
+        The ids of training examples that fit the window but whose gradient the
+        kept weights do *not* include (that guard stop). The tray must leave these
+        ratings untrained, so a later round trains them.
+
+    An example the trainer skipped (a ``skipped`` line: no response token fits
+    ``max_seq_len``) is in neither list: it will never fit, so the tray retires it
+    with the round. So an accepted round retires its fresh ratings **minus
+    ``unseen_ids``**, and ``baseline`` has folded in exactly those ratings (rated_at
+    order). A ``done`` line without these keys comes from an older trainer, which
+    trained every example: read it as ``unseen_ids == []``.
+    """
 
     adapter: str
     accepted: bool
     reasons: list[str]
     metrics: dict[str, Any]
     baseline: float
+    trained_ids: list[str] = field(default_factory=list)
+    unseen_ids: list[str] = field(default_factory=list)
 
     def line(self) -> dict[str, Any]:
         return {"type": "done", "adapter": self.adapter, "accepted": self.accepted,
                 "reasons": list(self.reasons), "metrics": dict(self.metrics),
-                "baseline": self.baseline}
+                "baseline": self.baseline, "trained_ids": list(self.trained_ids),
+                "unseen_ids": list(self.unseen_ids)}
 
 
 def error_line(message: str, kind: str) -> dict[str, Any]:

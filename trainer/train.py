@@ -82,7 +82,7 @@ def train(
         [e.to_dict() for e in examples] + [{"heldout": e.to_dict()} for e in heldout]
     )
 
-    drift = DriftSet.of(enc, kept, held_enc, held_kept, job)
+    drift = DriftSet.of(enc, kept, held_enc, held_kept, job, examples, heldout)
     drift.keep_references(backend)
     ck_dir = job.checkpoint_dir
     state = checkpoint.load(ck_dir) if ck_dir.exists() else None
@@ -114,11 +114,12 @@ def train(
         for name in ("auroc_parent", "heldout_good", "heldout_bad"):
             emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
 
-    guard = Guard(drift, backend, hyper, pad_id, state.global_step)
+    guard = _guard(drift, backend, hyper, pad_id, state, emit)
     how = _optimise(
         backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started, guard
     )
     if how == "paused":
+        state.guard, state.guard_arrays = guard.state()
         return Outcome("paused", checkpoint=checkpoint.save(ck_dir, state, backend))
     result = _finish(
         backend, examples, held_enc, heldout, state, job, hyper, pad_id, data_hash, emit,
@@ -126,6 +127,21 @@ def train(
     )
     checkpoint.remove(ck_dir)
     return Outcome("done", result=result)
+
+
+def _guard(drift: DriftSet, backend: Any, hyper: Any, pad_id: int,
+           state: checkpoint.RoundState, emit: Emit) -> Guard:
+    """The round's drift guard: as the checkpoint left it, or new at the round's start
+    (where it measures the parent's drift to the base: the total lines start there)."""
+    guard = Guard(drift, backend, hyper, pad_id, state.global_step)
+    if state.guard:
+        guard.restore(state.guard, state.guard_arrays)
+    elif state.global_step == 0 and (parent := guard.begin()) is not None:
+        emit({"type": "log", "message": (
+            f"drift guard: the parent is at KL {parent['kl_total']:.4g} to the base on "
+            f"{drift.which} answers; this round may take it to "
+            f"{guard.lines.line['kl_total']:.4g} (total cap {float(hyper.kl_cap_total):g})")})
+    return guard
 
 
 def round_fingerprint(job: TrainJob, hyper: Any, backend: Any) -> str:
@@ -300,6 +316,17 @@ def _optimise(
     return ""
 
 
+def trained_positions(n: int, per_step: int, seed: int, steps: int) -> list[int]:
+    """Positions (into the kept examples) whose gradient the weights after ``steps``
+    optimizer steps include, ascending: all of them once the first epoch is done,
+    else the first ``steps x per_step`` of epoch 0's order — a drift guard stop
+    inside the first epoch keeps weights that never saw the rest."""
+    per_step = max(1, per_step)
+    if steps * per_step >= n:
+        return list(range(n))
+    return sorted(epoch_order(n, seed, 0)[: steps * per_step])
+
+
 class _Agg:
     """Folds one optimizer step's micro-batch stats into the progress line's numbers."""
 
@@ -392,9 +419,16 @@ def _finish(
     metrics["sanity_errors"] = evaluate.tensor_sanity_errors(
         lora, scale=adapters.scale_from_alpha(alpha, rank)
     )
+    seen = trained_positions(len(state.kept), int(hyper.step_examples), job.seed,
+                             state.global_step)
+    trained_ids = [examples[state.kept[p]].id for p in seen]
+    seen_set = set(seen)
+    unseen_ids = [examples[i].id for p, i in enumerate(state.kept) if p not in seen_set]
+    unseen = set(unseen_ids)
     metrics.update(
         steps=state.global_step,
-        examples_trained=len(state.kept),
+        examples_trained=len(trained_ids),
+        examples_unseen=len(unseen_ids),
         examples_skipped=len(examples) - len(state.kept),
         train_seconds=round(state.elapsed_s, 3),
         guard_seconds=round(drift.seconds, 3),
@@ -404,18 +438,21 @@ def _finish(
         emit({"type": "metric", "name": name, "value": metrics[name]})
     verdict = evaluate.gate(metrics, hyper)
     if stopped_early and state.global_step == 0:
-        verdict.reasons.append(
-            f"{stopped_early.removeprefix('drift guard: ')}: the drift guard undid the first "
-            "step, so nothing was learned within the drift caps"
-        )
+        why = stopped_early.removeprefix("drift guard: ")
+        spent = guard.budget_used_up()  # the totals' room, not this round's step, is gone
+        verdict.reasons.append(f"{why}: {spent}" if spent else f"{why}: the drift guard undid "
+                               "the first step, so nothing was learned within the drift caps")
         verdict = evaluate.Verdict(False, verdict.reasons, verdict.metrics, verdict.notes)
-    metrics["preference"] = verdict.metrics["preference"]
-    # The EMA folds in the round's *fresh* training ratings in rated_at order —
-    # skipped (too long) ones too: a rating is a reward whether or not it fits the
-    # window. Replayed ratings were counted in the round that first trained them;
-    # held-out ones are counted in the round that trains them. A rejected round
-    # trained nothing the user keeps, so it leaves the baseline as it was.
-    fresh = sorted((e for e in examples if not e.replay), key=_rated_key)
+    metrics.update({k: v for k, v in verdict.metrics.items() if k.startswith("preference")})
+    # The EMA folds in the round's *fresh* training ratings in rated_at order, the
+    # ones the round retires: those the kept weights saw, and skipped (too long)
+    # ones too (a rating is a reward whether or not it fits the window), but not
+    # the unseen ones of a guard stop inside the first epoch (a later round trains
+    # and counts them). Replayed ratings were counted in the round that first
+    # trained them; held-out ones are counted in the round that trains them. A
+    # rejected round trained nothing the user keeps: it leaves the baseline alone.
+    fresh = sorted((e for e in examples if not e.replay and e.id not in unseen),
+                   key=_rated_key)
     updated = objective.ema_update(job.baseline, [e.rating for e in fresh], float(hyper.ema_decay))
     baseline = updated if verdict.accept else float(job.baseline)
     out = adapters.write_adapter(
@@ -436,6 +473,8 @@ def _finish(
             "baseline": baseline,
             "job_id": job.id,
             "backend": backend.name,
+            "trained_ids": trained_ids,
+            "unseen_ids": unseen_ids,
         },
     )
     reasons = list(verdict.reasons)
@@ -451,6 +490,8 @@ def _finish(
         reasons=reasons,
         metrics=_jsonable(metrics),
         baseline=baseline,
+        trained_ids=trained_ids,
+        unseen_ids=unseen_ids,
     )
 
 

@@ -126,3 +126,129 @@ def test_large_snapshots_shrink_the_gap(monkeypatch: pytest.MonkeyPatch) -> None
 def test_the_guard_off_measures_nothing() -> None:
     seen, stop, _, asked = run([0.5, 0.9], hyper=Hyper(guard_turns=0))
     assert seen == [None, None] and stop is None and asked == []
+
+
+# ---- a parent far from the base (issue 20 item 6) -----------------------------------
+
+
+@dataclass
+class ParentDriftSet(CountingDriftSet):
+    """The policy's drift to the parent is ``w``; to the base the parent's ``at`` plus
+    ``2 w`` (a round moving away from the base), on answers and prompt text alike."""
+
+    at: float = 0.5
+    parent: object = field(default_factory=dict)  # not None: a round with a parent
+
+    def measure(self, backend: OneNumberPolicy, hyper: Hyper, pad_id: int,
+                limit: int | None = None, policy_rows: object = None) -> dict[str, float]:
+        self.asked.append(backend.w)
+        total = self.at + 2 * backend.w
+        return {"kl_round": backend.w, "kl_total": total,
+                "kl_round_general": backend.w, "kl_total_general": total}
+
+
+def run_from_parent(at: float, drifts: list[float]) -> tuple[list[float | None],
+                                                          tuple[int, str] | None, drift.Guard]:
+    """A round whose parent is at total drift ``at``; steps reach ``drifts`` this round."""
+    policy, measured = OneNumberPolicy(0.0), ParentDriftSet(at=at)
+    guard = drift.Guard(measured, policy, HYPER, 0, 0)  # type: ignore[arg-type]
+    assert guard.begin() is not None  # the parent is measured before the first step
+    seen: list[float | None] = []
+    for step, d in enumerate(drifts, 1):
+        guard.remember(step - 1)
+        policy.w = d
+        m, stop = guard.check(step, last=step == len(drifts))
+        seen.append(m["kl_total"] if m else None)
+        if stop is not None:
+            return seen, stop, guard
+    return seen, None, guard
+
+
+def test_a_parent_at_total_drift_0_5_of_a_0_6_cap_can_still_train() -> None:
+    """The margin applies to what the round adds: the line is 0.5 + 0.8 x 0.1 = 0.58,
+    not 0.8 x 0.6 = 0.48 (which undid every round's first step from such a parent)."""
+    seen, stop, guard = run_from_parent(0.5, [0.01, 0.02, 0.03, 0.035])
+    assert stop is None and seen[-1] == pytest.approx(0.57)  # under the 0.6 cap
+    assert guard.lines.line["kl_total"] == pytest.approx(0.58)
+    assert guard.lines.line["kl_round"] == pytest.approx(0.08)  # the round's own: as before
+
+
+def test_past_the_rooms_line_it_stops_and_says_where_the_line_came_from() -> None:
+    _, stop, guard = run_from_parent(0.5, [0.01, 0.05])
+    kept, why = stop
+    assert kept == 1 and guard.stopped_on == ["kl_total", "kl_total_general"]
+    assert "KL to the base on the held-out answers 0.6 passed the guard's line 0.58" in why
+    assert "the parent's 0.5 plus 0.8 x the 0.1 left under the 0.6 cap" in why
+    assert guard.budget_used_up() is None  # step 1 was kept: the round learned something
+
+
+def test_a_parent_at_the_total_cap_is_told_the_budget_is_used_up() -> None:
+    """No room left: the first step is undone, and the reason says what to do."""
+    _, stop, guard = run_from_parent(0.6, [0.01])
+    assert stop[0] == 0
+    spent = guard.budget_used_up()
+    assert spent is not None and "used up" in spent and "0.6 total cap" in spent
+    assert "roll back" in spent and "new line of versions from the base" in spent
+
+
+def test_a_stop_on_the_rounds_own_cap_is_not_a_used_up_budget() -> None:
+    _, stop, guard = run_from_parent(0.0, [0.2])
+    assert stop[0] == 0 and guard.stopped_on[0] == "kl_round"
+    assert guard.budget_used_up() is None
+
+
+def test_the_guard_samples_both_classes_spread_over_the_set() -> None:
+    """Six good held-out turns then two bad: the oldest four were all good."""
+    idx = list(range(8))
+    ratings = {i: 1 for i in range(6)} | {6: -1, 7: -1}
+    sample = drift.stratified(idx, ratings)[:4]
+    assert sorted(ratings[i] for i in sample) == [-1, -1, 1, 1]
+    assert sorted(drift.stratified(idx, ratings)) == idx  # a reordering, nothing lost
+    many = drift.stratified(list(range(16)), {i: 1 if i % 2 else -1 for i in range(16)})[:4]
+    assert min(many) < 8 <= max(many)  # each class from old and new turns
+
+
+def test_the_drift_set_knows_the_ratings_of_its_turns() -> None:
+    from types import SimpleNamespace
+
+    held = [SimpleNamespace(rating=r) for r in (1, 1, 1, -1)]
+    train = [SimpleNamespace(rating=-1)] * 3
+    job = SimpleNamespace(parent_adapter=None)
+    ds = drift.DriftSet.of({}, [0, 1, 2], {}, [0, 1, 2, 3], job, train, held)  # type: ignore[arg-type]
+    assert ds.which == "held-out" and ds.ratings == {0: 1, 1: 1, 2: 1, 3: -1}
+    assert sorted(ds.sample(2)) == [1, 3]  # one good (the middle one), the bad one
+    assert ds.sample(None) == [0, 1, 2, 3]
+
+
+# ---- through a pause (issue 20 item 7) -----------------------------------------------
+
+
+def run_paused(drifts: list[float], pause_after: int
+               ) -> tuple[tuple[int, str] | None, float, list[float]]:
+    """:func:`run` with a pause after step ``pause_after``: the guard's state goes
+    through JSON (as the checkpoint's state.json holds it) into a new guard."""
+    import json
+
+    policy, measured = OneNumberPolicy(), CountingDriftSet()
+    guard = drift.Guard(measured, policy, HYPER, 0, 0)  # type: ignore[arg-type]
+    for step, d in enumerate(drifts, 1):
+        if step == pause_after + 1:
+            meta, arrays = guard.state()
+            guard = drift.Guard(measured, policy, HYPER, 0, pause_after)  # type: ignore[arg-type]
+            guard.restore(json.loads(json.dumps(meta)), {k: v.copy() for k, v in arrays.items()})
+        guard.remember(step - 1)
+        policy.w = d
+        _, stop = guard.check(step, last=step == len(drifts))
+        if stop is not None:
+            return stop, policy.w, measured.asked
+    return None, policy.w, measured.asked
+
+
+def test_a_guard_restored_from_its_state_walks_back_like_the_unpaused_one() -> None:
+    """Measured at step 1 (next due at 4), step 2 crosses the line unmeasured, a pause
+    after step 2: the resumed guard keeps step 1, as the unpaused one does (it kept
+    step 2, above the line, when the pause lost its snapshots)."""
+    drifts = [0.001, 0.09, 0.1, 0.2]
+    seen, stop, weights, asked = run(drifts)
+    assert seen == [0.001, None, None, 0.2] and stop[0] == 1 and weights == 0.001
+    assert run_paused(drifts, 2) == (stop, weights, asked)

@@ -179,7 +179,7 @@ def test_output_line_helpers() -> None:
                          metrics={"kl": 0.5}, baseline=0.1)
     assert result.line() == {"type": "done", "adapter": "/a", "accepted": False,
                              "reasons": ["kl too high"], "metrics": {"kl": 0.5},
-                             "baseline": 0.1}
+                             "baseline": 0.1, "trained_ids": [], "unseen_ids": []}
     assert error_line("bad", "job") == {"type": "error", "message": "bad", "kind": "job"}
     assert isinstance(Example(id="x", prompt="p", response="r", rating=1, rated_at="t"), Example)
 
