@@ -42,6 +42,7 @@ from .mlx_setup import (
     in_dims,
     lr_at,
     mix_seed,
+    no_float16,
     paths_key,
 )
 
@@ -89,6 +90,7 @@ class MlxBackend(Backend):
             )
         except (ValueError, FileNotFoundError, OSError, KeyError) as exc:
             raise JobError(f"mlx-lm cannot load the base model at {path}: {exc}") from exc
+        no_float16(model)  # float16 overflows where activations pass 65504 (Gemma): NaN
         self.model_path, self.config, self.model = path, config, model
         # data.py works on the Hugging Face tokenizer itself, as on the torch backend.
         self.tokenizer = getattr(wrapper, "_tokenizer", wrapper)
@@ -309,6 +311,24 @@ class MlxBackend(Backend):
         self._grads = None
 
     # ---- evaluation ----------------------------------------------------------------
+
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
+        """Greedy decoding with mlx-lm's prompt cache, LoRA off."""
+        import mlx.core as mx
+        from mlx_lm.models.cache import make_prompt_cache
+
+        self.model.eval()
+        out: list[int] = []
+        with self._adapter_context(False):
+            cache = make_prompt_cache(self.model)
+            logits = self.model(mx.array([list(prompt_ids)], dtype=mx.int32), cache=cache)
+            for _ in range(int(max_new_tokens)):
+                token = int(mx.argmax(logits[0, -1]).item())
+                out.append(token)
+                if token in stop:
+                    break
+                logits = self.model(mx.array([[token]], dtype=mx.int32), cache=cache)
+        return out
 
     def kl_to_base(self, texts: list[str]) -> float:
         import mlx.core as mx

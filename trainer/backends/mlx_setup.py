@@ -20,6 +20,32 @@ def lr_at(step: int, lr: float, warmup_steps: int) -> float:
         return float(lr) * (step + 1) / warmup_steps
     return float(lr)
 
+def no_float16(model: Any) -> bool:
+    """Cast the model's float16 arrays to bfloat16 in place; True when there were any.
+
+    Why: MLX computes in the type the weights are stored in, and float16 overflows
+    at 65504. Models whose activations go beyond it (the Gemma family) give inf,
+    then NaN log-probs, and every round is rejected. A GGUF base materialized by an
+    older rltray, or a float16 Hugging Face folder, would train so. bfloat16 keeps
+    float32's range at the same 2 bytes per parameter, and is what the torch backend
+    computes in on GPUs. Quantized layers keep their integer blocks (only their
+    float16 scales and biases change).
+    """
+    import mlx.core as mx
+
+    found = False
+
+    def cast(x: Any) -> Any:
+        nonlocal found
+        if x.dtype == mx.float16:
+            found = True
+            return x.astype(mx.bfloat16)
+        return x
+
+    model.apply(cast)
+    return found
+
+
 def gather_logprobs(logits: Any, input_ids: Any, shifted: bool = False) -> Any:
     """(B, L-1) fp32 log-softmax of ``logits[:, :-1]`` at the next tokens.
 

@@ -1,0 +1,116 @@
+"""A GGUF base trains on MLX and torch alike, whatever its activations (issue 20 item 10).
+
+A materialized GGUF base used to be float16 on disk, and MLX computes in the type
+it loads: activations beyond 65504 (the Gemma family's) became inf, then NaN
+log-probs, and every round was rejected. The GGUF here is a tiny Llama whose MLP
+pushes the residual stream to ~1e5 while every weight fits float16.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
+mx = pytest.importorskip("mlx.core", reason="mlx is not installed (pip install 'rltray[mlx]')")
+pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (pip install 'rltray[mlx]')")
+pytest.importorskip("peft")
+
+from rltray.trainer import gguf_base  # noqa: E402
+from rltray.trainer.backends.mlx import MlxBackend  # noqa: E402
+from rltray.trainer.backends.torch_peft import TorchPeftBackend  # noqa: E402
+
+pytestmark = pytest.mark.ml
+
+HIDDEN, FFN, VOCAB, HEADS, KV_HEADS = 64, 96, 64, 4, 2
+
+
+def build_loud_gguf(path: Path) -> Path:
+    """One Llama block, F16 block weights, a byte-ish tokenizer Transformers can read;
+    ``ffn_down`` is large so the block's output (the residual) reaches ~1e5."""
+    import gguf
+
+    rng = np.random.default_rng(0)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_type(gguf.GGUFType.MODEL)
+    w.add_name("loud")
+    w.add_block_count(1)
+    w.add_context_length(256)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(VOCAB)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([chr(32 + i) for i in range(VOCAB)])
+    w.add_token_merges([])
+    w.add_token_types([1] * VOCAB)
+    w.add_token_scores([0.0] * VOCAB)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+    kv = HIDDEN // HEADS * KV_HEADS
+    w.add_tensor("token_embd.weight", rng.normal(0, 1.0, (VOCAB, HIDDEN)).astype(np.float32))
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(HIDDEN, np.float32))
+    for name, shape, std in (
+        ("attn_q", (HIDDEN, HIDDEN), 0.1), ("attn_k", (kv, HIDDEN), 0.1),
+        ("attn_v", (kv, HIDDEN), 0.1), ("attn_output", (HIDDEN, HIDDEN), 0.1),
+        ("ffn_gate", (FFN, HIDDEN), 0.5), ("ffn_up", (FFN, HIDDEN), 0.5),
+        ("ffn_down", (HIDDEN, FFN), 3000.0),
+    ):
+        w.add_tensor(f"blk.0.{name}.weight", rng.normal(0, std, shape).astype(np.float16))
+    w.add_tensor("blk.0.ffn_norm.weight", np.ones(HIDDEN, np.float32))
+    w.add_tensor("output_norm.weight", np.ones(HIDDEN, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _job(base: Path) -> SimpleNamespace:
+    return SimpleNamespace(base_model=str(base), revision=None, parent_adapter=None, seed=0,
+                           trust_remote_code=False, device="cpu")
+
+
+def _hyper() -> SimpleNamespace:
+    return SimpleNamespace(
+        rank=4, alpha=8.0, dropout=0.0, target_modules="all-linear", lr=1e-3, warmup_steps=0,
+        weight_decay=0.0, grad_clip=1.0, max_seq_len=64, batch_size=2, rho_lo=0.5,
+        rho_hi=2.0, delta_lo=-1e9, delta_hi=1e9, beta=0.01)
+
+
+def _batch() -> SimpleNamespace:
+    rng = np.random.default_rng(1)
+    ids = rng.integers(2, VOCAB, (2, 24)).astype(np.int64)
+    resp = np.zeros(ids.shape, np.float32)
+    resp[:, 12:] = 1.0
+    return SimpleNamespace(
+        input_ids=ids, attention_mask=np.ones(ids.shape, np.int64), response_mask=resp,
+        position_ids=np.tile(np.arange(ids.shape[1], dtype=np.int64), (2, 1)),
+        example_idx=[0, 1])
+
+
+def test_a_gguf_base_past_float16_range_trains_on_mlx_and_torch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gguf_base.CACHE_ENV, str(tmp_path / "cache"))
+    gguf = build_loud_gguf(tmp_path / "loud.gguf")
+    batch = _batch()
+
+    mlx = MlxBackend(_job(gguf), _hyper())
+    mlx.load()
+    assert "bfloat16" in mlx.device_name or "float32" in mlx.device_name
+    mlx_lp = mlx.logprobs(batch, adapter=False)
+    assert np.isfinite(mlx_lp).all(), "MLX computed the base in float16: inf, then NaN"
+
+    torch_backend = TorchPeftBackend(_job(gguf), _hyper())
+    torch_backend.load()  # the same cached folder, loaded as torch loads any folder
+    torch_lp = torch_backend.logprobs(batch, adapter=False)
+    assert np.isfinite(torch_lp).all()
+    # bf16 against fp32 compute on the same weights: the same model, to rounding
+    mask = batch.response_mask[:, 1:] > 0
+    assert np.abs(mlx_lp[mask] - torch_lp[mask]).mean() < 0.5
