@@ -23,12 +23,14 @@ MIN_GAP_S = 600.0
 def decide(service: Service, now: datetime | None = None) -> Decision:
     """What the gate would do right now, with its reason (the tray's status line)."""
     from rltray.app import config, idle
+    from rltray.app.outcome import failure_streak
 
     settings = config.load_config(service.paths)
     training = settings.training
     runner = service.runner()
     untrained = service.store.counts()["untrained"]
-    finished = [r.finished_at for r in service.store.list_runs(limit=5) if r.finished_at]
+    recent = service.runs(limit=50)
+    finished = [r["finished_at"] for r in recent[:5] if r["finished_at"]]
     last_run = datetime.fromisoformat(finished[0]) if finished else None
     needs_idle = training.require_idle_minutes > 0
     return should_train(
@@ -45,6 +47,7 @@ def decide(service: Service, now: datetime | None = None) -> Decision:
         require_ac=training.require_ac_power,
         min_gap_s=MIN_GAP_S,
         manual_run=service.manual_run_going(),
+        failures=failure_streak(recent),
     )
 
 

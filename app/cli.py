@@ -93,7 +93,13 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     active = training["active_version"]
     table.add_row("active version", "base model" if active is None else f"v{active}")
     table.add_row("data folder", plain(status["data_folder"]))
+    stopped = training.get("stopped")
+    if stopped:  # the failure budget is used up: say why, with the trainer's log tail
+        table.add_row("training stopped", plain(f"{stopped['message']}; last: {stopped['cause']}"))
     ctx.out.print(table)
+    if stopped and stopped.get("log_tail"):
+        ctx.say(f"trainer.log of run {stopped['run']} (last lines):")
+        ctx.out.print(plain(stopped["log_tail"]))
     return ExitCode.OK
 
 

@@ -14,6 +14,9 @@ Rules the decision keeps (the tray's status line shows ``Decision.reason``):
   requirement at all (``idle_needed_s <= 0``, the "0: any time" setting).
 * Unknown power (``on_ac is None``) counts as mains power: a desktop with no
   battery, or a platform where psutil cannot tell (DESKTOP-STACK.md §4.3).
+* A failure budget: after ``FAILURE_BUDGET`` failed or rejected rounds in a row
+  no round starts on its own (a broken trainer was once restarted every 10 idle
+  minutes for ever); a round the user starts with Train now resets the count.
 * Quiet hours only block a *start* ("no training start", config.py's help
   text); a run that is already going keeps running through them — a quiet
   night is the best time to train.
@@ -36,6 +39,7 @@ from datetime import datetime, timedelta, timezone
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
+from rltray.app.outcome import FAILURE_BUDGET, budget_message
 
 QuietHours = tuple[tuple[int, int], tuple[int, int]]
 
@@ -99,6 +103,8 @@ def should_train(
     require_ac: bool,
     min_gap_s: float = 600,
     manual_run: bool = False,
+    failures: int = 0,
+    budget: int = FAILURE_BUDGET,
 ) -> Decision:
     """Decide whether the gate starts a run, stops the running one, or waits — and say why.
 
@@ -107,6 +113,9 @@ def should_train(
     that fails at once is not retried in a tight loop. A clock that jumped back
     before ``last_run`` does not hold training back. ``manual_run`` says the
     running trainer was started with Train now and is the user's to stop.
+    ``failures`` counts the failed or rejected rounds in a row since the last
+    Train now (``outcome.failure_streak``): at ``budget`` no round starts on its
+    own any more, however long the user stays idle.
     """
     on_mains = on_ac is not False
     idle_matters = idle_needed_s > 0
@@ -123,6 +132,8 @@ def should_train(
 
     if paused:
         return Decision(False, False, "paused")
+    if failures >= budget:
+        return Decision(False, False, budget_message(failures))
     if untrained < threshold:
         missing = threshold - untrained
         return Decision(False, False, f"waiting for {missing} more rating{'s' * (missing != 1)}")

@@ -387,6 +387,7 @@ class Service:
 
     def training_status(self) -> dict[str, Any]:
         from rltray.app import config
+        from rltray.app.outcome import budget_stop
 
         active = self.store.active_adapter()
         here = self.background is not None
@@ -398,6 +399,8 @@ class Service:
             "running": self._runner is not None and self._runner.running(),
             "progress": self._runner.progress if self._runner is not None else None,
             "active_version": None if active is None else active.version,
+            # why automatic training gave up (failure budget used up), with the log tail
+            "stopped": budget_stop(self.runs(limit=50), self.paths.runs),
         }
 
     # -- what the API and notifications call -----------------------------------

@@ -28,17 +28,24 @@ def _client(ctx: Context) -> ApiClient | None:
     return ApiClient.find(Paths.from_env(ctx.env))
 
 
+def _started(run: dict[str, Any]) -> str:
+    """'started' or 'resumed from its checkpoint' (Train now resumes a paused round)."""
+    return "resumed from its checkpoint" if run.get("resumed") else "started"
+
+
 def cmd_train(ctx: Context, args: argparse.Namespace) -> int:
     client = _client(ctx)
     if client is not None:
         started = client.call("POST", "/api/train")
-        ctx.say(f"Training run {started['run']} started in the running rltray.")
+        ctx.say(f"Training run {started['run']} {_started(started)} in the running rltray.")
         if args.wait:
-            return _wait_remote(ctx, client)
+            return _wait_remote(ctx, client, started["run"])
         return ExitCode.OK
     service = ctx.service()
     run = service.train_now(wait=False)
-    ctx.say(f"Training run {run['run']} started (Ctrl+C pauses it; `rltray train` resumes).")
+    ctx.say(
+        f"Training run {run['run']} {_started(run)} (Ctrl+C pauses it; `rltray train` resumes)."
+    )
     runner = service.runner()
     try:
         _progress(ctx, lambda: runner.progress, runner.running)
@@ -46,7 +53,12 @@ def cmd_train(ctx: Context, args: argparse.Namespace) -> int:
         runner.stop(pause=True)
         ctx.say("Paused. Run `rltray train` again to resume from the checkpoint.")
         return 130
-    return _outcome(ctx, service.runs(limit=1)[0])
+    return _outcome(ctx, _find(service.runs(), run["run"]))
+
+
+def _find(runs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+    """The run ``run_id`` from a newest-first list (the newest if it is not listed)."""
+    return next((r for r in runs if r["id"] == run_id), runs[0])
 
 
 def _progress(ctx: Context, read: Any, running: Any) -> None:
@@ -60,22 +72,41 @@ def _progress(ctx: Context, read: Any, running: Any) -> None:
             time.sleep(0.2)
 
 
-def _wait_remote(ctx: Context, client: ApiClient) -> int:
+def _wait_remote(ctx: Context, client: ApiClient, run_id: str) -> int:
+    """Follow a round the running rltray trains; Ctrl+C stops following, not the round."""
+
     def status() -> dict[str, Any]:
         return client.call("GET", "/api/status")["training"]
 
-    _progress(ctx, lambda: status().get("progress") or {}, lambda: status()["running"])
-    return _outcome(ctx, client.call("GET", "/api/runs")[0])
+    try:
+        _progress(ctx, lambda: status().get("progress") or {}, lambda: status()["running"])
+    except KeyboardInterrupt:
+        ctx.say(
+            f"Stopped waiting. Run {run_id} goes on in the running rltray: follow it with "
+            "`rltray status`, see how it ended with `rltray runs`; the tray's "
+            "Stop training pauses it."
+        )
+        return 130
+    return _outcome(ctx, _find(client.call("GET", "/api/runs"), run_id))
 
 
 def _outcome(ctx: Context, run: dict[str, Any]) -> int:
-    if run["status"] == "done" and run["adapter_version"] is not None:
-        ctx.say(("Accepted: ", "green"), f"version v{run['adapter_version']} is now active.")
-        return ExitCode.OK
-    reasons = run.get("metrics", {}).get("gate", {}).get("reasons") if run.get("metrics") else None
-    detail = run.get("error") or "; ".join(reasons or []) or run["status"]
-    ctx.say((f"Run {run['id']} {run['status']}: ", "yellow"), str(detail))
-    return ExitCode.OK if run["status"] in ("done", "paused") else ExitCode.ERROR
+    """Say how the round ended: what happened to the versions, the gate's verdict and notes."""
+    from rltray.app import outcome
+
+    status = run["status"]
+    if outcome.accepted(run):
+        ctx.say(("Accepted: ", "green"), outcome.accepted_sentence(run))
+    elif outcome.rejected(run):
+        ctx.say(("Rejected: ", "yellow"), "no new version; the ratings wait for the next round.")
+    else:
+        where = f" (see runs/{run['id']}/trainer.log)" if status == "failed" else ""
+        ctx.say((f"Run {run['id']} {status}: ", "yellow"), outcome.cause(run) + where)
+        return ExitCode.OK if status == "paused" else ExitCode.ERROR
+    ctx.say("Gate: ", outcome.verdict(run))
+    for note in outcome.gate_notes(run):
+        ctx.say(f"  · {note}")
+    return ExitCode.OK
 
 
 def cmd_rollback(ctx: Context, args: argparse.Namespace) -> int:
@@ -149,24 +180,24 @@ def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_runs(ctx: Context, args: argparse.Namespace) -> int:
+    from rltray.app import outcome
     from rltray.app.context import plain
     from rltray.app.service import local_time
 
     def cells(r: dict[str, Any]) -> tuple[Any, ...]:
-        error = (r["error"] or "").strip().splitlines()
+        resumed = (r["metrics"] or {}).get("resumes") if isinstance(r["metrics"], dict) else 0
         return (
             plain(r["id"]),
-            r["status"],
+            r["status"] + (", resumed" if resumed else ""),
             local_time(r["started_at"]),
             local_time(r["finished_at"]),
             _version(r["adapter_version"]),
-            plain(error[-1][:60] if error else ""),
+            plain(r["outcome"][:240]),
         )
 
-    columns = ("run", "status", "started", "finished", "version", "error")
-    return _listing(
-        ctx, args, ctx.service(ingest=False).runs(), "No training runs yet.", columns, cells
-    )
+    rows = [{**r, "outcome": outcome.summary(r)} for r in ctx.service(ingest=False).runs()]
+    columns = ("run", "status", "started", "finished", "version", "verdict or cause")
+    return _listing(ctx, args, rows, "No training runs yet.", columns, cells)
 
 
 def cmd_config(ctx: Context, args: argparse.Namespace) -> int:

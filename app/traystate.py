@@ -67,7 +67,7 @@ def snapshot(service: Service) -> TrayState:
     line = f"{untrained} new rating{'s' if untrained != 1 else ''} · " + (
         f"active v{active}" if active else "base model"
     )
-    problems.extend(_run_problem(service))
+    problems.extend(_stopped_problem(training.get("stopped")) or _run_problem(service))
     versions = service.versions()
     problems.extend(_publish_problem(versions))
     background = service.background
@@ -100,6 +100,15 @@ def _run_problem(service: Service) -> list[str]:
         error = (runs[0].get("error") or "no reason recorded").strip().splitlines()
         return [f"The last training run failed: {error[-1][:160] if error else ''}"]
     return []
+
+
+def _stopped_problem(stopped: dict[str, Any] | None) -> list[str]:
+    """Automatic training gave up (the failure budget): why, and the trainer's last line."""
+    if not stopped:
+        return []
+    line = f"{str(stopped['message']).capitalize()}. Last: {str(stopped.get('cause'))[:160]}"
+    tail = [ln for ln in str(stopped.get("log_tail") or "").splitlines() if ln.strip()]
+    return [line] + ([f"trainer.log: {tail[-1][:160]}"] if tail else [])
 
 
 def _publish_problem(rows: list[dict[str, Any]]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from rltray.app.config import parse_quiet_hours
+from rltray.app.outcome import FAILURE_BUDGET, failure_streak
 from rltray.app.scheduler import (
     Decision,
     Scheduler,
@@ -204,6 +205,58 @@ def test_running_manual_run_is_never_stopped_by_the_gate() -> None:
 
 def test_running_with_no_idle_requirement_ignores_activity() -> None:
     assert not decide(AFTERNOON, running=True, idle_s=0.0, idle_needed_s=0).stop
+
+
+# -- the failure budget (issue 20 item 13) -------------------------------------
+
+FAILED = {"status": "failed", "metrics": {}, "error": "the trainer exited with code 1"}
+REJECTED = {"status": "done", "metrics": {"accepted": False, "reasons": ["too far"]}}
+ACCEPTED = {"status": "done", "metrics": {"accepted": True}, "adapter_version": 1}
+
+
+def idle_afternoon(clock: FakeClock, runs: list[dict[str, Any]], hours: float) -> int:
+    """Step the gate every minute of an idle afternoon; each round it starts fails at once.
+
+    Returns how many rounds it started; ``runs`` (newest first) gains one per round.
+    """
+    started = 0
+    last_run = None
+    for _ in range(int(hours * 60)):
+        d = decide(clock.now, last_run=last_run, failures=failure_streak(runs))
+        if d.train:
+            started += 1
+            runs.insert(0, dict(FAILED if started % 2 else REJECTED))
+            last_run = clock.now
+        clock.step(minutes=1)
+    return started
+
+
+def test_failure_budget_stops_a_trainer_that_always_fails_until_train_now() -> None:
+    """Regression: a broken trainer was restarted every 10 idle minutes for ever."""
+    clock, runs = FakeClock(AFTERNOON), []
+    assert idle_afternoon(clock, runs, hours=3) == FAILURE_BUDGET == 3
+    clock.step(days=2)
+    d = decide(clock.now, failures=failure_streak(runs))
+    assert d == Decision(
+        False, False, "automatic training stopped after 3 failed or rejected rounds in a row; "
+        "Train now tries again"
+    )  # fmt: skip
+    assert decide(clock.now, failures=failure_streak(runs), paused=True).reason == "paused"
+    # Train now: the user's round resets the count, even when it fails too.
+    runs.insert(0, {**FAILED, "metrics": {"by_hand": True}})
+    assert failure_streak(runs) == 1 and decide(clock.now, failures=1).train
+    assert idle_afternoon(clock, runs, hours=3) == 2  # two more tries, then it stops again
+    runs.insert(0, {"status": "cancelled", "metrics": {}})  # the user stopped one: no verdict
+    assert failure_streak(runs) == 3
+
+
+def test_failure_streak_counts_failed_and_rejected_rounds_until_an_accepted_one() -> None:
+    paused = {"status": "paused", "metrics": {}}
+    assert failure_streak([]) == 0
+    assert failure_streak([REJECTED, paused, FAILED, ACCEPTED, FAILED, FAILED]) == 2
+    assert failure_streak([FAILED, FAILED, REJECTED]) == 3
+    kept = {"status": "done", "metrics": {"accepted": True, "kept_as": "candidate"}}
+    assert failure_streak([FAILED, kept, FAILED]) == 1  # a candidate was trained fine
 
 
 # -- the APScheduler wrapper ---------------------------------------------------

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from rltray.app.errors import ExitCode
 from rltray.app.paths import Paths
+from rltray.app.service import Service
 from rltray.app.store import Store
 
 from tests.app.test_cli import cli
+from tests.app.test_training import rate_many
+
+_TURNS = itertools.count(1)
 
 
 def test_config_set_get_list_keeps_comments(rltray_home: Path) -> None:
@@ -56,3 +67,173 @@ def test_versions_runs_and_rollback(rltray_home: Path) -> None:
     assert code == ExitCode.USAGE and "v3 or 3" in err
     code, out, _ = cli("runs")
     assert code == ExitCode.OK and "No training runs yet" in out
+
+
+# -- what `rltray train` and `rltray runs` say (issue 20 items 11, 12, 13) ----------
+
+
+@pytest.fixture
+def fake_trainer(rltray_home: Path, fake_python: str, monkeypatch: pytest.MonkeyPatch) -> Paths:
+    """Settings that train with the fake trainer of test_training.py on model /models/a."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    monkeypatch.setenv("COLUMNS", "240")  # tables as wide as a terminal that shows them whole
+    for key, value in (("training.python", fake_python), ("training.base_model", "/models/a")):
+        assert cli("config", "set", key, value)[0] == ExitCode.OK
+    return Paths.from_env()
+
+
+def rate(paths: Paths, n: int, start: int) -> None:
+    """``n`` ratings alternating good / bad (test_training's ``rate_many``) on new turns."""
+
+    def turn(**fields: str) -> dict[str, object]:
+        n = next(_TURNS)
+        return {"v": 1, "kind": "turn", "agent": "claude-code", "session": "s", "turn": f"t{n}",
+                "context": [], "cwd": "/tmp", "model": None, "event": "stop",
+                "transcript": None, "captured_at": "2025-01-01T00:00:00Z", **fields}  # fmt: skip
+
+    with Store.open(paths) as store:
+        rate_many(store, turn, n, start=start)
+
+
+def test_train_says_exactly_what_a_new_base_model_did(fake_trainer: Paths) -> None:
+    """Regression (issue 20 item 11): "v6 is now active" was printed while v5 stayed active."""
+    rate(fake_trainer, 8, 0)
+    code, out, err = cli("train")
+    assert code == ExitCode.OK, err
+    assert "Accepted: version v1 is now active.\n" in out
+    assert "Gate: not measurably worse; no measurable change on the held-out ratings" in out
+    assert "  · held-out AUROC 0.50 -> 0.60: no measurable change" in out
+    cli("config", "set", "training.base_model", "/models/b")
+    rate(fake_trainer, 8, 8)
+    code, out, err = cli("train")
+    assert code == ExitCode.OK, err
+    assert (
+        "Accepted: version v2 is now active. It starts a new line of versions on /models/b, "
+        "trained from that base model; v1 (trained on /models/a) is no longer served."
+    ) in out
+    (v2, v1) = json.loads(cli("versions", "--json")[1])
+    assert (v2["active"], v2["parent"], v1["active"]) == (True, None, False)
+
+
+def test_a_rejected_round_gives_the_gate_reasons_not_done_done(
+    fake_trainer: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_ACCEPT", "0")
+    rate(fake_trainer, 8, 0)
+    code, out, err = cli("train")
+    assert code == ExitCode.OK, err
+    assert "Rejected: no new version; the ratings wait for the next round." in out
+    assert "Gate: rejected: too far" in out and "done: done" not in out
+    code, out, _ = cli("runs")
+    assert "rejected: too far" in out
+    (row,) = json.loads(cli("runs", "--json")[1])
+    assert row["outcome"] == "rejected: too far"
+
+
+def test_runs_shows_the_cause_of_a_failed_round(
+    fake_trainer: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 20 item 12): the error column showed a trainer.log line."""
+    rate(fake_trainer, 8, 0)
+    for mode in ("crash", "silent"):
+        monkeypatch.setenv("FAKE_MODE", mode)
+        code, out, _ = cli("train")
+        assert code == ExitCode.ERROR and "see runs/" in out
+    silent, crash = json.loads(cli("runs", "--json")[1])
+    assert silent["outcome"] == "the trainer exited with code 1"
+    broke = "the trainer exited with code 1: RuntimeError: the fake trainer broke"
+    assert crash["outcome"] == broke
+    out = cli("runs")[1]
+    assert "RuntimeError: the fake" in out and "--- 20" not in out
+
+
+def test_train_says_when_it_resumes_a_paused_round(
+    fake_trainer: Paths, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.app.test_training import make_runner, wait_for_a_step
+
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate(fake_trainer, 8, 0)
+    with Store.open(fake_trainer) as store:
+        runner, _, changes = make_runner(store, fake_trainer, fake_python, "/models/a")
+        run_id = runner.start()
+        wait_for_a_step(runner, changes)
+        runner.stop(pause=True, timeout=20)
+    code, out, err = cli("train")
+    assert code == ExitCode.OK, err
+    assert f"Training run {run_id} resumed from its checkpoint" in out
+    assert "Accepted: version v1 is now active." in out
+    assert "done, resumed" in cli("runs")[1]
+
+
+@pytest.fixture
+def running_service(fake_trainer: Paths) -> Iterator[Service]:
+    """The service as `rltray run` has it (its local API up), in this process."""
+    service = Service(fake_trainer)
+    service.start(notifications=False, scheduler=False, api=True)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def test_train_wait_follows_the_running_service(running_service: Service) -> None:
+    rate(running_service.paths, 8, 0)
+    code, out, err = cli("train", "--wait")
+    assert code == ExitCode.OK, err
+    assert "started in the running rltray" in out
+    assert "Accepted: version v1 is now active." in out and "Gate: " in out
+
+
+def test_ctrl_c_while_waiting_leaves_the_round_running_and_says_so(
+    running_service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl+C stops the waiting, not the round the service trains (issue 20 item 12)."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate(running_service.paths, 8, 0)
+    runner = running_service.runner()
+
+    def interrupt_at_the_first_step() -> None:
+        deadline = time.monotonic() + 30
+        while not runner.progress.get("step") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl+C in the terminal sends
+
+    threading.Thread(target=interrupt_at_the_first_step, daemon=True).start()
+    code, out, err = cli("train", "--wait")
+    assert code == 130, err
+    run_id = runner.progress["run_id"]
+    assert f"Stopped waiting. Run {run_id} goes on in the running rltray" in out
+    assert "`rltray status`" in out and "`rltray runs`" in out
+    assert runner.running()
+    assert runner.wait(30) and running_service.store.get_run(run_id).status == "done"
+
+
+def test_status_shows_why_automatic_training_stopped(
+    fake_trainer: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 item 13: after 3 failed rounds in a row, status says so with the log tail."""
+    from rltray.app import autotrain, traystate
+
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    rate(fake_trainer, 48, 0)
+    with Service(fake_trainer) as service:
+        runner = service.runner()
+        for _ in range(3):
+            runner.start(reason="scheduled")
+            assert runner.wait(30)
+        assert json.loads(cli("status", "--json")[1])["training"]["stopped"]["failures"] == 3
+        code, out, _ = cli("status")
+        assert code == ExitCode.OK
+        assert "automatic training stopped after 3 failed or rejected rounds in a row" in out
+        assert "last: the trainer exited with code 1: RuntimeError" in out
+        assert "noise line 59" in out  # the log tail
+        problems = traystate.snapshot(service).problems
+        assert problems[0].startswith("Automatic training stopped after 3 failed")
+        assert problems[1] == "trainer.log: RuntimeError: the fake trainer broke"
+        assert "stopped after 3" in autotrain.decide(service).reason
+        monkeypatch.setenv("FAKE_MODE", "done")
+        service.train_now()  # Train now resets the count
+        assert runner.wait(30)
+        assert service.training_status()["stopped"] is None
+        assert "stopped after" not in autotrain.decide(service).reason

@@ -36,3 +36,19 @@ def test_numbers_and_chart_data(client, add_turns, service) -> None:
 def test_empty_dashboard_explains_itself(client) -> None:
     page = client.get("/").data.decode()
     assert "No ratings in the last 90 days" in page and "No training runs yet" in page
+
+
+def test_the_dashboard_says_why_automatic_training_stopped(client, service) -> None:
+    """Issue 20 item 13: after 3 failed rounds in a row the page shows why, with the log tail."""
+    page = client.get("/").data.decode()
+    assert "Automatic training stopped" not in page
+    for i in range(3):
+        service.store.add_run(f"r{i}")
+        service.store.finish_run(f"r{i}", "failed", error=f"the trainer broke <{i}>\nlog")
+    (service.paths.runs / "r2").mkdir(parents=True)
+    (service.paths.runs / "r2" / "trainer.log").write_text("ImportError: no module <torch>\n")
+    page = client.get("/").data.decode()
+    assert "Automatic training stopped" in page
+    assert "stopped after 3 failed or rejected rounds in a row" in page
+    assert "the trainer broke &lt;2&gt;" in page  # escaped: the error is the trainer's text
+    assert '<pre class="log">ImportError: no module &lt;torch&gt;</pre>' in page
