@@ -179,8 +179,9 @@ class OllamaSettings(_Section):
         "q8_0",
         description=(
             "How merged layers are stored when Ollama needs a merged model (0.34.1 and later): "
-            "q8_0 is near-lossless, f16 exact but larger, base keeps the base's own "
-            "quantization where possible (smallest, least exact)."
+            "q8_0 is near-lossless, f16 exact but larger, base the base's own quantization. "
+            "A layer is never re-quantized onto the base's own grid (that rounds a trained "
+            "change away) and one that would lose over 20% of its change is stored as F16."
         ),
     )
 

@@ -61,7 +61,23 @@ def describe(publication: dict[str, Any] | None) -> str | None:
         mb += f" vs base {base / 1e6:.0f} MB"
     how = publication.get("path", "?")
     quant = publication.get("quantization")
-    return f"{publication.get('tag')} ({how}{', ' + quant if quant else ''}{mb})"
+    quant = ", " + quant if quant else ""
+    return f"{publication.get('tag')} ({how}{quant}{mb}{_fidelity(publication)})"
+
+
+def _fidelity(publication: dict[str, Any]) -> str:
+    """How much of the adapter the published model carries (issue 20): the merge's
+    delivered share (mean and smallest tensor) and llama.cpp's check of the file."""
+    text = ""
+    delivered = publication.get("delivered")
+    if isinstance(delivered, dict) and isinstance(delivered.get("mean"), (int, float)):
+        text += f", delivers {delivered['mean']:.0%} of the adapter (min {delivered['min']:.0%})"
+    served = publication.get("served")
+    if isinstance(served, dict) and isinstance(served.get("share"), (int, float)):
+        text += f", llama.cpp carries {served['share']:.0%}"
+    elif isinstance(served, dict) and served.get("skipped"):
+        text += ", not checked in llama.cpp"
+    return text
 
 
 class OllamaPublisher(Publisher):

@@ -81,7 +81,9 @@ def test_accepted_versions_are_published_and_shown(fake: FakeOllama) -> None:
     assert rows[2]["ollama_tag"] == "tiny-1m-rltray:v2"
     pub = rows[2]["metrics"]["publication"]
     assert pub["path"] == "merged" and pub["server_version"] == "0.35.0" and pub["size"] > 0
-    assert rows[2]["published"].startswith("tiny-1m-rltray:v2 (merged, Q8_0 merged layers")
+    # the tiny base is Q8_0: merged layers go F16, never back onto its grid (issue 20)
+    assert rows[2]["published"].startswith("tiny-1m-rltray:v2 (merged, F16 merged layers")
+    assert "delivers 100% of the adapter (min 100%)" in rows[2]["published"]
     assert fake.models["tiny-1m-rltray:v2"].parameters["num_ctx"] == 65536
     latest = fake.models["tiny-1m-rltray:latest"].model_digest
     assert latest == fake.models["tiny-1m-rltray:v2"].model_digest

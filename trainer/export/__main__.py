@@ -133,7 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.command == "merge":
         report = merge.merge(args.base_gguf, args.adapter, args.out, out_type=args.type)
         return {"out": str(report.out), "size": report.size, "base_size": report.base_size,
-                "quantization": report.describe(), "merged_tensors": report.merged}
+                "quantization": report.describe(), "merged_tensors": report.merged,
+                "delivered": report.delivered()}
     if args.command == "materialize":
         from .. import gguf_base
 

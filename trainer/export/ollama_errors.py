@@ -25,6 +25,10 @@ class DiskFull(OllamaError):
     """A disk (ours or the server's) has no room for the file."""
 
 
+class NotServedFaithfully(OllamaError):
+    """llama.cpp, loading the file we wrote, does not move like the adapter: not published."""
+
+
 def server_error(what: str, message: str, status: int) -> OllamaError:
     """An error the server answered with, as the right subclass and one sentence."""
     text = str(message)

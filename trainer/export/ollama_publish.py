@@ -7,6 +7,12 @@ input, so the only thing that always works is a complete, already-quantized GGUF
 in ``files`` with the base's template, system prompt and parameters copied from
 ``/api/show``. We try the adapter on old servers and fall back to the merged
 file on any refusal of it; new servers get the merged file directly.
+
+Before a merged file goes to Ollama, llama.cpp loads it and its log-prob shift on
+held-out chats is compared with the adapter's (:mod:`.fidelity`; skipped, and
+said so, where llama-cpp-python is not installed): a file that does not carry the
+adapter is not published (:class:`NotServedFaithfully`). The publication records
+the merge's delivered share (``delivered``) and the check (``served``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .ollama_client import Ollama
-from .ollama_errors import AdapterRefused, DiskFull, OllamaError
+from .ollama_errors import AdapterRefused, DiskFull, NotServedFaithfully, OllamaError
 from .ollama_model import ModelInfo
 from .ollama_names import adapter_era, latest_tag, tag_stem, version_tag
 
@@ -38,6 +44,8 @@ class Publication:
     latest: bool
     fallback: str | None = None  # why the adapter path was not taken on an old server
     pruned: list[str] = field(default_factory=list)
+    delivered: dict[str, float] | None = None  # merged: min and mean delivered share
+    served: dict[str, Any] | None = None  # merged: llama.cpp's check (fidelity.ServedCheck)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -166,6 +174,7 @@ def _publish_merged(
         )
     out = workdir / "merged.gguf"
     report = merge.merge(base_gguf, adapter_dir, out, out_type=merged_type)
+    served = _check_served(base_gguf, adapter_dir, out, workdir)
     digest, _ = client.push_blob(out)
     fields: dict[str, Any] = {
         "files": {"model.gguf": digest},
@@ -184,7 +193,29 @@ def _publish_merged(
         base_size=base_size,
         server_version="",
         latest=False,
+        delivered=report.delivered(),
+        served=served,
     )
+
+
+def _check_served(base_gguf: Path, adapter_dir: Path, merged: Path, workdir: Path) -> dict:
+    """llama.cpp's check of the merged file (see :mod:`.fidelity`); raises when it fails."""
+    import gguf
+
+    from . import fidelity, gguf_adapter
+
+    if fidelity.llama_cpp_missing():
+        return fidelity.ServedCheck(None, None, None, fidelity.llama_cpp_missing()).as_dict()
+    arch = gguf_adapter.ArchInfo.from_gguf(gguf.GGUFReader(base_gguf))
+    reference = gguf_adapter.export(adapter_dir, workdir / "reference-adapter.gguf",
+                                    arch_info=arch)
+    check = fidelity.check_served(base_gguf, reference, merged)
+    if not check.ok:
+        raise NotServedFaithfully(
+            f"The merged model was not published: {check.reason()}; "
+            "set ollama.merged_type = \"f16\" and publish again, or report this as a bug."
+        )
+    return check.as_dict()
 
 
 _VERSION_TAG = re.compile(r":v(\d+)$")
