@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rltray.app import adapterversions, jobbuild
+from rltray.app import adapterversions, jobbuild, outcome
 from rltray.app.config import Config, TrainingSettings
 from rltray.app.errors import NothingToDo
 from rltray.app.paths import Paths
@@ -545,6 +545,8 @@ def test_real_rounds_then_rollback(store: Store, paths: Paths, make_turn, tiny_m
     runner, publisher, _ = real_runner(store, paths, tiny_model)
     run1 = finished(runner, store, runner.start())
     assert run1.status == "done" and run1.metrics["accepted"] is True, run1.metrics
+    assert run1.metrics["gate_notes"] and run1.metrics["preference"] == "unmeasured"
+    assert run1.metrics["trained"] == run1.metrics["fresh"]  # no guard stop: every fresh one
     v1 = store.active_adapter()
     assert v1 is not None and v1.version == 1 and v1.parent_version is None
     assert (Path(v1.path) / "adapter_model.safetensors").is_file()
@@ -623,6 +625,8 @@ def test_real_gate_rejection(store: Store, paths: Paths, make_turn, tiny_model: 
     run = finished(runner, store, runner.start())
     assert run.status == "done" and run.metrics["accepted"] is False
     assert any("KL" in r for r in run.metrics["reasons"])
+    said = outcome.verdict({"status": run.status, "metrics": run.metrics})
+    assert said.startswith("rejected: ") and "KL" in said  # what `rltray train` prints
     assert store.list_adapters() == [] and publisher.calls == []
     assert [p.name for p in paths.adapters.iterdir()] == []
     assert untrained(store) == set(ids)
