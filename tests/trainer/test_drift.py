@@ -214,3 +214,100 @@ def test_kept_reference_logits_halve_the_guards_forwards_and_change_no_number(
     assert measured == 4 and n_off - n_on == 2 * measured
     for k in ("kl_round", "kl_total", "kl_round_general", "kl_total_general", "auroc_new"):
         assert m_on[k] == pytest.approx(m_off[k], rel=1e-5), k
+
+
+# ---- a parent far from the base (issue 20 item 6) -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def first_round(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A first round's result: the parent of the rounds below."""
+    outcome, _ = run_round(make_job(tmp_path_factory.mktemp("first") / "job", tiny_model_dir))
+    return outcome.result
+
+
+#: A second round that moves little (its drift to the base stays within a few % of
+#: its parent's): what a round near the total cap can still do.
+SMALL_STEPS = {"lr": 0.0003, "guard_max_gap": 1}
+
+
+def test_a_parent_near_the_total_cap_still_trains_a_round_under_it(
+    tiny_model_dir: Path, tmp_path: Path, first_round: Any
+) -> None:
+    """The parent at 0.85 of ``kl_cap_total``: the guard line was 0.8 x the cap, so the
+    first step was undone and the round rejected, round after round; now the margin
+    applies to what the round adds, and the round trains to its end under the cap."""
+    parent = max(first_round.metrics[k] for k in drift.TOTALS)
+    cap = parent / 0.85
+    outcome, lines = run_round(make_job(
+        tmp_path / "job", tiny_model_dir, parent_adapter=first_round.adapter,
+        hyper={**SMALL_STEPS, "kl_cap": cap, "kl_cap_total": cap}))
+    m = outcome.result.metrics
+    assert m["steps"] == 4 and m["stopped_early"] is None
+    assert max(m[k] for k in drift.TOTALS) <= cap
+    logs = [x["message"] for x in lines if x["type"] == "log"]
+    assert any(f"the parent is at KL {first_round.metrics['kl_total']:.4g}" in x for x in logs)
+    assert not any("drift guard" in r for r in outcome.result.reasons)
+
+
+def test_a_used_up_drift_budget_says_so_and_what_to_do(
+    tiny_model_dir: Path, tmp_path: Path, first_round: Any
+) -> None:
+    """The parent already past ``kl_cap_total``: no round can be accepted from it; the
+    reason names the used-up budget and offers rollback or a new line from the base."""
+    cap = 0.9 * min(first_round.metrics[k] for k in drift.TOTALS)
+    outcome, _ = run_round(make_job(
+        tmp_path / "job", tiny_model_dir, parent_adapter=first_round.adapter,
+        hyper={**SMALL_STEPS, "kl_cap": cap, "kl_cap_total": cap}))
+    res = outcome.result
+    assert not res.accepted and res.metrics["steps"] == 0
+    spent = [r for r in res.reasons if "drift budget of this line of versions is used up" in r]
+    assert len(spent) == 1, res.reasons
+    assert "roll back" in spent[0] and "new line of versions from the base model" in spent[0]
+
+
+# ---- what a guard stop trained (issue 20 item 8) ------------------------------------
+
+
+def test_a_guard_stop_in_the_first_epoch_reports_and_counts_only_what_it_trained(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Two examples a step, four steps an epoch; the guard stops at step 3 and keeps
+    step 2: the kept weights saw the first 4 examples of epoch 1's order, so only
+    those are trained (the app retires them) and only those fold into the baseline."""
+    from rltray.trainer.train import epoch_order
+
+    hyper = {"lr": 0.05, "step_examples": 2, "warmup_steps": 8, "guard_max_gap": 1}
+    _, free = run_round(make_job(tmp_path / "free", tiny_model_dir, hyper=hyper))
+    w = [max(x["kl_round"], x["kl_round_general"]) for x in free if x["type"] == "progress"]
+    assert w[1] < w[2], w
+    cap = (w[1] * w[2]) ** 0.5 / drift.GUARD_MARGIN  # step 3 passes the line, step 2 not
+    outcome, _ = run_round(make_job(tmp_path / "job", tiny_model_dir, baseline=0.2,
+                                    hyper={**hyper, "kl_cap": cap, "kl_cap_total": cap}))
+    res = outcome.result
+    assert res.metrics["steps"] == 2 and "kept the weights of step 2" in res.metrics[
+        "stopped_early"]
+    rows = default_examples()
+    first = sorted(epoch_order(len(rows), 7, 0)[:4])  # the job's seed is 7
+    assert res.trained_ids == [rows[p]["id"] for p in first]
+    assert res.unseen_ids == [r["id"] for p, r in enumerate(rows) if p not in first]
+    assert res.metrics["examples_trained"] == 4 and res.metrics["examples_unseen"] == 4
+    done = res.line()
+    assert done["trained_ids"] == res.trained_ids and done["unseen_ids"] == res.unseen_ids
+    meta = json.loads((Path(res.adapter) / "rltray.json").read_text())
+    assert meta["trained_ids"] == res.trained_ids and meta["unseen_ids"] == res.unseen_ids
+    assert res.accepted, res.reasons
+    seen = [rows[p]["rating"] for p in first]  # rated_at order is file order here
+    assert res.baseline == pytest.approx(objective.ema_update(0.2, seen, 0.99))
+    everything = objective.ema_update(0.2, [r["rating"] for r in rows], 0.99)
+    assert res.baseline != pytest.approx(everything)
+
+
+def test_trained_positions_are_all_after_the_first_epoch() -> None:
+    from rltray.trainer.train import epoch_order, trained_positions
+
+    assert trained_positions(8, 4, 7, 2) == list(range(8))  # one whole epoch
+    assert trained_positions(8, 4, 7, 5) == list(range(8))
+    assert trained_positions(8, 3, 7, 3) == list(range(8))  # 3 x 3 >= 8
+    assert trained_positions(8, 2, 7, 0) == []
+    assert trained_positions(8, 2, 7, 3) == sorted(epoch_order(8, 7, 0)[:6])
