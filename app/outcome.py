@@ -11,7 +11,7 @@ the run's ``trainer.log``.
 The keys read are the ones the runner records (app/adapterversions.py
 ``apply_result`` merges the trainer's ``done`` line into the run's metrics):
 ``accepted``, ``reasons``, ``preference``, ``gate_notes``, and the runner's own
-``kept_as`` / ``previous_active`` / ``previous_base_model``. The gate's own
+``kept_as`` / ``parent_version`` / ``active_before`` / ``new_line``. The gate's own
 sentences (reasons, notes) are shown as written, so a change in how the trainer
 judges needs no change here.
 """
@@ -22,11 +22,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rltray.app.jobbuild import MIN_HELDOUT_PER_CLASS
+
 #: Failed or rejected rounds in a row after which the scheduler stops starting rounds
 #: (STYLE habit 6: bounded retries); *Train now* starts counting again.
 FAILURE_BUDGET = 3
 LOG_TAIL_LINES = 15
-MIN_HELDOUT_PER_CLASS = 4  # the trainer's evaluate.MIN_HELDOUT_PER_CLASS
 
 _PREFERENCE = {
     "better": "measurably better",
@@ -179,7 +180,7 @@ def budget_stop(
         "budget": budget,
         "run": last.get("id"),
         "cause": cause(last),
-        "log_tail": _tail(runs_dir / str(last.get("id")) / "trainer.log", LOG_TAIL_LINES),
+        "log_tail": log_tail(runs_dir / str(last.get("id")) / "trainer.log", LOG_TAIL_LINES),
         "message": budget_message(streak),
     }
 
@@ -192,7 +193,8 @@ def budget_message(streak: int) -> str:
     )
 
 
-def _tail(path: Path, lines: int) -> str:
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a log file ('' when there is none)."""
     from collections import deque
 
     try:

@@ -19,7 +19,10 @@ trainer's error line and the last lines of trainer.log. Ratings change only on a
 
 Threads: public methods may be called from any thread; ``on_change`` and
 ``publisher.published`` run on the reader thread. Crash retries are the
-scheduler's decision (it sees failed runs); the runner never retries alone.
+scheduler's decision (it sees failed runs, and stops after
+``outcome.FAILURE_BUDGET`` failed or rejected ones in a row); the runner never
+retries alone. A run's metrics record ``by_hand`` (the user started or resumed it
+with Train now, which resets that count) and ``resumes``.
 """
 
 from __future__ import annotations
@@ -33,14 +36,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltray.app import adapterversions, jobbuild
+from rltray.app import adapterversions, jobbuild, outcome
 from rltray.app.errors import ExitCode, NothingToDo, UserError
 from rltray.app.publisher import Publisher
 
@@ -80,11 +82,7 @@ class _Child:
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last ``lines`` lines of a log file ('' when there is none)."""
-    try:
-        with open(path, "rb") as fh:
-            return b"".join(deque(fh, maxlen=lines)).decode("utf-8", "replace").rstrip()
-    except OSError:
-        return ""
+    return outcome.log_tail(path, lines)
 
 
 def failure_text(error: Mapping[str, Any] | None, code: int, tail: str) -> str:
