@@ -65,6 +65,10 @@ class RoundState:
     #: and the next measurement could not walk back as the unpaused round does.
     guard: dict[str, Any] = field(default_factory=dict)
     guard_arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The capability check's round-start part (``capability.round_start``): prompts,
+    #: the base's greedy answers (token ids) and their NLL under base and parent. Kept
+    #: so a resumed round scores the very same answers instead of generating anew.
+    reference: dict[str, Any] = field(default_factory=dict)
 
     def position(self) -> dict[str, Any]:
         """The JSON part (everything except the arrays)."""

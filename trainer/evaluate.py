@@ -558,10 +558,48 @@ def gate(metrics: Mapping[str, Any], hyper: GateHyper) -> Verdict:
             )
 
     out["preference"], test = _preference(metrics, hyper, reasons, notes)
+    _capability(metrics, hyper, reasons, notes)
     if test is not None:
         out.update(preference_change_auroc=test.change_auroc, preference_p_worse=test.p_worse,
                    preference_p_better=test.p_better)
     return Verdict(accept=not reasons, reasons=reasons, metrics=out, notes=notes)
+
+
+def _capability(
+    metrics: Mapping[str, Any], hyper: GateHyper, reasons: list[str], notes: list[str]
+) -> None:
+    """The capability check (``ref_nll_*``, :mod:`.capability`); appends to reasons/notes.
+
+    Rejects when the base model's own greedy answers became more than
+    ``hyper.nll_cap`` less likely per token than under the base *and* this round
+    made them less likely than the parent did: a line of versions already over the
+    cap (a cap lowered later) may still publish a round that gives capability back.
+    A measurement that came out NaN or infinite rejects (the model is broken);
+    one that was not made (``ref_prompts`` 0) is said in the notes.
+    """
+    cap = getattr(hyper, "nll_cap", None)
+    if cap is None:
+        return
+    if "ref_nll_increase" not in metrics:
+        notes.append("capability check off (no reference answers): decided without it")
+        return
+    inc, new = metrics.get("ref_nll_increase"), metrics.get("ref_nll_new")
+    if _missing(inc) or _missing(new) or not math.isfinite(float(new)):
+        reasons.append(f"the NLL of the base model's own answers under the new adapter is "
+                       f"{new!r}: the model no longer gives them a finite probability")
+        return
+    base = float(metrics["ref_nll_base"])
+    parent = float(metrics.get("ref_nll_parent") or base)
+    told = (f"the base model's own answers to {metrics.get('ref_prompts')} of the round's "
+            f"prompts: NLL {base:.3f} -> {float(new):.3f} nats/token ({float(inc):+.1%})")
+    if float(inc) > float(cap) and float(new) > parent:
+        reasons.append(f"{told}, above the +{float(cap):.0%} cap (nll_cap): the model lost "
+                       "capability")
+    elif float(inc) > float(cap):
+        notes.append(f"{told}, above the +{float(cap):.0%} cap but below the parent's "
+                     f"{parent:.3f}: this round gave capability back")
+    else:
+        notes.append(f"{told}: capability kept")
 
 
 def _preference(

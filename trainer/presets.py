@@ -159,6 +159,12 @@ class Hyper:
     kl_cap: float = 0.1  # nats/token, one round: new vs parent (evaluate.py)
     kl_cap_total: float = 0.6  # nats/token, cumulative: new vs base (evaluate.py)
     gate_profile: str = "standard"  # "tiny-test": see evaluate.GATE_PROFILES
+    # Capability check (capability.py): most relative rise of the NLL of the base's own
+    # greedy answers to the round's prompts, new adapter vs base (evaluate.py).
+    nll_cap: float = 0.05
+    # Prompts the base answers for that check (0 = check off) and tokens per answer.
+    ref_prompts: int = 8
+    ref_tokens: int = 32
     # Drift-set turns the drift guard checks after each step; 0 = guard off. 8 cost 31%
     # of a SmolLM2 round's step time (290 of 933 s); 4 halves that and still sees drift.
     guard_turns: int = 4
@@ -430,6 +436,9 @@ def _check(h: Hyper, info: ModelInfo) -> None:
         (h.auroc_tolerance >= 0, "'auroc_tolerance' must be 0 or more"),
         (h.kl_cap > 0, "'kl_cap' must be greater than 0"),
         (h.kl_cap_total >= h.kl_cap, "'kl_cap_total' must be at least 'kl_cap'"),
+        (h.nll_cap > 0, "'nll_cap' must be greater than 0"),
+        (h.ref_prompts >= 0, "'ref_prompts' must be 0 (capability check off) or more"),
+        (h.ref_tokens >= 1, "'ref_tokens' must be 1 or more"),
         (h.guard_turns >= 0, "'guard_turns' must be 0 (guard off) or more"),
         (h.guard_max_gap >= 1, "'guard_max_gap' must be 1 (every step) or more"),
     ]
@@ -445,15 +454,15 @@ def describe_presets() -> str:
     """A Markdown description of the presets and the width rule, for the docs and UI."""
     lines = [
         "| preset | lr @ hidden 4096 | epochs | beta | drift band | replay | "
-        "AUROC tol. | KL cap round / total |",
-        "|---|---|---|---|---|---|---|---|",
+        "AUROC tol. | KL cap round / total | NLL cap |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name in PRESET_TABLE:
         v = {**dataclasses.asdict(DEFAULTS), **PRESET_TABLE[name]}
         lines.append(
             f"| {name} | {width_lr(REFERENCE_HIDDEN, name):.1e} | {v['epochs']} | {v['beta']} | "
             f"±{v['delta_hi']} nats/token | {v['replay_share']} | {v['auroc_tolerance']} | "
-            f"{v['kl_cap']} / {v['kl_cap_total']} |"
+            f"{v['kl_cap']} / {v['kl_cap_total']} | +{v['nll_cap']:.0%} |"
         )
     lines += ["", "| size bucket (active params) | rank (dense / MoE) | max_seq_len |",
               "|---|---|---|"]

@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rltray.trainer import adapters, checkpoint, data, evaluate, objective, rounddata
+from rltray.trainer import (
+    adapters,
+    capability,
+    checkpoint,
+    data,
+    evaluate,
+    objective,
+    rounddata,
+)
 from rltray.trainer.drift import DriftSet, Guard
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
 
@@ -194,6 +202,11 @@ def _round_start(
         return None
     old = [rounddata.behaviour_row(enc[i], pol[i]) for i in kept]
     metrics = rounddata.heldout_metrics(held_enc, held_kept, heldout, h_pol, h_base, "auroc_parent")
+    # The capability check's reference: the base's greedy answers to a few of the round's
+    # prompts and their NLL under base and parent (capability.py), kept in the checkpoint.
+    prompts = capability.choose_prompts(held_enc, held_kept, enc, kept, int(hyper.ref_prompts))
+    reference = capability.round_start(backend, prompts, hyper, pad_id,
+                                       has_parent=job.parent_adapter is not None)
     return checkpoint.RoundState(
         job_id=job.id,
         data_hash=data_hash,
@@ -203,6 +216,7 @@ def _round_start(
         base=[base[i] for i in kept],
         held_base=[h_base[i] for i in held_kept],
         metrics=metrics,
+        reference=reference,
     )
 
 
@@ -410,6 +424,7 @@ def _finish(
     metrics.update(
         rounddata.heldout_metrics(held_enc, state.held_kept, heldout, h_pol, h_base, "auroc_new")
     )
+    metrics.update(capability.finish(backend, state.reference, pad_id))  # ref_nll_*
     metrics["kl_to_base"] = metrics["kl_total"]  # the name earlier rounds stored
     metrics["drift_set"] = drift.which
     metrics["stopped_early"] = stopped_early or None

@@ -183,6 +183,15 @@ class Backend(ABC):
         forward (the gate's held-out scores need it on the same turns).
         """
 
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
+        """The base model's greedy answer (LoRA off, no gradient) to ``prompt_ids``.
+
+        At most ``max_new_tokens`` new token ids, ending with the first one in
+        ``stop`` when the model writes it. The capability check
+        (:mod:`rltray.trainer.capability`) scores these answers at round start and end.
+        """
+        raise NotImplementedError(f"the {self.name} backend cannot generate")
+
     # ---- optional helpers with a shared default -------------------------------------
 
     def model_folder(self) -> Path:

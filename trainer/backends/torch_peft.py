@@ -372,6 +372,27 @@ class TorchPeftBackend(Backend):
 
     # ---- evaluation -----------------------------------------------------------------
 
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
+        """Greedy decoding with the KV cache, LoRA off (a plain loop: no sampling settings
+        of the model's generation config can creep in)."""
+        import torch
+
+        self.model.eval()
+        out: list[int] = []
+        ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
+        with torch.no_grad(), self.model.disable_adapter():
+            step = self.model(input_ids=ids, use_cache=True)
+            for _ in range(int(max_new_tokens)):
+                token = int(step.logits[0, -1].argmax())
+                out.append(token)
+                if token in stop:
+                    break
+                # the cache's name: "cache" from Transformers 5, "past_key_values" before
+                key = "cache" if "cache" in step else "past_key_values"
+                step = self.model(input_ids=torch.tensor([[token]], device=self.device),
+                                  use_cache=True, **{key: step[key]})
+        return out
+
     def kl_to_base(self, texts: list[str]) -> float:
         import torch
         from rltray.trainer.evaluate import kl_sum_torch

@@ -1,0 +1,173 @@
+"""The capability check (issue 20 item 5) on the real tiny Llama: greedy base answers,
+their NLL under an adapter, and the gate's verdict — in a whole round too.
+
+A round at 50x the test rate stays inside the drift caps (KL to the parent ~0.03 of
+the 0.1 cap) yet makes the base's own answers ~9% less likely: only the capability
+check rejects it. The same round at the test rate (+1.6%) is accepted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from jobfiles import make_job, run_round, setup_round
+from rltray.trainer import capability, data, evaluate, rounddata
+
+pytestmark = pytest.mark.ml
+
+GATE = SimpleNamespace(auroc_tolerance=0.05, kl_cap=0.1, kl_cap_total=0.6,
+                       gate_profile="standard", nll_cap=0.05)
+DRIFT_OK = {"kl_round": 0.01, "kl_total": 0.01, "sanity_errors": []}
+
+
+def loaded(tmp: Path, model: Path, **hyper: object):
+    _, hyper_, backend, _, heldout = setup_round(make_job(tmp, model, hyper=hyper))
+    pad = rounddata.pad_id(backend.tokenizer)
+    held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper_,
+                                               lambda _: None, "held-out")
+    return hyper_, backend, pad, held_enc, held_kept
+
+
+def test_greedy_is_the_base_models_argmax_with_the_lora_off(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    import torch
+
+    _, backend, _, held_enc, held_kept = loaded(tmp_path / "j", tiny_model_dir)
+    prompts = capability.choose_prompts(held_enc, held_kept, {}, [], 2)
+    assert len(prompts) == 2 and len(prompts[0]) <= len(prompts[1])  # shortest first
+    answer = backend.greedy(prompts[0], 12, set())
+    assert len(answer) == 12  # no stop token given: the full budget
+    # a LoRA that changes the policy does not change the base's answer
+    state = backend.lora_state()
+    rng = np.random.default_rng(0)
+    backend.set_lora_state({k: rng.normal(0, 0.5, v.shape).astype(np.float32)
+                            for k, v in state.items()})
+    assert backend.greedy(prompts[0], 12, set()) == answer
+    # each token is the argmax of the base's full forward (no cache) at its position
+    ids = torch.tensor([prompts[0] + answer])
+    with torch.no_grad(), backend.model.disable_adapter():
+        logits = backend.model(input_ids=ids).logits[0]
+    start = len(prompts[0])
+    assert [int(logits[start - 1 + j].argmax()) for j in range(12)] == answer
+    # a stop token ends the answer and is kept in it
+    assert backend.greedy(prompts[0], 12, {answer[2]}) == answer[: answer.index(answer[2]) + 1]
+
+
+def test_a_damaging_adapter_is_rejected_and_a_harmless_one_accepted(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    hyper, backend, pad, held_enc, held_kept = loaded(tmp_path / "j", tiny_model_dir)
+    prompts = capability.choose_prompts(held_enc, held_kept, {}, [], 4)
+    ref = capability.round_start(backend, prompts, hyper, pad, has_parent=False)
+    assert ref["nll_base"] == ref["nll_parent"] and len(ref["answers"]) == 4
+    state = {k: v.copy() for k, v in backend.lora_state().items()}
+    rng = np.random.default_rng(1)
+
+    def verdict(scale: float) -> evaluate.Verdict:
+        backend.set_lora_state({k: (v + rng.normal(0, scale, v.shape)).astype(np.float32)
+                                for k, v in state.items()})
+        return evaluate.gate({**DRIFT_OK, **capability.finish(backend, ref, pad)}, GATE)
+
+    harmless = verdict(1e-4)
+    assert harmless.accept, harmless.reasons
+    assert abs(harmless.metrics["ref_nll_increase"]) < 0.01
+    assert any(n.endswith("capability kept") for n in harmless.notes)
+    damaging = verdict(0.5)
+    assert not damaging.accept
+    assert damaging.metrics["ref_nll_increase"] > 0.05
+    assert damaging.reasons[0].endswith("above the +5% cap (nll_cap): the model lost capability")
+
+
+def test_the_gate_lets_a_line_over_the_cap_give_capability_back() -> None:
+    over = {**DRIFT_OK, "ref_nll_base": 1.0, "ref_nll_parent": 1.2, "ref_nll_new": 1.1,
+            "ref_nll_increase": 0.1, "ref_prompts": 4}
+    v = evaluate.gate(over, GATE)
+    assert v.accept and "gave capability back" in v.notes[-1]
+    assert not evaluate.gate({**over, "ref_nll_new": 1.3, "ref_nll_increase": 0.3}, GATE).accept
+    broken = evaluate.gate({**over, "ref_nll_new": float("nan"), "ref_nll_increase": None}, GATE)
+    assert not broken.accept and "finite probability" in broken.reasons[0]
+    off = evaluate.gate(DRIFT_OK, GATE)
+    assert off.accept and "capability check off" in off.notes[-1]
+
+
+def test_a_round_that_loses_capability_inside_the_drift_caps_is_rejected(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    calm, _ = run_round(make_job(tmp_path / "calm", tiny_model_dir))
+    assert calm.status == "done" and calm.result.accepted, calm.result.reasons
+    m = calm.result.metrics
+    assert m["ref_prompts"] == 4 and m["ref_tokens"] > 0 and m["ref_nll_increase"] < 0.05
+    hot, _ = run_round(make_job(tmp_path / "hot", tiny_model_dir, hyper={"lr": 0.5}))
+    assert hot.status == "done" and not hot.result.accepted
+    m = hot.result.metrics
+    assert m["kl_round"] < 0.1 and m["kl_total"] < 0.6  # the drift caps pass it
+    assert len(hot.result.reasons) == 1 and "lost capability" in hot.result.reasons[0]
+
+
+def test_a_paused_round_scores_the_same_reference_answers(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The reference answers live in the checkpoint: a resumed round does not regenerate."""
+    job = make_job(tmp_path / "j", tiny_model_dir)
+    straight, _ = run_round(make_job(tmp_path / "s", tiny_model_dir))
+    lines: list[dict] = []
+    paused, _ = run_round(job, should_stop=lambda: any(x.get("type") == "progress"
+                                                       for x in lines), lines=lines)
+    assert paused.status == "paused"
+    from rltray.trainer import checkpoint
+
+    saved = checkpoint.load(paused.checkpoint)
+    assert saved is not None and len(saved.reference["answers"]) == 4
+    calls: list[int] = []
+    from rltray.trainer.backends.torch_peft import TorchPeftBackend
+
+    real = TorchPeftBackend.greedy
+    TorchPeftBackend.greedy = lambda self, *a: calls.append(1) or real(self, *a)  # type: ignore[method-assign]
+    try:
+        resumed, _ = run_round(job)
+    finally:
+        TorchPeftBackend.greedy = real  # type: ignore[method-assign]
+    assert calls == [] and resumed.status == "done"
+    keys = ("ref_nll_base", "ref_nll_parent", "ref_nll_new", "ref_tokens")
+    assert {k: resumed.result.metrics[k] for k in keys} == {
+        k: straight.result.metrics[k] for k in keys}
+
+
+def test_prompts_come_from_training_turns_when_nothing_is_held_out(tiny_tokenizer) -> None:
+    from jobfiles import default_examples
+    from rltray.trainer.job import example_from_dict
+
+    exs = [example_from_dict(d) for d in default_examples()]
+    enc = {i: data.encode(tiny_tokenizer, e, 96, index=i) for i, e in enumerate(exs)}
+    got = capability.choose_prompts({}, [], enc, sorted(enc), 3)
+    every = [list(e.input_ids[: e.response_start]) for e in enc.values()]
+    assert len(got) == 3 and all(p in every for p in got)
+    assert [len(p) for p in got] == sorted(len(p) for p in every)[:3]  # shortest first
+    assert capability.choose_prompts({}, [], enc, sorted(enc), 0) == []
+    assert tiny_tokenizer.eos_token_id in capability.stop_ids(tiny_tokenizer)
+
+
+def test_mlx_greedy_answers_as_torch_does(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Both backends answer the same prompt with the same greedy tokens, LoRA off."""
+    pytest.importorskip("mlx.core")
+    pytest.importorskip("mlx_lm")
+    from rltray.trainer.backends.mlx import MlxBackend
+
+    hyper, torch_backend, _, held_enc, held_kept = loaded(tmp_path / "j", tiny_model_dir)
+    prompt = capability.choose_prompts(held_enc, held_kept, {}, [], 1)[0]
+    mlx_backend = MlxBackend(SimpleNamespace(base_model=str(tiny_model_dir), revision=None,
+                                             parent_adapter=None, seed=0,
+                                             trust_remote_code=False), hyper)
+    mlx_backend.load()
+    state = mlx_backend.lora_state()
+    mlx_backend.set_lora_state({k: np.full(v.shape, 0.3, np.float32) for k, v in state.items()})
+    stop = capability.stop_ids(torch_backend.tokenizer)
+    assert mlx_backend.greedy(prompt, 16, stop) == torch_backend.greedy(prompt, 16, stop)
