@@ -15,13 +15,33 @@ An adapter is published only if it is safe and not measurably worse
   locked a long-lived user out at about round 5 with no explanation; the per
   round cap bounds every step and the larger total cap bounds the sum (the
   numbers and their reasoning are in ``presets.py``).
-* **Held-out preference** (the AUROC of the implicit reward ``mean_t(n_t − f_t)``
-  against the held-out ratings, new vs parent), judged with its standard error:
-  a new adapter is rejected only when it is *measurably* worse (a drop beyond
-  the preset's tolerance and beyond twice the standard error); it is reported
-  as *measurably better* only when the gain exceeds twice the standard error.
-  With fewer than :data:`MIN_HELDOUT_PER_CLASS` held-out ratings of a class the
-  check is skipped, the verdict says so, and drift and sanity decide alone.
+* **Held-out preference**, by an exact, paired rank test (:func:`preference_test`,
+  :func:`judge_preference`). Each held-out answer has an implicit reward
+  ``mean_t(n_t − f_t)`` under the parent and under the new adapter, on the *same*
+  answers; the test ranks each answer's change ``new − parent`` and compares good
+  with bad against the exact Mann–Whitney distribution (the share of good/bad
+  pairs the round moved the right way; 0.5 = the change ignores the ratings). In
+  round 1 the parent is the base, whose reward is identically 0, so this is the
+  new AUROC against exactly 0.5 — no sampling error for the base. Later rounds
+  pair the scores, so the parent's own spread cancels (the old test added two
+  Hanley–McNeil standard errors as if independent: no power at 4 + 4, about 2x
+  the noise later). *Worse* — a drop beyond ``hyper.auroc_tolerance`` with
+  one-sided p <= :data:`ALPHA_WORSE` (0.25) — rejects; *better* needs p <=
+  :data:`ALPHA_BETTER` (0.05); anything else is *not measurably worse*, and the
+  note says whether the drop was inside the tolerance or the ratings too few to
+  tell. Power by simulation (``bench/gate_power.py``, bench/README.md): at 8 + 8
+  held out a round-1 adapter at true AUROC 0.25 is rejected 84% of the time, one
+  at 0.75 0.4%; one that changed nothing is rejected about 1 time in 5 — a good
+  round rejected is retried with its ratings, a worse one accepted is what the
+  user talks to. The held-out set itself grows across rounds (``app/jobbuild``'s
+  standing held-out set). With fewer than :data:`MIN_HELDOUT_PER_CLASS` held-out
+  ratings of a class the check is skipped, the verdict says so, and the other
+  checks decide alone.
+* **Capability kept** (:mod:`.capability`): the NLL per token of the base
+  model's own greedy answers to a few of the round's prompts, under the new
+  adapter against the base. A rise beyond ``hyper.nll_cap`` (+5%) rejects when
+  this round made it worse than the parent did; on SmolLM2 ``aggressive`` had
+  been accepted at +25.6% with 6% broken answers, inside the drift caps.
 * **Sanity**: finite tensors, shapes that match the base, a scale present.
 
 Gate profiles (``hyper.gate_profile``, see :data:`GATE_PROFILES`): ``standard``
@@ -42,11 +62,15 @@ The gate reads a plain ``metrics`` dict; the keys it understands:
     measured is not published.
 ``kl_round_general``, ``kl_total_general``
     the same at the prompt positions (checked when present).
-``auroc_new``, ``auroc_parent``
-    float or None. For a first round the parent is the base model, whose
-    implicit reward is identically 0, so its AUROC is exactly 0.5 — pass 0.5.
+``heldout_scores_new``, ``heldout_scores_parent``, ``heldout_labels``
+    per held-out answer: the implicit reward under the new adapter and under the
+    parent (None or absent: the base, 0 everywhere), and the rating (+1 / -1);
+    ``rounddata.heldout_metrics`` writes them. ``auroc_new`` / ``auroc_parent``
+    are reported for display; the test reads the scores.
 ``heldout_good``, ``heldout_bad``
     how many held-out examples of each class were scored.
+``ref_nll_base``, ``ref_nll_parent``, ``ref_nll_new``, ``ref_nll_increase``, ``ref_prompts``
+    the capability check (``capability.finish``); absent: the check was off (noted).
 ``sanity_errors``
     list of sentences from the adapter checks (:func:`tensor_sanity_errors`,
     ``adapters.validate``); each one rejects.
@@ -528,10 +552,12 @@ def gate(metrics: Mapping[str, Any], hyper: GateHyper) -> Verdict:
 
     Rejects when: any sanity error is reported; a drift (per round against the
     parent, in total against the base, on answers and on prompt text) exceeds
-    its cap or a required one was not measured; the held-out AUROC is measurably
-    worse than the parent's (beyond ``hyper.auroc_tolerance`` and twice its
-    standard error). The verdict's ``metrics`` gain ``preference``: ``better``,
-    ``unchanged``, ``worse`` or ``unmeasured``.
+    its cap or a required one was not measured; the round's held-out change is
+    measurably worse (:func:`judge_preference`); the base's own answers lost more
+    than ``hyper.nll_cap`` of their likelihood in a round that made it worse. The
+    verdict's ``metrics`` gain ``preference`` (``better``, ``unchanged``,
+    ``worse`` or ``unmeasured``) and, when tested, ``preference_change_auroc``,
+    ``preference_p_worse`` and ``preference_p_better``.
     """
     reasons: list[str] = []
     notes: list[str] = []

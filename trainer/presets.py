@@ -112,6 +112,20 @@ their prompt positions; evaluate.py)
   ``aggressive`` keeps balanced's caps: it may learn faster per rating, never
   drift further; the drift guard (``guard_turns``) stops it at the cap during
   training instead of letting the gate throw the round away afterwards.
+
+Capability cap (``nll_cap``: the most relative rise of the NLL of the base model's own
+greedy answers to the round's prompts, new adapter vs base; capability.py, evaluate.py)
+-----------------------------------------------------------------------------------
+* The drift caps did not see lost capability: ``aggressive`` was accepted at
+  reference NLL +25.6% with 6% broken answers, ``balanced`` measured +3.7% (seed 1)
+  to +11% (seed 0); ``careful`` +3.4% / +4.8% was the only preset inside the 5%
+  capability target, and issue 20 sets +5% as the target for the default.
+* +5% for **every** preset, as the drift caps are shared: a preset may learn faster
+  or slower per rating, never lose more of what the model could do. Presets that
+  overshoot are rejected by the gate rather than published.
+* ``ref_prompts`` 8 x ``ref_tokens`` 32: the base's greedy answers are generated
+  once per round (kept in the checkpoint) and scored three times (base, parent,
+  new); on SmolLM2 on a CPU that is a few seconds of a round (``bench/capability_cost.py``).
 """
 
 from __future__ import annotations
