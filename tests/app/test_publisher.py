@@ -141,3 +141,16 @@ def test_versions_table_shows_tag_and_path(fake: FakeOllama, capsys) -> None:
     row = json.loads(capsys.readouterr().out)[0]
     assert row["published"].startswith("tiny-1m-rltray:v1 (merged")
     shutil.rmtree(Paths.from_env().home / "publish", ignore_errors=True)
+
+
+def test_the_version_line_says_how_much_of_the_adapter_is_served() -> None:
+    """Issue 20: the merge's delivered share and llama.cpp's check, with each version."""
+    from rltray.app.publisher import describe
+
+    pub = {"tag": "m-rltray:v1", "path": "merged", "quantization": "F16 merged layers",
+           "size": 2e8, "base_size": 1e8, "delivered": {"min": 0.97, "mean": 0.994},
+           "served": {"share": 0.981, "cosine": 0.9, "reference_norm": 3.0, "skipped": None}}
+    assert describe(pub) == ("m-rltray:v1 (merged, F16 merged layers, 200 MB vs base 100 MB, "
+                             "delivers 99% of the adapter (min 97%), llama.cpp carries 98%)")
+    pub["served"] = {"share": None, "skipped": "llama-cpp-python is not installed"}
+    assert describe(pub).endswith("(min 97%), not checked in llama.cpp)")
