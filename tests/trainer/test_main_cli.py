@@ -34,7 +34,9 @@ def test_cli_round_writes_an_adapter_peft_loads(tiny_model_dir: Path, tmp_path: 
     names = {x["name"] for x in lines if x["type"] == "metric"}
     assert names >= {"auroc_new", "kl_round", "kl_total"}
     done = lines[-1]
-    assert set(done) == {"type", "adapter", "accepted", "reasons", "metrics", "baseline"}
+    assert set(done) == {"type", "adapter", "accepted", "reasons", "metrics", "baseline",
+                         "trained_ids", "unseen_ids"}
+    assert done["trained_ids"] == [f"ex{i}" for i in range(8)] and done["unseen_ids"] == []
     assert isinstance(done["accepted"], bool) and isinstance(done["reasons"], list)
     out = Path(done["adapter"])
     assert out == tmp_path / "job" / "adapter"
