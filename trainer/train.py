@@ -15,14 +15,17 @@ round:
    one optimizer step per ``step_examples`` examples (micro-batches of
    ``batch_size``, weights normalised over the step);
    The **drift guard** measures the exact KL to the parent and to the base on a
-   few turns of the drift set (below) after every step, or every few steps
-   while the drift is far below its line (``drift.Guard``); when either passes
-   it the round stops early and keeps the newest step within it, so no preset
-   can run a model off a cliff between two gate checks;
+   few turns of the drift set (below; good and bad alike) after every step, or
+   every few steps while the drift is far below its line (``drift.Guard``; the
+   line of the drift to the base starts where the parent left it); when either
+   passes it the round stops early and keeps the newest step within it, so no
+   preset can run a model off a cliff between two gate checks;
 4. the new held-out AUROC, exact drift against the parent and the base on the
    drift set (the held-out turns, else the newest training turns) at response
    and prompt positions, sanity, the gate's verdict; the adapter folder; the EMA
-   baseline, updated only when the gate accepts and only over fresh ratings.
+   baseline, updated only when the gate accepts and only over the fresh ratings
+   the round retires (a guard stop inside the first epoch leaves the examples the
+   kept weights never saw unseen: ``TrainResult.unseen_ids``).
 
 ``should_stop()`` is polled between optimizer steps; a stop saves a checkpoint
 (:mod:`.checkpoint`) and returns ``paused``. Running the same job again resumes
