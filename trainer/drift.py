@@ -215,8 +215,9 @@ class Lines:
 
     def why(self, drift: Mapping[str, float]) -> str | None:
         """A sentence for the first drift past its line, else None."""
+        over = self.over(drift)
         for key, _cap_name, where, against in CAPPED:
-            if key not in self.over(drift):
+            if key not in over:
                 continue
             at, cap, line = self.start[key], self.cap[key], self.line[key]
             if at <= 0.0:
@@ -284,8 +285,7 @@ class Guard:
         self._known_good = start_step if start_step == 0 else None
         self._good_sums: Measured | None = None  # the known-good step's measurement
         self._due = start_step + 1
-        self._kept_start = False  # a stop walked back to the weights the round began with
-        self._start = start_step
+        self._undone_all = False  # a stop walked back to the round's start (step 0)
         #: The guard's measurement of the weights loaded now (None once they change):
         #: the gate's final measurement reuses it for the turns it covers.
         self.current: Measured | None = None
@@ -334,7 +334,7 @@ class Guard:
             return measured, None
         self.stopped_on = self.lines.over(measured)
         kept = self._walk_back()
-        self._kept_start = kept == self._start
+        self._undone_all = kept == 0
         return measured, (kept, why)
 
     def budget_used_up(self) -> str | None:
@@ -342,7 +342,7 @@ class Guard:
         sentence saying that the versions since the base used the drift budget up,
         and what the user can do; else None (no such stop, or a round cap stopped
         it: learning is still possible, at a smaller step)."""
-        if not self._kept_start or any(k not in TOTALS for k in self.stopped_on):
+        if not self._undone_all or any(k not in TOTALS for k in self.stopped_on):
             return None
         key = self.stopped_on[0]
         at, cap = self.lines.start[key], self.lines.cap[key]
