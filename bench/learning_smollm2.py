@@ -12,7 +12,8 @@ What it does (bench/README.md has the results):
 2. Rated data on 32 training tasks: *on-policy* answers sampled from the base
    (temperature 0.7), *off-policy* answers written by a "cloud model" (the same
    base under another system prompt, so not the policy's own probabilities);
-   the simulated user rates +1 when the code has a docstring, flips 10%.
+   the simulated user rates +1 when the answer has the ``--prefer`` preference
+   (``smollm2_world.PREFERENCES``; ``--probe`` prints their base rates), flips 10%.
 3. Held-out: 16 disjoint tasks. The trainer's ``heldout`` file holds 16 rated
    turns of those tasks (same source), as the product's held-out split would;
    every adapter is scored on ``--eval`` fresh samples of held-out prompts.
@@ -60,7 +61,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--bf16", action="store_true",
                     help="train with CPU bf16 autocast (RLTRAY_TRAINER_BF16=1); scoring stays fp32")
     ap.add_argument("--lr-scale", default="1", help="comma list: x preset rate (20 = collapse)")
-    ap.add_argument("--prefer", default=w.PREFER, choices=sorted(w.PREFERENCES))
+    ap.add_argument("--prefer", "--preference", default=w.PREFER, choices=sorted(w.PREFERENCES),
+                    help="the simulated user's hidden preference (smollm2_world.PREFERENCES)")
     ap.add_argument("--noise", type=float, default=0.1)
     ap.add_argument("--eval", type=int, default=64, help="samples on held-out prompts")
     ap.add_argument("--heldout", type=int, default=16, help="held-out rated turns per job")
@@ -70,6 +72,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--fresh", action="store_true", help="ignore cached run rows")
     ap.add_argument("--rescore", action="store_true",
                     help="add the split reference NLL to every cached row; print them all")
+    ap.add_argument("--probe", action="store_true",
+                    help="print every preference's base rate on the base's samples; train nothing")
     return ap.parse_args(argv)
 
 
@@ -100,15 +104,28 @@ def cached(path: Path, make: Any) -> Any:
     return value
 
 
+#: The rated pools: the policy's own samples and the "cloud model's" (system prompt, temperature).
+SOURCES: dict[str, tuple[str | None, float]] = {"on": (None, 0.7), "off": (w.CLOUD_SYSTEM, 0.9)}
+
+
 def build_world(a: argparse.Namespace, folder: Path, n_max: int) -> dict[str, Any]:
-    """Rated pools, held-out ratings, eval prompts and reference answers (cached)."""
+    """Rated pools, held-out ratings, eval prompts and reference answers (cached).
+
+    A world with both pools is used when cached; otherwise only the ``--sources``
+    asked for are sampled (on a busy 2-core machine the other pool costs ~10 minutes).
+    """
     key = f"world-s{a.seed}-n{n_max}-h{a.heldout}-e{a.eval}-m{a.max_new}"
+    wanted = [s for s in SOURCES if s in a.sources.split(",")]
+    path = a.out / f"{key}.json"
+    if not path.exists() and wanted != list(SOURCES):
+        path = a.out / f"{key}-{'-'.join(wanted)}.json"
 
     def make() -> dict[str, Any]:
         model, tok = load(folder)
         train_tasks, held_tasks = w.split_tasks(a.seed)
         out: dict[str, Any] = {}
-        for source, system, temp in (("on", None, 0.7), ("off", w.CLOUD_SYSTEM, 0.9)):
+        for source in wanted:
+            system, temp = SOURCES[source]
             t = time.time()
             ps = w.prompts(train_tasks, n_max, random.Random(a.seed + 10))
             ans = w.generate(model, tok, ps, max_new=a.max_new, temperature=temp,
@@ -124,29 +141,46 @@ def build_world(a: argparse.Namespace, folder: Path, n_max: int) -> dict[str, An
                                       temperature=0.0, seed=0)
         return out
 
-    world = cached(a.out / f"{key}.json", make)
+    world = cached(path, make)
     rng = random.Random(a.seed + 1)  # the simulated user rates (noisily) at load time
-    for name in ("on", "off", "held_on", "held_off"):
-        world[name] = [(p, r, w.rate(r, rng, a.noise)) for p, r in world[name]]
+    for name, size in (("on", n_max), ("off", n_max), ("held_on", a.heldout),
+                       ("held_off", a.heldout)):
+        if name not in world:  # a pool not sampled: draw its noise anyway, so that the
+            for _ in range(size):  # others get the same ratings as in a world with both
+                rng.random()
+            continue
+        world[name] = [(p, r, w.rate(r, rng, a.noise, a.prefer)) for p, r in world[name]]
     return world
 
 
-def score(folder: Path, adapter: Path | None, world: dict[str, Any], a: argparse.Namespace
-          ) -> dict[str, Any]:
-    """Preferred/degenerate rates on held-out prompts; KL and NLL on reference answers."""
+def sample_eval(model: Any, tok: Any, world: dict[str, Any], a: argparse.Namespace
+                ) -> list[str]:
+    """The ``--eval`` temperature-0.7 answers to held-out prompts that every rate is read from."""
+    return w.generate(model, tok, world["eval_prompts"], max_new=a.max_new, temperature=0.7,
+                      seed=a.seed + 999)
 
+
+def rates(answers: list[str], prefer: str) -> dict[str, float]:
+    """Preferred and degenerate shares of ``answers``, the first with its standard error."""
+    n = len(answers)
+    pref = sum(w.prefers(x, prefer) for x in answers) / n
+    return {"pref": pref, "pref_se": math.sqrt(max(pref * (1 - pref), 1e-9) / n),
+            "degenerate": sum(map(w.degenerate, answers)) / n}
+
+
+def score(folder: Path, adapter: Path | None, world: dict[str, Any], a: argparse.Namespace,
+          answers: list[str] | None = None) -> dict[str, Any]:
+    """Preferred/degenerate rates on held-out prompts; KL and NLL on reference answers.
+
+    ``answers`` skips the sampling: the base's samples do not depend on the
+    preference, so they are drawn once per seed and scored for each preference.
+    """
     model, tok = load(folder, adapter)
     t = time.time()
-    ans = w.generate(model, tok, world["eval_prompts"], max_new=a.max_new, temperature=0.7,
-                     seed=a.seed + 999)
-    n = len(ans)
-    pref = sum(map(w.prefers, ans)) / n
-    degen = sum(map(w.degenerate, ans)) / n
+    ans = sample_eval(model, tok, world, a) if answers is None else answers
     ref = reference_nll(model, tok, world, adapter is not None)
-    return {
-        "pref": pref, "pref_se": math.sqrt(max(pref * (1 - pref), 1e-9) / n), "degenerate": degen,
-        **ref, "eval_s": round(time.time() - t, 1), "samples": ans[:3],
-    }
+    return {**rates(ans, a.prefer), **ref, "eval_s": round(time.time() - t, 1),
+            "samples": ans[:3], "answers": ans}
 
 
 def reference_nll(model: Any, tok: Any, world: dict[str, Any], has_adapter: bool
@@ -215,7 +249,8 @@ def rescore(a: argparse.Namespace, folder: Path, world: dict[str, Any]) -> None:
             row_file.write_text(json.dumps(row))
         rows.append(row)
     rows.sort(key=lambda r: (r.get("method", "mispo") != "mispo", r.get("method", "mispo"),
-                             r["source"], r["n"], r["lr_scale"], r.get("bf16", False),
+                             r["source"], row_prefer(r), r["n"], r["lr_scale"],
+                             row_seed(r["key"]), r.get("bf16", False),
                              ("careful", "balanced", "aggressive").index(r["preset"])))
     print(HEADER + f" {'nll+% with / without the preference':>36}")
     for r in rows:
@@ -232,6 +267,32 @@ def row_seed(key: str) -> int:
     """The seed a cached row was run with (its key ends ``-s<seed>`` or ``-s<seed>-bf16``)."""
     found = re.search(r"-s(\d+)(?:-bf16)?$", key)
     return int(found.group(1)) if found else 0
+
+
+def probe(a: argparse.Namespace, world: dict[str, Any], base_answers: list[str] | None) -> None:
+    """Every preference's base rate on the base's own samples (how the preferences were picked).
+
+    ``on`` / ``held_on`` are the rated pools (temperature 0.7), ``off`` the cloud
+    model's, ``eval`` the ``--eval`` samples every row is scored on.
+    """
+    pools = {name: [r for _, r, _ in world[name]] for name in ("on", "held_on", "off")
+             if name in world}
+    if base_answers:
+        pools["eval"] = base_answers
+    print(f"{'preference':14} " + " ".join(f"{k:>7}" for k in pools) + "   (base rates, seed "
+          f"{a.seed})")
+    for name in w.PREFERENCES:
+        print(f"{name:14} " + " ".join(
+            f"{sum(w.prefers(x, name) for x in v) / len(v):>7.2f}" for v in pools.values()))
+    print(f"{'degenerate':14} " + " ".join(
+        f"{sum(map(w.degenerate, v)) / len(v):>7.2f}" for v in pools.values()))
+
+
+def row_prefer(row: dict[str, Any]) -> str:
+    """The preference a row was rated with (older rows only have it inside their key)."""
+    if row.get("prefer"):
+        return str(row["prefer"])
+    return max((p for p in w.PREFERENCES if f"-{p}-" in row["key"]), key=len, default="?")
 
 
 def example(i: int, p: str, r: str, y: int, prefix: str) -> dict[str, Any]:
@@ -280,7 +341,7 @@ def run_baseline(a: argparse.Namespace, folder: Path, world: dict[str, Any], met
         "steps": steps, "accepted": None, "reasons": [], "kl_round": None,
         "pref": sc["pref"], "pref_se": sc["pref_se"], "degenerate": sc["degenerate"],
         "kl_ref": sc["kl"], "nll_change": sc["nll"] / base_score["nll"] - 1.0,
-        "eval_s": sc["eval_s"], "samples": sc["samples"],
+        "eval_s": sc["eval_s"], "samples": sc["samples"], **base_fields(a, base_score),
         **(nll_changes(sc, base_score) if "nll_pref" in base_score else {}),
     }
 
@@ -288,7 +349,8 @@ def run_baseline(a: argparse.Namespace, folder: Path, world: dict[str, Any], met
 def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: str,
             source: str, n: int, lr_scale: float, base_score: dict[str, Any],
             method: str = "mispo") -> dict[str, Any]:
-    key = f"{a.backend}-{a.prefer}-{preset}-{source}-n{n}-x{lr_scale:g}-s{a.seed}"
+    evals = "" if a.eval == 64 else f"-e{a.eval}"  # rows of other --eval counts are other rows
+    key = f"{a.backend}-{a.prefer}-{preset}-{source}-n{n}-x{lr_scale:g}{evals}-s{a.seed}"
     if method != "mispo":
         key = f"{method}-{key}"
     if a.bf16:
@@ -335,6 +397,7 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
         return {"key": key, "error": (lines[-1] if lines else proc.stderr[-500:])}
     progress = [x for x in lines if x["type"] == "progress"]
     sc = score(folder, run_dir / "adapter", world, a)
+    (run_dir / "answers.json").write_text(json.dumps(sc["answers"]))
     m = done["metrics"]
     row = {
         "key": key, "method": method, "backend": a.backend, "preset": preset, "source": source,
@@ -349,7 +412,7 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
         "max_masked": max((p["masked_tokens"] for p in progress), default=None),
         "pref": sc["pref"], "pref_se": sc["pref_se"], "degenerate": sc["degenerate"],
         "kl_ref": sc["kl"], "nll_change": sc["nll"] / base_score["nll"] - 1.0,
-        "eval_s": sc["eval_s"], "samples": sc["samples"],
+        "eval_s": sc["eval_s"], "samples": sc["samples"], **base_fields(a, base_score),
     }
     if "nll_pref" in base_score:
         row.update(nll_changes(sc, base_score))
@@ -357,9 +420,38 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     return row
 
 
-HEADER = (f"{'method':9} {'backend':7} {'preset':10} {'src':3} {'N':>4} {'lr x':>4} {'pref':>12} "
-          f"{'degen':>5} {'kl_ref':>7} {'nll+%':>6} {'kl_rnd':>7} {'gate':>4} {'steps':>5} "
-          f"{'wall s':>6}")
+def base_fields(a: argparse.Namespace, base_score: dict[str, Any]) -> dict[str, Any]:
+    """What a row needs to be read alone: preference, seed, sample count, the base's rates."""
+    return {"prefer": a.prefer, "seed": a.seed, "eval": a.eval, "base_pref": base_score["pref"],
+            "base_degenerate": base_score["degenerate"]}
+
+
+#: Issue 20's targets for the default preset, 64 on-policy ratings: share of the gap to 100%
+#: closed, reference NLL change, KL to the base, degenerate answers over the base's.
+TARGETS = {"gap": 2 / 3, "nll": 0.05, "kl": 0.05, "degen": 0.05}
+
+
+def gap_closed(r: dict[str, Any]) -> float | None:
+    """Share of the gap between the base's preferred rate and 100% the round closed."""
+    base = r.get("base_pref")
+    return None if base is None or base >= 1 else (r["pref"] - base) / (1 - base)
+
+
+def misses(r: dict[str, Any]) -> str:
+    """The targets a row misses (``-`` none; ``?`` a row from before the base was recorded)."""
+    gap = gap_closed(r)
+    if gap is None:
+        return "?"
+    out = [name for name, bad in (
+        ("gap", gap < TARGETS["gap"]), ("nll", r["nll_change"] > TARGETS["nll"]),
+        ("kl", r["kl_ref"] > TARGETS["kl"]),
+        ("degen", r["degenerate"] > r["base_degenerate"] + TARGETS["degen"])) if bad]
+    return ",".join(out) or "-"
+
+
+HEADER = (f"{'method':9} {'backend':7} {'preset':10} {'prefer':13} {'src':3} {'N':>4} "
+          f"{'lr x':>4} {'base':>4} {'pref':>12} {'gap':>5} {'degen':>9} {'kl_ref':>7} "
+          f"{'nll+%':>6} {'kl_rnd':>7} {'gate':>4} {'steps':>5} {'wall s':>6} misses")
 
 
 def fmt(r: dict[str, Any]) -> str:
@@ -367,30 +459,41 @@ def fmt(r: dict[str, Any]) -> str:
         return f"{r['key']}: ERROR {r['error']}"
     gate = "-" if r["accepted"] is None else "yes" if r["accepted"] else "no"
     kl_rnd = "-" if r.get("kl_round") is None else f"{r['kl_round']:.4f}"
-    return (f"{r.get('method', 'mispo'):9} {r['backend']:7} {r['preset']:10} {r['source']:3} "
-            f"{r['n']:>4} {r['lr_scale']:>4g} "
-            f"{r['pref']:.2f} ± {r['pref_se']:.2f} {r['degenerate']:>5.2f} {r['kl_ref']:>7.4f} "
-            f"{100 * r['nll_change']:>+5.1f}% {kl_rnd:>7} "
-            f"{gate:>4} {r['steps']:>5} {r['wall_s']:>6.0f}")
+    gap = gap_closed(r)
+    base = "-" if gap is None else f"{r['base_pref']:.2f}"
+    degen = (f"{r['degenerate']:.2f}" if gap is None
+             else f"{r['base_degenerate']:.2f}>{r['degenerate']:.2f}")
+    prefer = row_prefer(r)
+    return (f"{r.get('method', 'mispo'):9} {r['backend']:7} {r['preset']:10} {prefer:13} "
+            f"{r['source']:3} {r['n']:>4} {r['lr_scale']:>4g} {base:>4} "
+            f"{r['pref']:.2f} ± {r['pref_se']:.2f} {'-' if gap is None else f'{gap:.2f}':>5} "
+            f"{degen:>9} {r['kl_ref']:>7.4f} {100 * r['nll_change']:>+5.1f}% {kl_rnd:>7} "
+            f"{gate:>4} {r['steps']:>5} {r['wall_s']:>6.0f} {misses(r)}")
 
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     t0 = time.time()
     a.out.mkdir(parents=True, exist_ok=True)
+    w.PREFER = a.prefer
     folder = w.base_folder(a.out.parent)
     sizes = [int(x) for x in a.sizes.split(",")]
     world = build_world(a, folder, max(sizes))
-    w.PREFER = a.prefer
     if a.rescore:
         rescore(a, folder, world)
         return 0
-    for name in ("on", "off"):
+    answers_file = a.out / f"base-answers-s{a.seed}-e{a.eval}-m{a.max_new}.json"
+    if a.probe:  # the eval samples too once a run has drawn them
+        probe(a, world, json.loads(answers_file.read_text()) if answers_file.exists() else None)
+        return 0
+    base_answers = cached(answers_file, lambda: sample_eval(*load(folder), world, a))
+    for name in (s for s in SOURCES if s in world):
         answers = [r for _, r, _ in world[name]]
         log(f"pool {name}: " + ", ".join(
             f"{k} {sum(map(f, answers)) / len(answers):.2f}" for k, f in w.PREFERENCES.items()))
     base = cached(a.out / f"base-score-s{a.seed}-e{a.eval}-{a.prefer}.json",
-                  lambda: {k: v for k, v in score(folder, None, world, a).items()})
+                  lambda: {k: v for k, v in score(folder, None, world, a, base_answers).items()
+                           if k != "answers"})
     log(f"base: preferred {base['pref']:.3f} ± {base['pref_se']:.3f}, degenerate "
         f"{base['degenerate']:.3f}, reference NLL {base['nll']:.4f}")
     for s in a.sources.split(","):

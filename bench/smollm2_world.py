@@ -127,8 +127,55 @@ def function_only(answer: str) -> bool:
     return "def " in code and "print(" not in code
 
 
+_SIGNATURE = re.compile(r"^\s*def\s+\w+\s*\(([^)]*)\)\s*(->)?", re.M)
+_GUARD = re.compile(r"^([ \t]+)if\b[^\n]*:[ \t]*(?:return\b|raise\b|\n\1[ \t]+(?:return|raise)\b)",
+                    re.M)
+# ``def f(x): return ...`` or a ``return`` line that the next line does not continue
+_ONE_RETURN = re.compile(r"^[ \t]*def [^\n]*:(?:[ \t]*return\b|[ \t]*\n([ \t]+)return\b"
+                         r"[^\n]*\n(?!\1))", re.M)
+_COMPREHENSION = re.compile(r"[\[{(][^\[\]{}()\n]*?\bfor\s+[\w, ()]+\s+in\s+[^\n]*?[\]})]")
+
+
+def type_hints(answer: str) -> bool:
+    """A typed signature: some ``def`` has a parameter annotation or a ``->`` return type."""
+    return any(arrow or ":" in params for params, arrow in _SIGNATURE.findall(code_of(answer)))
+
+
+def guard_clause(answer: str) -> bool:
+    """An early exit: an indented ``if ...:`` whose body starts with ``return`` or ``raise``."""
+    return bool(_GUARD.search(code_of(answer)))
+
+
+def comprehension(answer: str) -> bool:
+    """A list/set/dict comprehension or generator expression (``[x for x in ...]``)."""
+    return bool(_COMPREHENSION.search(code_of(answer)))
+
+
+def one_liner(answer: str) -> bool:
+    """A one-statement function: some ``def`` whose whole body is one ``return`` line."""
+    return bool(_ONE_RETURN.search(code_of(answer) + "\n"))
+
+
+def code_first(answer: str) -> bool:
+    """No preamble: the answer opens with its code fence, not with "Here's a function ..."."""
+    return answer.lstrip().startswith("```")
+
+
+def usage_example(answer: str) -> bool:
+    """The code shows its use: a ``print(`` or ``assert`` line outside any function body."""
+    return any(re.match(r"(print\(|assert\b)", line) for line in code_of(answer).splitlines())
+
+
+#: Every checkable preference ``--prefer`` can pick. ``comment`` is the one the presets
+#: were tuned with. ``usage-example`` and ``code-first`` were fixed for issue 20 from their
+#: base rates alone (0.45 and 0.47 of the base's own samples, seed 0), before any run
+#: trained on them; ``one-liner`` (0.72), ``type-hints`` (0.02), ``guard`` (0.14) and
+#: ``comprehension`` (0.16) were measured with them and left out as too common or too
+#: rare (``--probe`` prints every rate; bench/README.md).
 PREFERENCES = {"comment": has_comment, "function-only": function_only,
-               "docstring": has_docstring}
+               "docstring": has_docstring, "usage-example": usage_example,
+               "code-first": code_first, "one-liner": one_liner, "type-hints": type_hints,
+               "guard": guard_clause, "comprehension": comprehension}
 PREFER = "comment"
 
 
@@ -149,8 +196,9 @@ def degenerate(answer: str) -> bool:
     return not answer.strip() or looping(answer) or "def " not in code_of(answer)
 
 
-def rate(answer: str, rng: random.Random, noise: float) -> int:
-    good = prefers(answer)
+def rate(answer: str, rng: random.Random, noise: float, which: str | None = None) -> int:
+    """The simulated user's rating: +1 when the answer has the preference, flipped at ``noise``."""
+    good = prefers(answer, which)
     if rng.random() < noise:
         good = not good
     return 1 if good else -1
