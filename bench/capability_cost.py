@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ def rows(tasks: tuple[str, ...], start: int) -> list[dict[str, Any]]:
 
 
 def write_job(folder: Path, model: Path, hyper: dict[str, Any]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # a fresh round every run
+    folder.mkdir(parents=True)
     for name, part in (("examples.jsonl", rows(TASKS[:4], 0)), ("heldout.jsonl",
                                                                  rows(TASKS[4:], 50))):
         (folder / name).write_text("".join(json.dumps(r) + "\n" for r in part))

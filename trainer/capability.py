@@ -95,7 +95,7 @@ def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
         return {}
     t0 = time.monotonic()
     stop = stop_ids(backend.tokenizer)
-    answers = [backend.greedy(p, int(hyper.ref_tokens), stop) for p in prompts]
+    answers = backend.greedy(prompts, int(hyper.ref_tokens), stop)
     batch = reference_batch(prompts, answers, pad_id)
     base = mean_nll(backend, batch, adapter=False)
     parent = mean_nll(backend, batch, adapter=True) if has_parent else base

@@ -46,8 +46,9 @@ An adapter is published only if it is safe and not measurably worse
 
 Gate profiles (``hyper.gate_profile``, see :data:`GATE_PROFILES`): ``standard``
 for every real model; ``tiny-test`` for the randomly initialised tiny models of
-the test suite only, whose "preferences" are noise — it turns the held-out
-preference check off (said in the notes) and keeps drift and sanity.
+the test suite only, whose "preferences" are noise and whose own answers are
+near-uniform babble — it turns the held-out preference and capability checks off
+(said in the notes) and keeps drift and sanity.
 
 Importing this module pulls in neither torch, MLX nor numpy: :func:`auroc`,
 :func:`gate` and :class:`Verdict` are pure python so the tray can re-check or
@@ -96,8 +97,8 @@ MIN_HELDOUT_PER_CLASS = 4
 #: randomly initialised tiny models, whose held-out "preference" is noise; never
 #: for a real model (drift and sanity still decide).
 GATE_PROFILES: dict[str, dict[str, bool]] = {
-    "standard": {"preference": True},
-    "tiny-test": {"preference": False},
+    "standard": {"preference": True, "capability": True},
+    "tiny-test": {"preference": False, "capability": False},
 }
 
 NEUTRAL_RESOURCE = "neutral.txt"
@@ -605,6 +606,11 @@ def _capability(
     """
     cap = getattr(hyper, "nll_cap", None)
     if cap is None:
+        return
+    profile = str(getattr(hyper, "gate_profile", "standard") or "standard")
+    if not GATE_PROFILES.get(profile, GATE_PROFILES["standard"])["capability"]:
+        notes.append(f"capability check off (gate profile {profile!r}, for tiny test models "
+                     "only: a randomly initialised model has no capability to keep)")
         return
     if "ref_nll_increase" not in metrics:
         notes.append("capability check off (no reference answers): decided without it")

@@ -43,14 +43,18 @@ def test_greedy_is_the_base_models_argmax_with_the_lora_off(
     _, backend, _, held_enc, held_kept = loaded(tmp_path / "j", tiny_model_dir)
     prompts = capability.choose_prompts(held_enc, held_kept, {}, [], 2)
     assert len(prompts) == 2 and len(prompts[0]) <= len(prompts[1])  # shortest first
-    answer = backend.greedy(prompts[0], 12, set())
+    answer = backend.greedy([prompts[0]], 12, set())[0]
     assert len(answer) == 12  # no stop token given: the full budget
+    # a batch (left-padded: the prompts differ in length) answers as one at a time does
+    longer = prompts[1] + prompts[1][-3:]
+    alone = backend.greedy([longer], 12, set())[0]
+    assert backend.greedy([prompts[0], longer], 12, set()) == [answer, alone]
     # a LoRA that changes the policy does not change the base's answer
     state = backend.lora_state()
     rng = np.random.default_rng(0)
     backend.set_lora_state({k: rng.normal(0, 0.5, v.shape).astype(np.float32)
                             for k, v in state.items()})
-    assert backend.greedy(prompts[0], 12, set()) == answer
+    assert backend.greedy([prompts[0]], 12, set()) == [answer]
     # each token is the argmax of the base's full forward (no cache) at its position
     ids = torch.tensor([prompts[0] + answer])
     with torch.no_grad(), backend.model.disable_adapter():
@@ -58,7 +62,8 @@ def test_greedy_is_the_base_models_argmax_with_the_lora_off(
     start = len(prompts[0])
     assert [int(logits[start - 1 + j].argmax()) for j in range(12)] == answer
     # a stop token ends the answer and is kept in it
-    assert backend.greedy(prompts[0], 12, {answer[2]}) == answer[: answer.index(answer[2]) + 1]
+    cut = answer[: answer.index(answer[2]) + 1]
+    assert backend.greedy([prompts[0], longer], 12, {answer[2]})[0] == cut
 
 
 def test_a_damaging_adapter_is_rejected_and_a_harmless_one_accepted(
@@ -170,4 +175,13 @@ def test_mlx_greedy_answers_as_torch_does(tiny_model_dir: Path, tmp_path: Path) 
     state = mlx_backend.lora_state()
     mlx_backend.set_lora_state({k: np.full(v.shape, 0.3, np.float32) for k, v in state.items()})
     stop = capability.stop_ids(torch_backend.tokenizer)
-    assert mlx_backend.greedy(prompt, 16, stop) == torch_backend.greedy(prompt, 16, stop)
+    assert mlx_backend.greedy([prompt], 16, stop) == torch_backend.greedy([prompt], 16, stop)
+
+
+def test_the_tiny_test_profile_turns_the_check_off_and_says_so() -> None:
+    tiny = SimpleNamespace(**{**vars(GATE), "gate_profile": "tiny-test"})
+    lost = {**DRIFT_OK, "ref_nll_base": 1.0, "ref_nll_parent": 1.0, "ref_nll_new": 2.0,
+            "ref_nll_increase": 1.0, "ref_prompts": 4}
+    v = evaluate.gate(lost, tiny)
+    assert v.accept and "capability check off (gate profile 'tiny-test'" in v.notes[-1]
+    assert not evaluate.gate(lost, GATE).accept

@@ -183,12 +183,15 @@ class Backend(ABC):
         forward (the gate's held-out scores need it on the same turns).
         """
 
-    def greedy(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
-        """The base model's greedy answer (LoRA off, no gradient) to ``prompt_ids``.
+    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int]
+               ) -> list[list[int]]:
+        """The base model's greedy answers (LoRA off, no gradient), one per prompt.
 
-        At most ``max_new_tokens`` new token ids, ending with the first one in
+        At most ``max_new_tokens`` new token ids each, ending with the first one in
         ``stop`` when the model writes it. The capability check
-        (:mod:`rltray.trainer.capability`) scores these answers at round start and end.
+        (:mod:`rltray.trainer.capability`) scores these answers at round start and
+        end. Decoding one token costs about as much for a batch as for one prompt
+        (it reads every weight once), so backends that can batch should.
         """
         raise NotImplementedError(f"the {self.name} backend cannot generate")
 

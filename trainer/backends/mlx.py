@@ -312,8 +312,13 @@ class MlxBackend(Backend):
 
     # ---- evaluation ----------------------------------------------------------------
 
-    def greedy(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
-        """Greedy decoding with mlx-lm's prompt cache, LoRA off."""
+    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int]
+               ) -> list[list[int]]:
+        """Greedy answers with mlx-lm's prompt cache, LoRA off, one prompt at a time."""
+        return [self._greedy_one(p, max_new_tokens, stop) for p in prompts]
+
+    def _greedy_one(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]
+                    ) -> list[int]:
         import mlx.core as mx
         from mlx_lm.models.cache import make_prompt_cache
 

@@ -372,26 +372,34 @@ class TorchPeftBackend(Backend):
 
     # ---- evaluation -----------------------------------------------------------------
 
-    def greedy(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
-        """Greedy decoding with the KV cache, LoRA off (a plain loop: no sampling settings
-        of the model's generation config can creep in)."""
+    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int]
+               ) -> list[list[int]]:
+        """Greedy answers to all prompts in one left-padded batch (Transformers'
+        ``generate``, from a fresh config so no sampling setting of the model's
+        own generation config creeps in). On a CPU one decoding step of SmolLM2
+        costs about as much for 8 rows as for 1: batched, the check is ~8x cheaper."""
         import torch
+        from transformers import GenerationConfig
 
+        if not prompts:
+            return []
         self.model.eval()
-        out: list[int] = []
-        ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
+        pad = next((t for t in (getattr(self.tokenizer, "pad_token_id", None),
+                                getattr(self.tokenizer, "eos_token_id", None))
+                    if isinstance(t, int)), 0)
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            ids[r, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+            mask[r, width - len(p):] = 1
+        config = GenerationConfig(max_new_tokens=int(max_new_tokens), do_sample=False,
+                                  eos_token_id=sorted(stop) or None, pad_token_id=pad)
         with torch.no_grad(), self.model.disable_adapter():
-            step = self.model(input_ids=ids, use_cache=True)
-            for _ in range(int(max_new_tokens)):
-                token = int(step.logits[0, -1].argmax())
-                out.append(token)
-                if token in stop:
-                    break
-                # the cache's name: "cache" from Transformers 5, "past_key_values" before
-                key = "cache" if "cache" in step else "past_key_values"
-                step = self.model(input_ids=torch.tensor([[token]], device=self.device),
-                                  use_cache=True, **{key: step[key]})
-        return out
+            out = self.model.generate(input_ids=ids.to(self.device),
+                                      attention_mask=mask.to(self.device),
+                                      generation_config=config)
+        return [_cut_at_stop([int(t) for t in row[width:]], stop) for row in out]
 
     def kl_to_base(self, texts: list[str]) -> float:
         import torch
@@ -555,6 +563,14 @@ class TorchPeftBackend(Backend):
         torch.set_rng_state(state["rng_cpu"])
         if state.get("rng_cuda") and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng_cuda"])
+
+
+def _cut_at_stop(tokens: list[int], stop: set[int]) -> list[int]:
+    """``tokens`` up to and including the first stop token (a batch pads the rest)."""
+    for j, token in enumerate(tokens):
+        if token in stop:
+            return tokens[: j + 1]
+    return tokens
 
 
 def _take_row(logits: Any, row: int, n: int) -> Any:
