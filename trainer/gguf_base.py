@@ -235,6 +235,7 @@ def _convert_whole(link: Path, out: Path, dtype: Any) -> None:
     if getattr(model.config, "quantization_config", None) is not None:
         del model.config.quantization_config
     model.save_pretrained(out, safe_serialization=True)
+    _top_level_rope(out / "config.json")
 
 
 def _convert_streamed(link: Path, out: Path, dtype: Any) -> bool:
@@ -313,8 +314,28 @@ def _convert_streamed(link: Path, out: Path, dtype: Any) -> bool:
     config.dtype = dtype
     config.architectures = [type(skeleton).__name__]
     config.save_pretrained(out)
+    _top_level_rope(out / "config.json")
     skeleton.generation_config.save_pretrained(out)
     return True
+
+
+def _top_level_rope(path: Path) -> None:
+    """Write the RoPE base (and scaling) at the config's top level as well.
+
+    Why: Transformers >= 5 saves them only inside ``rope_parameters``; mlx-lm reads
+    ``rope_theta`` / ``rope_scaling`` and otherwise uses base 10000. SmolLM2's GGUF
+    says 100000, so MLX trained another model than torch and Ollama run (KL 0.065
+    nats per token to torch on the same fp32 weights, ``bench/gguf_dtype.py``).
+    Transformers reads the pair back as the same ``rope_parameters``.
+    """
+    config = json.loads(path.read_text(encoding="utf-8"))
+    params = config.get("rope_parameters")
+    if not isinstance(params, dict) or "rope_theta" not in params:
+        return  # none, or per attention type (Gemma 3): left to the model's own keys
+    config.setdefault("rope_theta", params["rope_theta"])
+    if params.get("rope_type", "default") != "default":
+        config.setdefault("rope_scaling", {k: v for k, v in params.items() if k != "rope_theta"})
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _dense_kwargs() -> dict[str, Any]:

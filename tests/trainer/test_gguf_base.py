@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,9 +29,10 @@ pytestmark = pytest.mark.ml
 HIDDEN, FFN, VOCAB, HEADS, KV_HEADS = 64, 96, 64, 4, 2
 
 
-def build_loud_gguf(path: Path) -> Path:
-    """One Llama block, F16 block weights, a byte-ish tokenizer Transformers can read;
-    ``ffn_down`` is large so the block's output (the residual) reaches ~1e5."""
+def build_gguf(path: Path, *, down_std: float = 3000.0, qk_std: float = 0.1,
+               rope_base: float | None = None) -> Path:
+    """One Llama block, F16 block weights, a byte-ish tokenizer Transformers can read.
+    The default ``ffn_down`` is large so the block's output (the residual) reaches ~1e5."""
     import gguf
 
     rng = np.random.default_rng(0)
@@ -44,6 +46,8 @@ def build_loud_gguf(path: Path) -> Path:
     w.add_head_count(HEADS)
     w.add_head_count_kv(KV_HEADS)
     w.add_layer_norm_rms_eps(1e-5)
+    if rope_base is not None:
+        w.add_rope_freq_base(rope_base)
     w.add_vocab_size(VOCAB)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_tokenizer_model("gpt2")
@@ -57,10 +61,10 @@ def build_loud_gguf(path: Path) -> Path:
     w.add_tensor("token_embd.weight", rng.normal(0, 1.0, (VOCAB, HIDDEN)).astype(np.float32))
     w.add_tensor("blk.0.attn_norm.weight", np.ones(HIDDEN, np.float32))
     for name, shape, std in (
-        ("attn_q", (HIDDEN, HIDDEN), 0.1), ("attn_k", (kv, HIDDEN), 0.1),
+        ("attn_q", (HIDDEN, HIDDEN), qk_std), ("attn_k", (kv, HIDDEN), qk_std),
         ("attn_v", (kv, HIDDEN), 0.1), ("attn_output", (HIDDEN, HIDDEN), 0.1),
         ("ffn_gate", (FFN, HIDDEN), 0.5), ("ffn_up", (FFN, HIDDEN), 0.5),
-        ("ffn_down", (HIDDEN, FFN), 3000.0),
+        ("ffn_down", (HIDDEN, FFN), down_std),
     ):
         w.add_tensor(f"blk.0.{name}.weight", rng.normal(0, std, shape).astype(np.float16))
     w.add_tensor("blk.0.ffn_norm.weight", np.ones(HIDDEN, np.float32))
@@ -98,7 +102,7 @@ def _batch() -> SimpleNamespace:
 def test_a_gguf_base_past_float16_range_trains_on_mlx_and_torch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(gguf_base.CACHE_ENV, str(tmp_path / "cache"))
-    gguf = build_loud_gguf(tmp_path / "loud.gguf")
+    gguf = build_gguf(tmp_path / "loud.gguf")
     batch = _batch()
 
     mlx = MlxBackend(_job(gguf), _hyper())
@@ -114,3 +118,29 @@ def test_a_gguf_base_past_float16_range_trains_on_mlx_and_torch(
     # bf16 against fp32 compute on the same weights: the same model, to rounding
     mask = batch.response_mask[:, 1:] > 0
     assert np.abs(mlx_lp[mask] - torch_lp[mask]).mean() < 0.5
+
+
+def test_mlx_runs_a_gguf_base_with_the_gguf_rope_base(tmp_path: Path) -> None:
+    """Transformers 5 saves the RoPE base only inside ``rope_parameters``; mlx-lm read
+    none and ran base 10000 where SmolLM2's GGUF says 100000: another model than the
+    one torch trains and Ollama serves (2.4 nats per token apart here)."""
+    import torch
+    from mlx_lm.utils import load_model
+    from transformers import AutoModelForCausalLM
+
+    gguf = build_gguf(tmp_path / "rope.gguf", down_std=0.05, qk_std=1.0, rope_base=1e5)
+    folder = gguf_base.materialize(gguf, cache=tmp_path / "cache")
+    ids = _batch().input_ids
+    model, _ = load_model(folder)
+    assert model.model.layers[0].self_attn.rope.base == pytest.approx(1e5)
+    model.apply(lambda x: x.astype(mx.float32))  # compare the models, not the roundings
+    got = np.array(nn_log_softmax(model(mx.array(ids))))
+    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    assert ref.config.rope_parameters["rope_theta"] == pytest.approx(1e5)
+    with torch.no_grad():
+        want = torch.log_softmax(ref(input_ids=torch.tensor(ids)).logits, -1).numpy()
+    assert np.abs(got - want).max() < 1e-3
+
+
+def nn_log_softmax(logits: Any) -> Any:
+    return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
