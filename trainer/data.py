@@ -112,10 +112,6 @@ def _has_template(tokenizer: Any) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
-def _ids(tokenizer: Any, text: str, *, special: bool) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=special)["input_ids"])
-
-
 def _merge_roles(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     """Join consecutive same-role messages and fold system text into the next user turn.
 
