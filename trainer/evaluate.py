@@ -308,8 +308,8 @@ def judge_preference(test: PreferenceTest, tolerance: float) -> tuple[str, str]:
     drop = 0.5 - test.change_auroc
     if drop > tolerance and test.p_worse <= ALPHA_WORSE:
         return "worse", (
-            f"{told}, exact p = {test.p_worse:.3g}): measurably worse, beyond the "
-            f"{tolerance:g} tolerance"
+            f"{told}, exact p = {test.p_worse:.3g} <= {ALPHA_WORSE:g}): measurably worse, "
+            f"beyond the {tolerance:g} tolerance"
         )
     if test.p_better <= ALPHA_BETTER:
         return "better", f"{told}, exact p = {test.p_better:.3g}): measurably better"
@@ -317,10 +317,13 @@ def judge_preference(test: PreferenceTest, tolerance: float) -> tuple[str, str]:
         return "unchanged", (
             f"{told}): not measurably worse; a drop within the {tolerance:g} tolerance"
         )
-    p = test.p_worse if drop > 0 else test.p_better
+    if drop > 0:
+        return "unchanged", (
+            f"{told}, exact p = {test.p_worse:.3g}): not measurably worse; too few held-out "
+            "ratings to tell a drop this size from chance"
+        )
     return "unchanged", (
-        f"{told}, exact p = {p:.3g}): not measurably worse; too few held-out ratings to tell "
-        "a change this size from chance"
+        f"{told}, exact p = {test.p_better:.3g}): not measurably worse, nor measurably better"
     )
 
 
