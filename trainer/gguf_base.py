@@ -13,14 +13,22 @@ twice and a changed file never reuses a stale folder. An Ollama blob is named
 is hashed once and the hash remembered by (path, size, mtime).
 
 Weights are stored as float16 (bfloat16 when the GGUF itself holds bf16
-tensors): every GGUF quant dequantizes to fp16-scaled values, and it halves the
-disk cost against float32. Cost, once per GGUF (``estimate``): about 2 bytes per
-parameter on disk (7B: ~15 GB); memory while converting is the GGUF's metadata plus
-one 1 GB shard, because tensors are dequantized and written one at a time (measured
-1.4-1.6 GB private on a 0.63B model; about 3 GB estimated for a 7B, see
-bench/export_gguf.py). Architectures whose Transformers processor rewrites tensors
-across each other (MoE experts, …) take Transformers' whole-model load instead,
-which holds the 16-bit model (~2 bytes per parameter).
+tensors, or for a tensor beyond float16's range): it halves the disk cost against
+float32 and keeps 8x more precision than bfloat16, which the torch backend on a CPU
+(fp32 compute) sees: on SmolLM2 Q4_1 the weights' relative RMS error to the exact
+dequantization is 1.9e-4 (bf16: 1.35e-3) and the logits' KL 2e-6 nats per token
+(bf16: 4.7e-5); disk, memory and torch speed are the same (``bench/gguf_dtype.py``).
+MLX never computes in float16 (activations of the Gemma family pass its 65504): it
+casts such weights to bfloat16 at load (``backends.mlx_setup.no_float16``), where
+both stored types give the same KL to exact, 1.1e-3 (bf16 compute rounding).
+
+Cost, once per GGUF (``estimate``): about 2 bytes per parameter on disk (7B:
+~15 GB); memory while converting is the GGUF's metadata plus one 1 GB shard,
+because tensors are dequantized and written one at a time (measured 1.4-1.6 GB
+private on a 0.63B model; about 3 GB estimated for a 7B, see bench/export_gguf.py).
+Architectures whose Transformers processor rewrites tensors across each other
+(MoE experts, …) take Transformers' whole-model load instead, which holds the
+16-bit model (~2 bytes per parameter).
 
 Also here: the pairing check between a Hugging Face folder the user chose and
 the Ollama model adapters will be published on (architecture, layers, hidden
@@ -294,7 +302,7 @@ def _convert_streamed(link: Path, out: Path, dtype: Any) -> bool:
         )
         if result.name not in mapping:
             continue
-        value = torch.from_numpy(np.copy(result.weights)).to(dtype)
+        value = _stored(torch.from_numpy(np.copy(result.weights)), dtype)
         shard[mapping[result.name]] = value
         shard_bytes += value.numel() * value.element_size()
         if shard_bytes >= limit:
@@ -336,6 +344,16 @@ def _top_level_rope(path: Path) -> None:
     if params.get("rope_type", "default") != "default":
         config.setdefault("rope_scaling", {k: v for k, v in params.items() if k != "rope_theta"})
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _stored(value: Any, dtype: Any) -> Any:
+    """``value`` in ``dtype``, or in bfloat16 where float16 would turn it into inf."""
+    import torch
+
+    out = value.to(dtype)
+    if dtype == torch.float16 and not bool(torch.isfinite(out).all()):
+        return value.to(torch.bfloat16)
+    return out
 
 
 def _dense_kwargs() -> dict[str, Any]:

@@ -30,7 +30,7 @@ HIDDEN, FFN, VOCAB, HEADS, KV_HEADS = 64, 96, 64, 4, 2
 
 
 def build_gguf(path: Path, *, down_std: float = 3000.0, qk_std: float = 0.1,
-               rope_base: float | None = None) -> Path:
+               rope_base: float | None = None, embed_peak: float | None = None) -> Path:
     """One Llama block, F16 block weights, a byte-ish tokenizer Transformers can read.
     The default ``ffn_down`` is large so the block's output (the residual) reaches ~1e5."""
     import gguf
@@ -58,7 +58,10 @@ def build_gguf(path: Path, *, down_std: float = 3000.0, qk_std: float = 0.1,
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
     kv = HIDDEN // HEADS * KV_HEADS
-    w.add_tensor("token_embd.weight", rng.normal(0, 1.0, (VOCAB, HIDDEN)).astype(np.float32))
+    embed = rng.normal(0, 1.0, (VOCAB, HIDDEN)).astype(np.float32)
+    if embed_peak is not None:
+        embed[3, 5] = embed_peak
+    w.add_tensor("token_embd.weight", embed)
     w.add_tensor("blk.0.attn_norm.weight", np.ones(HIDDEN, np.float32))
     for name, shape, std in (
         ("attn_q", (HIDDEN, HIDDEN), qk_std), ("attn_k", (kv, HIDDEN), qk_std),
@@ -144,3 +147,17 @@ def test_mlx_runs_a_gguf_base_with_the_gguf_rope_base(tmp_path: Path) -> None:
 
 def nn_log_softmax(logits: Any) -> Any:
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+
+def test_a_tensor_beyond_float16_range_is_stored_in_bfloat16(tmp_path: Path) -> None:
+    """Materialized weights are float16 (torch on a CPU keeps their precision); one
+    that float16 would turn into inf is stored in bfloat16 instead."""
+    import torch
+    from safetensors.torch import load_file
+
+    gguf = build_gguf(tmp_path / "big.gguf", down_std=0.05, embed_peak=1e5)
+    folder = gguf_base.materialize(gguf, cache=tmp_path / "cache")
+    weights = load_file(folder / "model.safetensors")
+    embed = weights.pop("model.embed_tokens.weight")
+    assert embed.dtype == torch.bfloat16 and float(embed[3, 5]) == pytest.approx(1e5, rel=1e-2)
+    assert {w.dtype for w in weights.values()} == {torch.float16}
