@@ -1,9 +1,12 @@
 """The publish gate on a small real instruct model (SmolLM2-135M-Instruct, cached GGUF).
 
 Slow (a few minutes on 2 CPU cores): two short rounds through the shipped round
-loop. A ``balanced`` round is accepted; the same round at 20x the learning rate
-with the drift guard off (so the gate alone decides) drifts far from the base on
-the held-out answers and is rejected for it.
+loop. A ``careful`` round is accepted, its preference judged and its capability
+kept; a round at 20x balanced's learning rate with the drift guard off (so the
+gate alone decides) drifts far from the base on the held-out answers and is
+rejected for it. (``balanced``'s own rate lands at +5.0% reference NLL on this
+4-rating world, right at the capability cap of issue 20 item 5, where ``careful``
+learns the same held-out preference at +1.6%.)
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ def rows(tasks: tuple[str, ...], start: int) -> list[dict]:
     return out
 
 
-def round_with(tmp: Path, model: Path, **hyper: object):
-    """A balanced round (the preset's own rate unless ``hyper`` says otherwise)."""
-    job = make_job(tmp, model, examples=rows(TASKS[:4], 0), heldout=rows(TASKS[4:], 50))
+def round_with(tmp: Path, model: Path, preset: str = "balanced", **hyper: object):
+    """A round of ``preset`` (the preset's own rate unless ``hyper`` says otherwise)."""
+    job = make_job(tmp, model, examples=rows(TASKS[:4], 0), heldout=rows(TASKS[4:], 50),
+                   preset=preset)
     spec = json.loads(job.read_text())
     spec["hyper"] = {"max_seq_len": 160, "batch_size": 4, "step_examples": 4, **hyper}
     job.write_text(json.dumps(spec))
@@ -57,12 +61,13 @@ def round_with(tmp: Path, model: Path, **hyper: object):
 def test_the_gate_accepts_a_good_round_and_rejects_a_collapsed_one(
     smollm2_dir: Path, tmp_path: Path
 ) -> None:
-    good, _ = round_with(tmp_path / "good", smollm2_dir)
+    good, _ = round_with(tmp_path / "good", smollm2_dir, preset="careful")
     assert good.accepted, good.reasons
     m = good.metrics
-    assert m["drift_set"] == "held-out" and 0 < m["kl_round"] <= 0.1
+    assert m["drift_set"] == "held-out" and 0 < m["kl_round"] <= 0.05
     assert m["heldout_good"] == 4 and m["heldout_bad"] == 4  # the preference was judged
     assert m["preference"] in ("better", "unchanged")
+    assert m["ref_prompts"] == 8 and 0 <= m["ref_nll_increase"] < 0.05  # capability kept
 
     info = presets.model_info(json.loads((smollm2_dir / "config.json").read_text()))
     lr = presets.resolve("balanced", info).lr
