@@ -120,7 +120,9 @@ def tokenize(tokenizer: Any, text: str, spans: list[Span] | None,
     specials = special_ids(tokenizer)
 
     def markup_at(k: int) -> bool:
-        return ids[k] in specials and not any(a <= offs[k][0] < b for a, b in spans)
+        s, e = offs[k]
+        core = s + (e - s) - len(text[s:e].lstrip())  # past whitespace an lstrip token ate
+        return ids[k] in specials and not any(a <= core < b for a, b in spans)
 
     if all(markup_at(k) for k, i in enumerate(ids) if i in specials):
         return ids, offs

@@ -32,8 +32,10 @@ LLAMA3_TEMPLATE = (
 )
 
 
-def _build(specials: list[tuple[str, bool]], template: str, **named: str) -> Any:
-    """A byte-level BPE with ``specials`` (text, rstrip) and ``named`` bos/eos/pad."""
+def build(specials: list[tuple[str, bool]], template: str, lstrip: tuple[str, ...] = (),
+          **named: str) -> Any:
+    """A byte-level BPE with ``specials`` (text, rstrip; ``lstrip`` names those that eat
+    the whitespace before them) and ``named`` bos/eos/pad."""
     from rltray.trainer.tiny import DEFAULT_CORPUS
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -41,7 +43,8 @@ def _build(specials: list[tuple[str, bool]], template: str, **named: str) -> Any
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    added = [AddedToken(t, rstrip=r, normalized=False, special=True) for t, r in specials]
+    added = [AddedToken(t, rstrip=r, lstrip=t in lstrip, normalized=False, special=True)
+             for t, r in specials]
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=added, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(list(DEFAULT_CORPUS) * 4, trainer=trainer)
@@ -56,7 +59,7 @@ def phi3_tokenizer() -> Any:
     them (``rstrip`` in its tokenizer_config), eos ``<|endoftext|>`` follows the turn."""
     specials = [("<|endoftext|>", False), ("<s>", False), ("<|assistant|>", True),
                 ("<|end|>", True), ("<|system|>", True), ("<|user|>", True)]
-    return _build(specials, PHI3_TEMPLATE, bos_token="<s>", eos_token="<|endoftext|>",
+    return build(specials, PHI3_TEMPLATE, bos_token="<s>", eos_token="<|endoftext|>",
                   pad_token="<|endoftext|>")
 
 
@@ -65,5 +68,5 @@ def llama3_tokenizer() -> Any:
     specials = [("<|begin_of_text|>", False), ("<|end_of_text|>", False),
                 ("<|start_header_id|>", False), ("<|end_header_id|>", False),
                 ("<|eot_id|>", False)]
-    return _build(specials, LLAMA3_TEMPLATE, bos_token="<|begin_of_text|>",
+    return build(specials, LLAMA3_TEMPLATE, bos_token="<|begin_of_text|>",
                   eos_token="<|eot_id|>", pad_token="<|end_of_text|>")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chat_tokenizers import llama3_tokenizer, phi3_tokenizer
+from chat_tokenizers import build, llama3_tokenizer, phi3_tokenizer
 from rltray.trainer.data import Encoded, Skip, collate, encode
 from rltray.trainer.job import Example
 from rltray.trainer.markup import special_ids
@@ -128,3 +128,17 @@ def test_a_template_that_rewrites_content_cannot_hide_a_spelled_special(
     got = encode(tiny_tokenizer, example("say <|end|> now", context=()), 512)
     assert isinstance(got, Skip) and "<|end|>" in got.reason
     assert isinstance(encode(tiny_tokenizer, example("say it now", context=()), 512), Encoded)
+
+
+def test_a_markup_token_that_eats_the_whitespace_before_it_stays_markup() -> None:
+    """An ``lstrip`` special's span starts inside the content's trailing spaces; it is
+    still the template's turn end, not text."""
+    template = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content']"
+                " + '<|im_end|>\\n' }}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    tok = build([("<|im_start|>", False), ("<|im_end|>", False)], template,
+                lstrip=("<|im_end|>",), eos_token="<|im_end|>", pad_token="<|im_start|>")
+    enc = encode(tok, example("use a context manager   ", context=()), 4096)
+    assert isinstance(enc, Encoded)
+    assert trained(tok, enc)[-1] == tok.convert_tokens_to_ids("<|im_end|>")
+    assert tok.decode(trained(tok, enc)[:-1]) == "use a context manager"
