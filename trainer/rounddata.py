@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from rltray.trainer import data, evaluate
+from rltray.trainer import data, evaluate, preference
 from rltray.trainer.job import Example
 
 Emit = Callable[[dict[str, Any]], None]
@@ -102,14 +102,14 @@ def heldout_metrics(
         labels.append(heldout[i].rating)
     good = sum(1 for y in labels if y > 0)
     out: dict[str, Any] = {"heldout_good": good, "heldout_bad": len(labels) - good}
-    # Per answer, for the gate's paired test (evaluate.preference_test): the parent's and
+    # Per answer, for the gate's paired test (preference.preference_test): the parent's and
     # the new adapter's rewards on the same answers. NaN (no response token) as None: JSON.
     out["heldout_labels"] = [1 if y > 0 else -1 for y in labels]
     out["heldout_scores_" + name.removeprefix("auroc_")] = [
         s if s == s else None for s in scores
     ]
     try:
-        out[name] = evaluate.auroc(scores, labels)
+        out[name] = preference.auroc(scores, labels)
     except ValueError:
         out[name] = None  # a class is missing: AUROC undefined, the gate notes it
     return out

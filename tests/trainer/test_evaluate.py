@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from rltray.trainer import evaluate as ev
+from rltray.trainer import preference
 
 torch = pytest.importorskip("torch", reason="torch is needed for the torch KL helper")
 mx = pytest.importorskip("mlx.core", reason="mlx is needed for the MLX KL helper")
@@ -39,32 +40,32 @@ def brute_auroc(scores: list[float], labels: list[int]) -> float:
 
 
 def test_auroc_known_values() -> None:
-    assert ev.auroc([0.9, 0.8, 0.1, 0.2], [1, 1, -1, -1]) == 1.0
-    assert ev.auroc([0.1, 0.2, 0.9, 0.8], [1, 1, -1, -1]) == 0.0
-    assert ev.auroc([0.5, 0.5, 0.5], [1, -1, -1]) == 0.5  # constant scorer
+    assert preference.auroc([0.9, 0.8, 0.1, 0.2], [1, 1, -1, -1]) == 1.0
+    assert preference.auroc([0.1, 0.2, 0.9, 0.8], [1, 1, -1, -1]) == 0.0
+    assert preference.auroc([0.5, 0.5, 0.5], [1, -1, -1]) == 0.5  # constant scorer
     # one of four pairs inverted
-    assert ev.auroc([0.9, 0.3, 0.4, 0.1], [1, 1, -1, -1]) == pytest.approx(0.75)
+    assert preference.auroc([0.9, 0.3, 0.4, 0.1], [1, 1, -1, -1]) == pytest.approx(0.75)
     # ties across classes count a half: pairs (2>1 win, 2=2 half, 3>1, 3>2) -> 3.5/4
-    assert ev.auroc([2.0, 3.0, 1.0, 2.0], [1, 1, 0, 0]) == pytest.approx(0.875)
-    assert ev.auroc([1.0, 0.0], [True, False]) == 1.0
+    assert preference.auroc([2.0, 3.0, 1.0, 2.0], [1, 1, 0, 0]) == pytest.approx(0.875)
+    assert preference.auroc([1.0, 0.0], [True, False]) == 1.0
 
 
 def test_auroc_matches_brute_force_with_many_ties() -> None:
     rng = np.random.default_rng(4)
     scores = rng.integers(0, 5, 60).astype(float).tolist()
     labels = rng.choice([1, -1], 60).tolist()
-    assert ev.auroc(scores, labels) == pytest.approx(brute_auroc(scores, labels))
+    assert preference.auroc(scores, labels) == pytest.approx(brute_auroc(scores, labels))
 
 
 def test_auroc_drops_none_and_nan() -> None:
-    assert ev.auroc([0.9, None, float("nan"), 0.1, 0.5], [1, 1, -1, -1, None]) == 1.0
+    assert preference.auroc([0.9, None, float("nan"), 0.1, 0.5], [1, 1, -1, -1, None]) == 1.0
 
 
 def test_auroc_missing_class_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="both classes, got 2 positive and 0 negative"):
-        ev.auroc([0.3, 0.4, 0.2], [1, 1, None])
+        preference.auroc([0.3, 0.4, 0.2], [1, 1, None])
     with pytest.raises(ValueError, match="one label per score"):
-        ev.auroc([0.3], [1, -1])
+        preference.auroc([0.3], [1, -1])
 
 
 def test_implicit_reward_is_the_masked_mean_drift() -> None:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rltray.trainer import evaluate as ev
+from rltray.trainer import preference as pref
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import gate_power
@@ -33,33 +33,33 @@ def brute_u_counts(m: int, n: int) -> list[int]:
 
 @pytest.mark.parametrize(("m", "n"), [(1, 1), (2, 3), (3, 2), (4, 4), (3, 6), (5, 5)])
 def test_exact_u_distribution_matches_enumeration(m: int, n: int) -> None:
-    assert list(ev._u_counts(min(m, n), max(m, n))) == brute_u_counts(m, n)
+    assert list(pref._u_counts(min(m, n), max(m, n))) == brute_u_counts(m, n)
 
 
 def test_mann_whitney_p_values() -> None:
-    assert ev.mann_whitney_p(0, 4, 4) == (1 / 70, 1.0)  # the most extreme of 70 orderings
-    assert ev.mann_whitney_p(16, 4, 4) == (1.0, 1 / 70)
-    low, high = ev.mann_whitney_p(32, 8, 8)
+    assert pref.mann_whitney_p(0, 4, 4) == (1 / 70, 1.0)  # the most extreme of 70 orderings
+    assert pref.mann_whitney_p(16, 4, 4) == (1.0, 1 / 70)
+    low, high = pref.mann_whitney_p(32, 8, 8)
     assert low == high and 0.5 < low < 0.55  # the centre of a symmetric distribution
     # a tie (U ends in .5) never makes the result stronger than either untied neighbour
-    assert ev.mann_whitney_p(2.5, 4, 4)[0] == ev.mann_whitney_p(3, 4, 4)[0]
-    assert ev.mann_whitney_p(2.5, 4, 4)[1] == ev.mann_whitney_p(2, 4, 4)[1]
+    assert pref.mann_whitney_p(2.5, 4, 4)[0] == pref.mann_whitney_p(3, 4, 4)[0]
+    assert pref.mann_whitney_p(2.5, 4, 4)[1] == pref.mann_whitney_p(2, 4, 4)[1]
     # exact and normal approximation agree where they meet
-    exact = ev.mann_whitney_p(1800, 64, 64)[0]
-    approx = ev.mann_whitney_p(1800 * 65 / 64, 65, 64)[0]
+    exact = pref.mann_whitney_p(1800, 64, 64)[0]
+    approx = pref.mann_whitney_p(1800 * 65 / 64, 65, 64)[0]
     assert math.isclose(exact, approx, rel_tol=0.05)
 
 
 def test_round_one_tests_against_exactly_one_half() -> None:
     """The base's reward is 0 for every answer: its AUROC has no sampling error to add."""
     labels = [1] * 4 + [-1] * 4
-    worst = ev.preference_test([-1, -2, -3, -4, 1, 2, 3, 4], None, labels)
+    worst = pref.preference_test([-1, -2, -3, -4, 1, 2, 3, 4], None, labels)
     assert worst.auroc_parent == 0.5 and worst.change_auroc == 0.0
     assert worst.p_worse == pytest.approx(1 / 70)
     # the old test (Hanley-McNeil SEs in quadrature) accepted AUROC 0.0625 at 4 + 4
-    nearly = ev.preference_test([-1, -2, -3, 1.5, 1, 2, 3, 4], None, labels)
+    nearly = pref.preference_test([-1, -2, -3, 1.5, 1, 2, 3, 4], None, labels)
     assert nearly.change_auroc == 0.0625
-    assert ev.judge_preference(nearly, 0.05)[0] == "worse"
+    assert pref.judge_preference(nearly, 0.05)[0] == "worse"
 
 
 def test_rounds_after_the_first_are_paired_on_the_same_answers() -> None:
@@ -68,9 +68,9 @@ def test_rounds_after_the_first_are_paired_on_the_same_answers() -> None:
     parent = [5.0, -3.0, 2.0, -6.0, 4.0, -5.0, 1.0, 6.0]  # wide, unrelated to the change
     change = [0.2, 0.3, 0.1, 0.4, -0.1, -0.2, -0.3, -0.4]
     new = [p + c for p, c in zip(parent, change, strict=True)]
-    test = ev.preference_test(new, parent, labels)
+    test = pref.preference_test(new, parent, labels)
     assert test.change_auroc == 1.0 and test.p_better == pytest.approx(1 / 70)
-    assert ev.judge_preference(test, 0.05)[0] == "better"
+    assert pref.judge_preference(test, 0.05)[0] == "better"
 
 
 def test_at_8_plus_8_a_worse_adapter_is_rejected_and_a_better_one_accepted() -> None:
