@@ -59,7 +59,7 @@ class RoundState:
     #: Hash of everything else that shapes the round (hyperparameters, seed, base,
     #: parent, baseline): a checkpoint only resumes the very same round.
     fingerprint: str = ""
-    #: The drift guard's state (``drift.Guard.state``): its JSON part here, its arrays
+    #: The drift guard's state (``guard.Guard.state``): its JSON part here, its arrays
     #: (LoRA snapshots of unmeasured steps, measured log-prob rows) in ``guard.npz``.
     #: Without it a round paused between an unmeasured crossing of the guard's line
     #: and the next measurement could not walk back as the unpaused round does.

@@ -188,7 +188,7 @@ class Hyper:
     # of a SmolLM2 round's step time (290 of 933 s); 4 halves that and still sees drift.
     guard_turns: int = 4
     # Most optimizer steps between two guard measurements while drift is far below the
-    # guard's line (drift.steps_to_next_check); 1 = measure after every step.
+    # guard's line (guard.steps_to_next_check); 1 = measure after every step.
     guard_max_gap: int = 4
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ round:
    ``batch_size``, weights normalised over the step);
    The **drift guard** measures the exact KL to the parent and to the base on a
    few turns of the drift set (below; good and bad alike) after every step, or
-   every few steps while the drift is far below its line (``drift.Guard``; the
+   every few steps while the drift is far below its line (``guard.Guard``; the
    line of the drift to the base starts where the parent left it); when either
    passes it the round stops early and keeps the newest step within it, so no
    preset can run a model off a cliff between two gate checks;
@@ -52,7 +52,8 @@ from rltray.trainer import (
     objective,
     rounddata,
 )
-from rltray.trainer.drift import DriftSet, Guard
+from rltray.trainer.drift import DriftSet
+from rltray.trainer.guard import Guard
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
 
 Emit = Callable[[dict[str, Any]], None]

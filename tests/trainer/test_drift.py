@@ -15,6 +15,7 @@ pytest.importorskip("peft")
 
 from jobfiles import default_examples, example, make_job, run_round, setup_round
 from rltray.trainer import drift, evaluate, objective
+from rltray.trainer import guard as drift_guard
 
 pytestmark = pytest.mark.ml
 
@@ -41,7 +42,7 @@ def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
     seen = [x["kl_round"] for x in free_lines if x["type"] == "progress"]
     assert len(seen) == 8 and seen[2] > seen[1]  # uncapped, it runs every step, drifting
     # a cap whose guard margin the run passes at its third step
-    cap = (seen[1] + seen[2]) / 2 / drift.GUARD_MARGIN
+    cap = (seen[1] + seen[2]) / 2 / drift_guard.GUARD_MARGIN
     outcome, lines = run_round(make_job(
         tmp_path / "capped", tiny_model_dir, preset="aggressive",
         hyper={"lr": 0.05, "epochs": 4, "kl_cap": cap, "kl_cap_total": cap,
@@ -54,8 +55,8 @@ def test_an_aggressive_run_stops_early_when_drift_passes_the_cap(
     last = progress[-1]
     assert f"after step {last['step']} of {total}" in stops[0]
     assert f"kept the weights of step {last['step'] - 1}" in stops[0]
-    assert last["kl_round"] > drift.GUARD_MARGIN * cap  # the step that passed the margin ...
-    assert f"passed {drift.GUARD_MARGIN:g} x the {cap:g} cap" in stops[0]
+    assert last["kl_round"] > drift_guard.GUARD_MARGIN * cap  # the step that passed the margin ...
+    assert f"passed {drift_guard.GUARD_MARGIN:g} x the {cap:g} cap" in stops[0]
     m = outcome.result.metrics
     assert m["steps"] == last["step"] - 1 and m["stopped_early"] == stops[0]
     assert m["kl_round"] <= cap  # ... was undone: the adapter is within it
@@ -238,14 +239,14 @@ def test_a_parent_near_the_total_cap_still_trains_a_round_under_it(
     """The parent at 0.85 of ``kl_cap_total``: the guard line was 0.8 x the cap, so the
     first step was undone and the round rejected, round after round; now the margin
     applies to what the round adds, and the round trains to its end under the cap."""
-    parent = max(first_round.metrics[k] for k in drift.TOTALS)
+    parent = max(first_round.metrics[k] for k in drift_guard.TOTALS)
     cap = parent / 0.85
     outcome, lines = run_round(make_job(
         tmp_path / "job", tiny_model_dir, parent_adapter=first_round.adapter,
         hyper={**SMALL_STEPS, "kl_cap": cap, "kl_cap_total": cap}))
     m = outcome.result.metrics
     assert m["steps"] == 4 and m["stopped_early"] is None
-    assert max(m[k] for k in drift.TOTALS) <= cap
+    assert max(m[k] for k in drift_guard.TOTALS) <= cap
     logs = [x["message"] for x in lines if x["type"] == "log"]
     assert any(f"the parent is at KL {first_round.metrics['kl_total']:.4g}" in x for x in logs)
     assert not any("drift guard" in r for r in outcome.result.reasons)
@@ -256,7 +257,7 @@ def test_a_used_up_drift_budget_says_so_and_what_to_do(
 ) -> None:
     """The parent already past ``kl_cap_total``: no round can be accepted from it; the
     reason names the used-up budget and offers rollback or a new line from the base."""
-    cap = 0.9 * min(first_round.metrics[k] for k in drift.TOTALS)
+    cap = 0.9 * min(first_round.metrics[k] for k in drift_guard.TOTALS)
     outcome, _ = run_round(make_job(
         tmp_path / "job", tiny_model_dir, parent_adapter=first_round.adapter,
         hyper={**SMALL_STEPS, "kl_cap": cap, "kl_cap_total": cap}))
@@ -282,7 +283,7 @@ def test_a_guard_stop_in_the_first_epoch_reports_and_counts_only_what_it_trained
     _, free = run_round(make_job(tmp_path / "free", tiny_model_dir, hyper=hyper))
     w = [max(x["kl_round"], x["kl_round_general"]) for x in free if x["type"] == "progress"]
     assert w[1] < w[2], w
-    cap = (w[1] * w[2]) ** 0.5 / drift.GUARD_MARGIN  # step 3 passes the line, step 2 not
+    cap = (w[1] * w[2]) ** 0.5 / drift_guard.GUARD_MARGIN  # step 3 passes the line, step 2 not
     outcome, _ = run_round(make_job(tmp_path / "job", tiny_model_dir, baseline=0.2, hyper={
         **hyper, "kl_cap": cap, "kl_cap_total": cap, "gate_profile": "tiny-test"}))
     res = outcome.result

@@ -1,4 +1,4 @@
-"""The drift guard's schedule and walk-back (``drift.Guard``), on a stand-in policy whose
+"""The drift guard's schedule and walk-back (``drift_guard.Guard``), on a stand-in policy whose
 drift is the one number its weights hold: which steps are measured, and which step a
 stop keeps, must follow from the drift alone. The guard on real training runs is in
 ``test_drift.py``.
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from rltray.trainer import drift
+from rltray.trainer import guard as drift_guard
 from rltray.trainer.presets import Hyper
 
 HYPER = Hyper(kl_cap=0.1, kl_cap_total=0.6)  # guard line: 0.08 for the round's KL
@@ -53,7 +54,7 @@ def run(drifts: list[float], start: int = 0, start_drift: float = 0.0,
     progress lines' KL, the guard's stop, the weights left loaded, what was measured.
     """
     policy, measured = OneNumberPolicy(start_drift), CountingDriftSet()
-    guard = drift.Guard(measured, policy, hyper, 0, start)  # type: ignore[arg-type]
+    guard = drift_guard.Guard(measured, policy, hyper, 0, start)  # type: ignore[arg-type]
     seen: list[float | None] = []
     last = start + len(drifts)
     for step, d in enumerate(drifts, start + 1):
@@ -71,11 +72,11 @@ def run(drifts: list[float], start: int = 0, start_drift: float = 0.0,
     (0.04, 1, 2), (float("inf"), 3, 1),
 ])
 def test_the_gap_follows_the_projected_drift(share: float, step: int, gap: int) -> None:
-    assert drift.steps_to_next_check(share, step, 4) == gap
+    assert drift_guard.steps_to_next_check(share, step, 4) == gap
 
 
 def test_a_gap_of_one_measures_every_step() -> None:
-    assert drift.steps_to_next_check(0.0, 1, 1) == 1
+    assert drift_guard.steps_to_next_check(0.0, 1, 1) == 1
     seen, stop, _, _ = run([0.001, 0.002, 0.003, 0.004], hyper=Hyper(guard_max_gap=1))
     assert None not in seen and stop is None
 
@@ -118,7 +119,7 @@ def test_after_a_resume_the_starting_weights_are_measured_before_they_are_kept()
 
 def test_large_snapshots_shrink_the_gap(monkeypatch: pytest.MonkeyPatch) -> None:
     """Snapshots of unmeasured steps stay under the budget: here one fits, so every step."""
-    monkeypatch.setattr(drift, "SNAPSHOT_BUDGET_BYTES", 8)  # one float64
+    monkeypatch.setattr(drift_guard, "SNAPSHOT_BUDGET_BYTES", 8)  # one float64
     seen, _, _, _ = run([0.001, 0.002, 0.003, 0.004])
     assert None not in seen
 
@@ -147,11 +148,12 @@ class ParentDriftSet(CountingDriftSet):
                 "kl_round_general": backend.w, "kl_total_general": total}
 
 
-def run_from_parent(at: float, drifts: list[float]) -> tuple[list[float | None],
-                                                          tuple[int, str] | None, drift.Guard]:
+def run_from_parent(
+    at: float, drifts: list[float]
+) -> tuple[list[float | None], tuple[int, str] | None, drift_guard.Guard]:
     """A round whose parent is at total drift ``at``; steps reach ``drifts`` this round."""
     policy, measured = OneNumberPolicy(0.0), ParentDriftSet(at=at)
-    guard = drift.Guard(measured, policy, HYPER, 0, 0)  # type: ignore[arg-type]
+    guard = drift_guard.Guard(measured, policy, HYPER, 0, 0)  # type: ignore[arg-type]
     assert guard.begin() is not None  # the parent is measured before the first step
     seen: list[float | None] = []
     for step, d in enumerate(drifts, 1):
@@ -230,11 +232,11 @@ def run_paused(drifts: list[float], pause_after: int
     import json
 
     policy, measured = OneNumberPolicy(), CountingDriftSet()
-    guard = drift.Guard(measured, policy, HYPER, 0, 0)  # type: ignore[arg-type]
+    guard = drift_guard.Guard(measured, policy, HYPER, 0, 0)  # type: ignore[arg-type]
     for step, d in enumerate(drifts, 1):
         if step == pause_after + 1:
             meta, arrays = guard.state()
-            guard = drift.Guard(measured, policy, HYPER, 0, pause_after)  # type: ignore[arg-type]
+            guard = drift_guard.Guard(measured, policy, HYPER, 0, pause_after)  # type: ignore[arg-type]
             guard.restore(json.loads(json.dumps(meta)), {k: v.copy() for k, v in arrays.items()})
         guard.remember(step - 1)
         policy.w = d

@@ -20,7 +20,8 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from jobfiles import make_job, run_round
-from rltray.trainer import adapters, drift
+from rltray.trainer import adapters
+from rltray.trainer import guard as drift_guard
 
 pytestmark = pytest.mark.ml
 
@@ -43,7 +44,7 @@ def test_a_round_paused_after_an_unmeasured_crossing_resumes_to_the_same_guard_s
     # a line step 2 sits below a ninth of (the guard then skips step 3) and step 3 above
     assert 9 * w[1] < w[2], w
     line = math.sqrt(9 * w[1] * w[2])
-    cap = line / drift.GUARD_MARGIN
+    cap = line / drift_guard.GUARD_MARGIN
     capped = {**HYPER, "kl_cap": cap, "kl_cap_total": cap}
 
     straight, lines = run_round(make_job(tmp_path / "a", tiny_model_dir, hyper=capped))
