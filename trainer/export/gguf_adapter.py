@@ -129,10 +129,12 @@ def export(
     *,
     arch_info: ArchInfo,
     dtype: str = "f32",
+    scale: float = 1.0,
 ) -> Path:
     """Write the GGUF LoRA adapter for ``adapter_dir``; returns ``out``.
 
-    ``dtype`` ``f32`` (default: the factors are small and exact) or ``f16``.
+    ``dtype`` ``f32`` (default: the factors are small and exact) or ``f16``; ``scale``
+    multiplies the delta (the amplified reference of :mod:`.fidelity`).
     Written to a temp name and renamed, so a half-written file is never left.
     """
     import gguf
@@ -147,7 +149,8 @@ def export(
     writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, alpha)
     for pair in pairs:
         writer.add_tensor(pair.gguf_name + ".weight.lora_a", np.ascontiguousarray(pair.a, np_type))
-        writer.add_tensor(pair.gguf_name + ".weight.lora_b", np.ascontiguousarray(pair.b, np_type))
+        writer.add_tensor(pair.gguf_name + ".weight.lora_b",
+                          np.ascontiguousarray(pair.b * np.float32(scale), np_type))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

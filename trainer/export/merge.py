@@ -31,7 +31,9 @@ which the publication records with the version.
 A row length Q8_0 cannot block (not a multiple of 32) falls back to F16.
 Tensors are streamed one at a time: peak memory is one dequantized tensor, not the model.
 The stored type must be in the header before any data, so each adapted tensor is
-merged twice (once to choose and measure, once to write): compute, not memory.
+merged and measured first and written after the header: the first 512 MB of merged
+tensors are kept in memory, the rest merged again when written (peak memory stays
+bounded on a 30B model).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import numpy as np
 
 OUT_TYPES = ("q8_0", "f16", "base")
 DELIVERED_FLOOR = 0.8  # a tensor delivering less of its delta is stored finer
+KEEP_BYTES = 512 * 2**20  # merged tensors kept between the two passes (the rest: merged again)
 
 
 @dataclass
@@ -59,6 +62,13 @@ class MergeReport:
     base_types: dict[str, int] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)  # delivered share per tensor
     weights: dict[str, float] = field(default_factory=dict)  # ||delta||^2 per tensor
+    base_norms: dict[str, float] = field(default_factory=dict)  # ||w||^2 per merged tensor
+    stored: dict[str, str] = field(default_factory=dict)  # merged tensor -> stored type name
+
+    def relative_size(self) -> float:
+        """``||delta|| / ||w||`` over the merged tensors (0 when nothing moved)."""
+        total = sum(self.base_norms.values())
+        return (sum(self.weights.values()) / total) ** 0.5 if total > 0 else 0.0
 
     def delivered(self) -> dict[str, float] | None:
         """Smallest and ||delta||^2-weighted mean delivered share (None: no delta at all)."""
@@ -234,18 +244,33 @@ def _base_and_delta(t: Any, pair: Any, scale: float) -> tuple[np.ndarray, np.nda
     return weights, np.float32(scale) * (pair.b @ pair.a)
 
 
-def _decide(out_type: str, t: Any, pair: Any, scale: float) -> tuple[Any, float | None, float]:
-    """(stored type, delivered share, ||delta||^2) of one adapted tensor: the type
-    :func:`choose_type` picks, or a finer one while the share is below the floor."""
+@dataclass
+class _Decision:
+    """One adapted tensor: stored type, delivered share, ||delta||^2, and its bytes if kept."""
+
+    qtype: Any
+    share: float | None
+    weight: float
+    base_norm: float
+    data: np.ndarray | None
+
+
+def _decide(out_type: str, t: Any, pair: Any, scale: float, forced: str | None) -> _Decision:
+    """The type :func:`choose_type` picks for one adapted tensor (or ``forced``), or a
+    finer one while the delivered share is below the floor; with the stored bytes."""
+    from gguf import GGMLQuantizationType as Q
+
     weights, delta = _base_and_delta(t, pair, scale)
-    qtype = choose_type(out_type, t.tensor_type, int(t.shape[0]))
+    qtype = Q[forced] if forced else choose_type(out_type, t.tensor_type, int(t.shape[0]))
     merged = weights + delta
+    norms = (float(np.square(delta, dtype=np.float64).sum()),
+             float(np.square(weights, dtype=np.float64).sum()))
     while True:
-        share = delivered_share(weights, _restore(_store(merged, qtype), qtype, weights.shape),
-                                delta)
-        finer = _finer(qtype)
+        data = _store(merged, qtype)
+        share = delivered_share(weights, _restore(data, qtype, weights.shape), delta)
+        finer = None if forced else _finer(qtype)
         if share is None or share >= DELIVERED_FLOOR or finer is None:
-            return qtype, share, float(np.square(delta, dtype=np.float64).sum())
+            return _Decision(qtype, share, *norms, data)
         qtype = finer
 
 
@@ -279,8 +304,13 @@ def merge(
     out: Path | str,
     *,
     out_type: str = "q8_0",
+    delta_scale: float = 1.0,
+    types: dict[str, str] | None = None,
 ) -> MergeReport:
-    """Write ``out``: ``base_gguf`` with the adapter's delta added to each adapted tensor."""
+    """Write ``out``: ``base_gguf`` with the adapter's delta added to each adapted tensor.
+
+    ``delta_scale`` and ``types`` (tensor name -> stored type name, as in
+    :attr:`MergeReport.stored`) make the amplified probe :mod:`.fidelity` checks with."""
     import gguf
 
     from .gguf_adapter import ArchInfo, read_pairs
@@ -289,7 +319,7 @@ def merge(
     reader = gguf.GGUFReader(base_gguf)
     arch = ArchInfo.from_gguf(reader)
     pairs, alpha, rank = read_pairs(Path(adapter_dir), arch)
-    scale = alpha / rank
+    scale = alpha / rank * delta_scale
     by_name = {p.gguf_name + ".weight": p for p in pairs}
     problems = _fit_problems(reader, by_name)
     if problems:
@@ -301,8 +331,9 @@ def merge(
     copy_fields(reader, writer)
     report = MergeReport(out=out, size=0, base_size=base_gguf.stat().st_size,
                          merged=len(by_name))
-    plan: list[tuple[Any, Any]] = []  # (reader tensor, stored type or None for a raw copy)
+    plan: list[tuple[Any, _Decision | None]] = []  # (reader tensor, None: a raw copy)
     stored: Counter[str] = Counter()
+    kept = 0  # bytes of merged tensors held for the second pass
     for t in reader.tensors:
         if t.name not in by_name:
             writer.add_tensor_info(
@@ -310,22 +341,29 @@ def merge(
             )
             plan.append((t, None))
             continue
-        qtype, share, weight = _decide(out_type, t, by_name[t.name], scale)
-        stored[qtype.name] += 1
-        if share is not None:
-            report.shares[t.name], report.weights[t.name] = share, weight
-        shape, dtype, nbytes = _tensor_info(t, qtype)
-        writer.add_tensor_info(t.name, shape, dtype, nbytes, raw_dtype=qtype)
-        plan.append((t, qtype))
+        decision = _decide(out_type, t, by_name[t.name], scale, (types or {}).get(t.name))
+        assert decision.data is not None
+        kept += decision.data.nbytes
+        if kept > KEEP_BYTES:
+            decision.data = None  # recomputed when written: memory stays one tensor
+        stored[decision.qtype.name] += 1
+        report.stored[t.name], report.base_norms[t.name] = decision.qtype.name, decision.base_norm
+        if decision.share is not None:
+            report.shares[t.name], report.weights[t.name] = decision.share, decision.weight
+        shape, dtype, nbytes = _tensor_info(t, decision.qtype)
+        writer.add_tensor_info(t.name, shape, dtype, nbytes, raw_dtype=decision.qtype)
+        plan.append((t, decision))
     writer.write_header_to_file(tmp)
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for t, qtype in plan:
-        if qtype is None:
+    for t, decision in plan:
+        if decision is None:
             writer.write_tensor_data(t.data)
-            continue
-        weights, delta = _base_and_delta(t, by_name[t.name], scale)
-        writer.write_tensor_data(_store(weights + delta, qtype))
+        elif decision.data is not None:
+            writer.write_tensor_data(decision.data)
+        else:
+            weights, delta = _base_and_delta(t, by_name[t.name], scale)
+            writer.write_tensor_data(_store(weights + delta, decision.qtype))
     writer.close()
     tmp.replace(out)
     report.size = out.stat().st_size

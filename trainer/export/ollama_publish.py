@@ -174,7 +174,7 @@ def _publish_merged(
         )
     out = workdir / "merged.gguf"
     report = merge.merge(base_gguf, adapter_dir, out, out_type=merged_type)
-    served = _check_served(base_gguf, adapter_dir, out, workdir)
+    served = _check_served(base_gguf, adapter_dir, report, workdir, merged_type)
     digest, _ = client.push_blob(out)
     fields: dict[str, Any] = {
         "files": {"model.gguf": digest},
@@ -198,18 +198,14 @@ def _publish_merged(
     )
 
 
-def _check_served(base_gguf: Path, adapter_dir: Path, merged: Path, workdir: Path) -> dict:
+def _check_served(
+    base_gguf: Path, adapter_dir: Path, report: Any, workdir: Path, out_type: str
+) -> dict[str, Any]:
     """llama.cpp's check of the merged file (see :mod:`.fidelity`); raises when it fails."""
-    import gguf
+    from . import fidelity
 
-    from . import fidelity, gguf_adapter
-
-    if fidelity.llama_cpp_missing():
-        return fidelity.ServedCheck(None, None, None, fidelity.llama_cpp_missing()).as_dict()
-    arch = gguf_adapter.ArchInfo.from_gguf(gguf.GGUFReader(base_gguf))
-    reference = gguf_adapter.export(adapter_dir, workdir / "reference-adapter.gguf",
-                                    arch_info=arch)
-    check = fidelity.check_served(base_gguf, reference, merged)
+    check = fidelity.check_served(base_gguf, adapter_dir, report.out, report, workdir,
+                                  out_type=out_type)
     if not check.ok:
         raise NotServedFaithfully(
             f"The merged model was not published: {check.reason()}; "

@@ -161,3 +161,12 @@ def test_an_adapter_for_other_weights_is_refused_before_writing(
     with pytest.raises(ValueError, match="does not fit this GGUF"):
         merge.merge(tiny_gguf, wrong, tmp_path / "m.gguf")
     assert not list(tmp_path.glob("m.gguf*"))
+
+
+def test_tensors_merged_again_when_not_kept_are_the_same_bytes(
+    tiny_gguf: Path, tiny_adapter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = merge.merge(tiny_gguf, tiny_adapter, tmp_path / "kept.gguf")
+    monkeypatch.setattr(merge, "KEEP_BYTES", 0)  # a model too big to hold: merge twice
+    again = merge.merge(tiny_gguf, tiny_adapter, tmp_path / "again.gguf")
+    assert kept.out.read_bytes() == again.out.read_bytes()
