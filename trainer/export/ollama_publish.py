@@ -162,15 +162,16 @@ def _publish_merged(
     base_gguf: Path,
     merged_type: str,
 ) -> Publication:
-    from . import merge
+    from . import fidelity, merge
 
     base_size = base_gguf.stat().st_size
     free = shutil.disk_usage(workdir).free
-    if free < base_size * 1.2:
+    files = 1 if fidelity.llama_cpp_missing() else 2  # the merged model and the check's probe
+    if free < base_size * 1.2 * files:
         raise DiskFull(
             f"Not enough free disk space in {workdir} to write the merged model "
-            f"(needs about {base_size * 1.2 / 1e9:.1f} GB, {free / 1e9:.1f} GB free): free some "
-            "space or lower ollama.keep_versions."
+            f"(needs about {base_size * 1.2 * files / 1e9:.1f} GB, {free / 1e9:.1f} GB free): "
+            "free some space or lower ollama.keep_versions."
         )
     out = workdir / "merged.gguf"
     report = merge.merge(base_gguf, adapter_dir, out, out_type=merged_type)

@@ -82,7 +82,7 @@ def test_publish_refuses_a_merged_model_llamacpp_finds_without_the_adapter(
     fake = start_fake(tmp_path / "ollama", "0.35.0", base)
     try:
         with Ollama(fake.url, timeout=60) as client:
-            with merge_as_before(), pytest.raises(NotServedFaithfully, match="carries"):
+            with merge_as_before(), pytest.raises(NotServedFaithfully, match="keeps only"):
                 publish(client, BASE, adapter, 1, workdir=tmp_path / "w1")
             assert "tiny-1m-rltray:v1" not in fake.models
             pub = publish(client, BASE, adapter, 2, workdir=tmp_path / "w2")
