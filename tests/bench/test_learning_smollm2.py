@@ -71,3 +71,17 @@ def test_targets_name_what_a_row_misses() -> None:
     worse = {**row, "pref": 0.6, "nll_change": 0.06, "kl_ref": 0.06, "degenerate": 0.08}
     assert bench.misses(worse) == "gap,nll,kl,degen"
     assert bench.misses({"pref": 0.5, "nll_change": 0.0, "kl_ref": 0.0, "degenerate": 0}) == "?"
+
+
+def test_a_row_prints_its_base_gap_and_misses() -> None:
+    row = {"key": "torch-usage-example-balanced-on-n64-x1-e160-s1", "backend": "torch",
+           "preset": "balanced", "source": "on", "n": 64, "lr_scale": 1.0, "pref": 0.8,
+           "pref_se": 0.03, "base_pref": 0.4, "degenerate": 0.1, "base_degenerate": 0.02,
+           "kl_ref": 0.03, "nll_change": 0.02, "kl_round": 0.02, "accepted": True, "steps": 8,
+           "wall_s": 500.0}
+    line = bench.fmt(row)
+    assert "usage-example" in line and " 0.40 " in line and " 0.67 " in line
+    assert line.endswith(" degen") and "0.02>0.10" in line
+    assert bench.row_seed(row["key"]) == 1
+    old = {k: v for k, v in row.items() if k not in ("base_pref", "base_degenerate")}
+    assert bench.fmt(old).endswith(" ?") and "usage-example" in bench.fmt(old)
