@@ -1,6 +1,7 @@
 """How much of an adapter each publish path delivers, on Q8_0, Q4_1 and F16 bases.
 
 Run:  nice -n 10 .venv/bin/python bench/export_fidelity.py [--median 1e-4] [--every 3] [--no-llama]
+      [--bases Q4_1,Q8_0,F16]
       nice -n 10 .venv/bin/python bench/export_fidelity.py --peft   # the random-adapter check
 
 Why (issue 20): a trained adapter's delta is tiny (median |delta| ~1e-4 on
@@ -51,9 +52,10 @@ def table(args: argparse.Namespace, model: Path, work: Path) -> dict[str, Any]:
 
     use_llama = not args.no_llama and fidelity.llama_cpp_missing() is None
     every = args.every
-    bases = {"Q4_1": model,
-             "Q8_0": rewrite_base(model, work / "q8_0.gguf", "Q8_0", every),
-             "F16": rewrite_base(model, work / "f16.gguf", "F16", every)}
+    makers = {"Q4_1": lambda: model,
+              "Q8_0": lambda: rewrite_base(model, work / "q8_0.gguf", "Q8_0", every),
+              "F16": lambda: rewrite_base(model, work / "f16.gguf", "F16", every)}
+    bases = {label: makers[label]() for label in args.bases.split(",")}
     adapter = trained_size_adapter(model, work / "adapter", args.median, every=every)
     rows: dict[str, Any] = {}
     for label, base in bases.items():
@@ -148,6 +150,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--median", type=float, default=1e-4, help="median |delta| of the adapter")
     ap.add_argument("--every", type=int, default=3, help="adapt every N-th block (1: all)")
+    ap.add_argument("--bases", default="Q4_1,Q8_0,F16", help="which bases, comma-separated")
     ap.add_argument("--no-llama", action="store_true", help="weight-space figures only")
     ap.add_argument("--peft", action="store_true", help="the random-adapter check vs PEFT")
     ap.add_argument("--b-std", type=float, default=0.15, help="--peft: the random B's std")
