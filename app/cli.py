@@ -81,8 +81,9 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="rltray", show_header=False, box=None)
-    for key in ("turns", "good", "bad", "unrated", "untrained", "pending_spool", "rejected_spool"):
-        table.add_row(key.replace("_", " "), str(status[key]))
+    for key in ("turns", "good", "bad", "unrated", "untrained", "held_out", "pending_spool",
+                "rejected_spool"):
+        table.add_row(key.replace("_", " "), str(status.get(key, 0)))
     for agent, info in status["agents"].items():
         last = local_time(info["last_event_at"])
         table.add_row(plain(agent), plain(f"{plural(info['turns'], 'turn')}, last at {last}"))

@@ -208,6 +208,8 @@ class Service:
             "bad": counts["bad"],
             "unrated": counts["unrated"],
             "untrained": counts["untrained"],
+            # the standing held-out set: untrained on purpose, every round is judged on it
+            "held_out": counts["heldout"],
             "pending_spool": self.pending_spool(),
             "rejected_spool": self.rejected_spool(),
             "agents": {
