@@ -477,6 +477,7 @@ def fmt(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     t0 = time.time()
+    a.out = a.out.resolve()  # the job names the base folder; the trainer reads it from run_dir
     a.out.mkdir(parents=True, exist_ok=True)
     w.PREFER = a.prefer
     folder = w.base_folder(a.out.parent)
