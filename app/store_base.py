@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,6 +61,17 @@ def utc_iso(value: datetime | str | None = None) -> str:
         value = value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
+
+
+#: Most ``?`` placeholders in one statement: SQLite builds before 3.32 allow 999.
+IN_CHUNK = 500
+
+
+def in_chunks(values: Sequence[Any]) -> Iterator[tuple[list[Any], str]]:
+    """``values`` in slices small enough for one ``IN (...)``, each with its placeholders."""
+    for start in range(0, len(values), IN_CHUNK):
+        chunk = list(values[start : start + IN_CHUNK])
+        yield chunk, ",".join("?" * len(chunk))
 
 
 def _check_choice(what: str, value: str, allowed: tuple[str, ...]) -> None:

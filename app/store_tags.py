@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from rltray.app.store_base import StoreBase, StoreError, utc_iso
+from rltray.app.store_base import StoreBase, StoreError, in_chunks, utc_iso
 
 MAX_TAG_CHARS = 40
 
@@ -55,9 +55,7 @@ class Tags(StoreBase):
         """Each turn's tags (alphabetical); turns without tags are absent."""
         ids = [int(i) for i in turn_ids]
         out: dict[int, list[str]] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in in_chunks(ids):
             rows = self._read(
                 "SELECT tt.turn_id, g.name FROM turn_tags tt JOIN tags g ON g.id = tt.tag_id"
                 f" WHERE tt.turn_id IN ({marks}) ORDER BY g.name",

@@ -18,7 +18,7 @@ from typing import Any
 
 from rltray.app import dbbackup, sessionstate
 from rltray.app.paths import Paths
-from rltray.app.store_base import StoreBase, StoreError, _check_source, utc_iso
+from rltray.app.store_base import StoreBase, StoreError, _check_source, in_chunks, utc_iso
 
 _EXPORT_PAGE = 500
 
@@ -72,9 +72,7 @@ def forget(conn: sqlite3.Connection, source_keys: list[str]) -> int:
     """
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     now, deleted = utc_iso(), 0
-    for start in range(0, len(source_keys), 500):
-        chunk = source_keys[start : start + 500]
-        marks = ",".join("?" * len(chunk))
+    for chunk, marks in in_chunks(source_keys):
         ids = f"SELECT id FROM turns WHERE source_key IN ({marks})"
         if "deleted_turns" in have:
             conn.executemany(
@@ -226,9 +224,7 @@ class TurnsAndRatings(StoreBase):
         keys: list[str] = []
         turns: list[sessionstate.SessionTurn] = []
         with self._write() as conn:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 rows = conn.execute(
                     "SELECT source_key, agent, session, turn, prompt FROM turns"
                     f" WHERE id IN ({marks})",
@@ -370,9 +366,7 @@ class TurnsAndRatings(StoreBase):
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
                 raise StoreError(f"There is no training run {run_id!r}.")
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 cur = conn.execute(
                     f"UPDATE ratings SET trained_run_id = ? WHERE id IN ({marks})", (run_id, *chunk)
                 )
@@ -385,9 +379,7 @@ class TurnsAndRatings(StoreBase):
         now = utc_iso()
         changed = 0
         with self._write() as conn:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 cur = conn.execute(
                     "UPDATE ratings SET heldout_at = ? WHERE heldout_at IS NULL"
                     f" AND id IN ({marks})", (now, *chunk),
