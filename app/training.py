@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app import adapterversions, jobbuild, outcome
@@ -78,11 +77,6 @@ class _Child:
     metrics: dict[str, Any] = field(default_factory=dict)
     finished: threading.Event = field(default_factory=threading.Event)
     reader: threading.Thread | None = None
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a log file ('' when there is none)."""
-    return outcome.log_tail(path, lines)
 
 
 def failure_text(error: Mapping[str, Any] | None, code: int, tail: str) -> str:
@@ -423,7 +417,7 @@ class TrainingRunner:
             self.store.set_run_metrics(child.run_id, metrics)
             self.store.set_run_status(child.run_id, "paused")
         else:
-            tail = log_tail(child.built.folder / "trainer.log")
+            tail = outcome.log_tail(child.built.folder / "trainer.log", LOG_TAIL_LINES)
             error = failure_text(child.error, code, tail)
             self.store.finish_run(child.run_id, "failed", metrics=metrics, error=error)
 
