@@ -98,9 +98,12 @@ class LocalServer:
         if self._closed:
             return
         self._closed = True
-        if self._started:
+        if self._started and self._thread.is_alive():
             # the loop thread owns its sockets: close them from inside it, then it returns
-            self._server.trigger.pull_trigger(self._close_all)
+            try:
+                self._server.trigger.pull_trigger(self._close_all)
+            except OSError:  # the loop already closed its trigger (its map emptied): close here
+                self._close_all()
             self._thread.join(timeout=5)
         else:
             self._close_all()

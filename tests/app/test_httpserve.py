@@ -159,3 +159,14 @@ def test_stop_closes_the_port_and_open_connections() -> None:
         assert idle.recv(100) == b""
     with pytest.raises(OSError):
         socket.create_connection(server.address, timeout=2)
+
+
+def test_stop_works_when_the_serving_loop_already_closed_its_trigger() -> None:
+    """The dashboard bench once failed in CI at ``stop`` with EBADF: waking the loop
+    through its trigger pipe failed because the pipe was already closed. Stop must
+    still close the port."""
+    server = LocalServer(_hello, "test-http").start()
+    server._server.trigger.close()  # the state CI hit: the wake-up pipe is gone
+    server.stop()
+    with pytest.raises(OSError):
+        socket.create_connection(server.address, timeout=2)
