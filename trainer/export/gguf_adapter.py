@@ -62,6 +62,26 @@ class ArchInfo:
         )
 
 
+def tensor_name_map(arch: Any, n_blocks: int) -> Any:
+    """``gguf.get_tensor_name_map`` without its side effect on every later map.
+
+    Why: gguf (0.19 and before) merges an architecture's own block names (Arctic's)
+    into the class-wide ``TensorNameMap.block_mappings_cfg``, so from then on, in the
+    whole process, a Llama's ``post_attention_layernorm`` maps nowhere. Transformers'
+    GGUF loader uses the same table: a base materialized after an Arctic export
+    came out without its norms (CI met it when the tests ran in one process).
+    """
+    import gguf
+
+    cls = gguf.TensorNameMap
+    shared = cls.block_mappings_cfg
+    cls.block_mappings_cfg = dict(shared)  # the constructor's update lands on this copy
+    try:
+        return gguf.get_tensor_name_map(arch, n_blocks)
+    finally:
+        cls.block_mappings_cfg = shared
+
+
 def gguf_base_name(module_path: str, arch: ArchInfo) -> str:
     """``model.layers.3.self_attn.q_proj`` -> ``blk.3.attn_q`` (``ValueError`` if unknown)."""
     import gguf
@@ -69,7 +89,7 @@ def gguf_base_name(module_path: str, arch: ArchInfo) -> str:
     archs = {name: enum for enum, name in gguf.MODEL_ARCH_NAMES.items()}
     if arch.arch not in archs:
         raise ValueError(f"the gguf library does not know the architecture {arch.arch!r}")
-    mapping = gguf.get_tensor_name_map(archs[arch.arch], arch.n_blocks)
+    mapping = tensor_name_map(archs[arch.arch], arch.n_blocks)
     name = mapping.get_name(module_path + ".weight", try_suffixes=(".weight",))
     if name is None:
         raise ValueError(f"no llama.cpp tensor name for the layer {module_path}")

@@ -126,3 +126,15 @@ def test_an_adapter_on_a_fused_permuted_qkv_layer_is_refused(tmp_path: Path) -> 
     a, b = np.zeros((RANK, HIDDEN), np.float32), np.zeros((3 * HIDDEN, RANK), np.float32)
     with pytest.raises(ValueError, match="fused W_pack"):
         gguf_adapter.oriented_delta_factors("model.layers.0.self_attn.W_pack", a, b, info)
+
+
+def test_an_arctic_name_lookup_leaves_every_other_architecture_s_names_alone() -> None:
+    """gguf's own map for Arctic rewrites the class-wide block table; ours must not, or
+    a Llama base materialized later in the same process loses its ffn norms."""
+    if not _known("arctic"):
+        pytest.skip("the installed gguf library does not know 'arctic'")
+    info = gguf_adapter.ArchInfo("arctic", 1, HEADS, KV_HEADS)
+    assert gguf_adapter.gguf_base_name("model.layers.0.self_attn.q_proj", info) == "blk.0.attn_q"
+    llama = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 1)
+    got = llama.get_name("model.layers.0.post_attention_layernorm.weight")
+    assert got == "blk.0.ffn_norm.weight"
