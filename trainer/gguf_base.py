@@ -234,9 +234,18 @@ def _convert_whole(link: Path, out: Path, dtype: Any) -> None:
     """
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(
-        str(link.parent), gguf_file=link.name, dtype=dtype, **_dense_kwargs()
+    model, info = AutoModelForCausalLM.from_pretrained(
+        str(link.parent), gguf_file=link.name, dtype=dtype, output_loading_info=True,
+        **_dense_kwargs(),
     )
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:  # Transformers would fill them with fresh values: another model than the GGUF
+        raise GGUFBaseError(
+            f"Transformers found no weights in {link.resolve().name} for {len(missing)} "
+            f"tensors ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); "
+            "training would start from a different model. Set training.base_model to the "
+            "matching Hugging Face weights (a folder or hub id) instead."
+        )
     # Transformers >= 5 marks a GGUF-loaded model as quantized even when dequantized;
     # the weights are dense here, so save them as a plain model.
     model.hf_quantizer = None

@@ -67,7 +67,7 @@ def test_the_gate_accepts_a_good_round_and_rejects_a_collapsed_one(
     assert m["drift_set"] == "held-out" and 0 < m["kl_round"] <= 0.05
     assert m["heldout_good"] == 4 and m["heldout_bad"] == 4  # the preference was judged
     assert m["preference"] in ("better", "unchanged")
-    assert m["ref_prompts"] == 8 and 0 <= m["ref_nll_increase"] < 0.05  # capability kept
+    assert m["ref_prompts"] == 8 and abs(m["ref_nll_increase"]) < 0.05  # capability kept
 
     info = presets.model_info(json.loads((smollm2_dir / "config.json").read_text()))
     lr = presets.resolve("balanced", info).lr

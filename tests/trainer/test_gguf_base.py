@@ -30,7 +30,8 @@ HIDDEN, FFN, VOCAB, HEADS, KV_HEADS = 64, 96, 64, 4, 2
 
 
 def build_gguf(path: Path, *, down_std: float = 3000.0, qk_std: float = 0.1,
-               rope_base: float | None = None, embed_peak: float | None = None) -> Path:
+               rope_base: float | None = None, embed_peak: float | None = None,
+               ffn_norm: bool = True) -> Path:
     """One Llama block, F16 block weights, a byte-ish tokenizer Transformers can read.
     The default ``ffn_down`` is large so the block's output (the residual) reaches ~1e5."""
     import gguf
@@ -70,7 +71,8 @@ def build_gguf(path: Path, *, down_std: float = 3000.0, qk_std: float = 0.1,
         ("ffn_down", (HIDDEN, FFN), down_std),
     ):
         w.add_tensor(f"blk.0.{name}.weight", rng.normal(0, std, shape).astype(np.float16))
-    w.add_tensor("blk.0.ffn_norm.weight", np.ones(HIDDEN, np.float32))
+    if ffn_norm:
+        w.add_tensor("blk.0.ffn_norm.weight", np.ones(HIDDEN, np.float32))
     w.add_tensor("output_norm.weight", np.ones(HIDDEN, np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -161,3 +163,21 @@ def test_a_tensor_beyond_float16_range_is_stored_in_bfloat16(tmp_path: Path) -> 
     embed = weights.pop("model.embed_tokens.weight")
     assert embed.dtype == torch.bfloat16 and float(embed[3, 5]) == pytest.approx(1e5, rel=1e-2)
     assert {w.dtype for w in weights.values()} == {torch.float16}
+
+
+def test_a_gguf_missing_a_weight_is_refused_not_filled_with_fresh_values(tmp_path: Path) -> None:
+    """Transformers fills a weight it cannot find with a fresh initialisation and only
+    warns; training would then start from another model than the one Ollama serves."""
+    import torch
+
+    gguf = build_gguf(tmp_path / "holed.gguf", down_std=0.05, ffn_norm=False)
+    link = tmp_path / "link" / "model.gguf"
+    link.parent.mkdir()
+    link.symlink_to(gguf)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert gguf_base._convert_streamed(link, out, torch.float16) is False  # falls back ...
+    with pytest.raises(gguf_base.GGUFBaseError, match="post_attention_layernorm"):
+        gguf_base._convert_whole(link, out, torch.float16)  # ... and the fallback refuses
+    with pytest.raises(gguf_base.GGUFBaseError, match=r"training\.base_model"):
+        gguf_base.materialize(gguf, cache=tmp_path / "cache")
