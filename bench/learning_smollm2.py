@@ -45,6 +45,8 @@ from typing import Any
 import smollm2_world as w
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where the bench samples and scores, and the trainer runs (``--device``).
+DEVICE = "cpu"
 T0 = datetime(2025, 6, 1, 9, 0, tzinfo=timezone.utc)
 
 
@@ -68,6 +70,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--heldout", type=int, default=16, help="held-out rated turns per job")
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cuda: sample and score on a GPU (fp32) and train there (bf16); "
+                         "its rows are keyed apart from CPU rows")
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--fresh", action="store_true", help="ignore cached run rows")
     ap.add_argument("--rescore", action="store_true",
@@ -92,7 +97,7 @@ def load(folder: Path, adapter: Path | None = None) -> tuple[Any, Any]:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(adapter))
-    return model.eval(), tok
+    return model.to(DEVICE).eval(), tok
 
 
 def cached(path: Path, make: Any) -> Any:
@@ -200,6 +205,7 @@ def reference_nll(model: Any, tok: Any, world: dict[str, Any], has_adapter: bool
     for p, r in zip(world["eval_prompts"][:24], world["reference"], strict=True):
         prompt = w.chat(tok, p)
         ids = tok(prompt + r + "<|im_end|>", return_tensors="pt", add_special_tokens=False)
+        ids = ids.to(DEVICE)
         start = len(tok(prompt, add_special_tokens=False)["input_ids"])
         with torch.no_grad():
             lp = torch.log_softmax(model(**ids).logits[0, :-1].float(), -1)
@@ -355,6 +361,8 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
         key = f"{method}-{key}"
     if a.bf16:
         key += "-bf16"
+    if a.device != "cpu":
+        key += f"-{a.device}"
     run_dir = a.out / "runs" / key
     row_file = run_dir / "row.json"
     if row_file.exists() and not a.fresh:
@@ -378,7 +386,7 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
         hyper["guard_turns"] = 0  # no drift guard: see what the gate does with the result
     if method == "reinforce":
         hyper.update(REINFORCE)
-    job = {"v": 1, "id": key, "base_model": str(folder), "backend": a.backend, "device": "cpu",
+    job = {"v": 1, "id": key, "base_model": str(folder), "backend": a.backend, "device": a.device,
            "preset": preset, "hyper": hyper, "examples": "examples.jsonl",
            "heldout": "heldout.jsonl", "out": "adapter", "seed": a.seed, "baseline": 0.0}
     (run_dir / "job.json").write_text(json.dumps(job, indent=1))
@@ -475,7 +483,9 @@ def fmt(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DEVICE
     a = parse(argv)
+    DEVICE = a.device
     t0 = time.time()
     a.out = a.out.resolve()  # the job names the base folder; the trainer reads it from run_dir
     a.out.mkdir(parents=True, exist_ok=True)

@@ -248,9 +248,12 @@ def chat(tok: Any, prompt: str, system: str | None = None) -> str:
 
 
 def generate(model: Any, tok: Any, prompt_list: list[str], *, max_new: int, temperature: float,
-             seed: int, batch: int = 16, system: str | None = None) -> list[str]:
-    """Sampled answers (temperature, no top-k/p), batched with left padding."""
+             seed: int, batch: int | None = None, system: str | None = None) -> list[str]:
+    """Sampled answers (temperature, no top-k/p), batched with left padding (16 prompts
+    at a time on a CPU, 64 on a GPU)."""
     import torch
+
+    batch = batch or (64 if model.device.type == "cuda" else 16)
 
     tok.padding_side = "left"
     if tok.pad_token is None:
@@ -260,7 +263,7 @@ def generate(model: Any, tok: Any, prompt_list: list[str], *, max_new: int, temp
     for start in range(0, len(prompt_list), batch):
         chunk = prompt_list[start : start + batch]
         enc = tok([chat(tok, p, system) for p in chunk], return_tensors="pt", padding=True,
-                  add_special_tokens=False)
+                  add_special_tokens=False).to(model.device)
         torch.manual_seed(seed + start)
         with torch.no_grad():
             gen = model.generate(**enc, max_new_tokens=max_new, do_sample=temperature > 0,

@@ -93,6 +93,10 @@ SHAPES: dict[str, dict[str, int]] = {
                      "vocab": 49152, "tied": 1},
     "qwen-0.5b": {"hidden": 896, "layers": 24, "inter": 4864, "heads": 14, "kv": 2,
                   "vocab": 151936, "tied": 1},
+    "qwen-1.5b": {"hidden": 1536, "layers": 28, "inter": 8960, "heads": 12, "kv": 2,
+                  "vocab": 151936, "tied": 1},
+    "llama-8b": {"hidden": 4096, "layers": 32, "inter": 14336, "heads": 32, "kv": 8,
+                 "vocab": 128256, "tied": 0},
 }
 
 
@@ -132,7 +136,12 @@ def model_folder(out: Path, a: argparse.Namespace) -> Path:
 
 
 def build_model(folder: Path, d: dict[str, int]) -> Path:
-    """Random-init Llama + a small tokenizer (token ids are random anyway)."""
+    """Random-init Llama + a small tokenizer (token ids are random anyway).
+
+    On a CUDA machine the weights are drawn on the GPU and saved in bfloat16 (what
+    the torch backend loads there): an 8B model is drawn in seconds instead of
+    minutes of CPU initialisation.
+    """
     if (folder / "config.json").exists():
         return folder
     import torch
@@ -142,7 +151,13 @@ def build_model(folder: Path, d: dict[str, int]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(folder)
     torch.manual_seed(0)
-    LlamaForCausalLM(llama_config(d, tok)).save_pretrained(folder)
+    if torch.cuda.is_available():
+        with torch.device("cuda"):
+            model = LlamaForCausalLM(llama_config(d, tok)).to(torch.bfloat16)
+    else:
+        model = LlamaForCausalLM(llama_config(d, tok))
+    model.save_pretrained(folder)
+    del model
     return folder
 
 
@@ -176,7 +191,7 @@ def child_backend(a: argparse.Namespace) -> dict[str, Any]:
         "balanced", presets.model_info(config),
         {"batch_size": a.batch, "step_examples": a.batch, "max_seq_len": a.seq},
     )
-    job = SimpleNamespace(base_model=str(folder), revision=None, backend=a.child, device="cpu",
+    job = SimpleNamespace(base_model=str(folder), revision=None, backend=a.child, device=a.device,
                           trust_remote_code=False, parent_adapter=None, seed=0)
     if a.child == "torch":
         from rltray.trainer.backends.torch_peft import TorchPeftBackend as Cls
@@ -196,7 +211,7 @@ def child_backend(a: argparse.Namespace) -> dict[str, Any]:
         position_ids=np.tile(np.arange(L, dtype=np.int64), (b, 1)), example_idx=list(range(b)),
     )
     t0 = time.perf_counter()
-    base = be.logprobs(batch, adapter=False)
+    base = be.logprobs(batch, adapter=False)  # returns numpy: the GPU has finished
     fwd_s = time.perf_counter() - t0
     adv = np.array([1.0 if i % 2 == 0 else -1.0 for i in range(b)], np.float32)
     weight = np.full(b, 1.0 / b, np.float32)
@@ -206,25 +221,53 @@ def child_backend(a: argparse.Namespace) -> dict[str, Any]:
     for _ in range(a.steps):
         be.accumulate(batch, base, base, adv, weight)
         be.step()
+    _synchronize(a)
     train_s = (time.perf_counter() - t0) / a.steps
     threads = None
+    gpu_mb = None
     if a.child == "torch":
         import torch
 
         threads = torch.get_num_threads()
+        if a.device == "cuda":
+            gpu_mb = torch.cuda.max_memory_allocated() / 2**20
     return {
         "backend": a.child, "device": getattr(be, "device_name", a.child), "threads": threads,
         "load_s": load_s, "forward_tokens_per_s": b * L / fwd_s,
         "train_tokens_per_s": b * L / train_s, "step_s": train_s, "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": gpu_mb,
         "lora_params": int(sum(v.size for v in be.lora_state().values())),
     }
 
 
+def _synchronize(a: argparse.Namespace) -> None:
+    """Wait for the GPU's queued work, so a timer read after it counts that work."""
+    if a.device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def child_matmul(a: argparse.Namespace) -> dict[str, Any]:
-    """Best fp32 matmul FLOP/s of torch (trainer's thread count) or MLX (CPU)."""
+    """Best matmul FLOP/s: fp32 (bf16) of torch on the CPU with the trainer's thread
+    count, bf16 of torch on CUDA, or fp32 of MLX on the CPU."""
     n, reps = a.matmul_n, 5
     best = 0.0
-    if a.child in ("matmul-torch", "matmul-torch-bf16"):
+    if a.child == "matmul-torch-cuda":
+        import torch
+
+        n = max(n, 8192)  # a GPU reaches its peak only on large products
+        x = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+        y = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+        torch.matmul(x, y)
+        torch.cuda.synchronize()
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(10):
+                torch.matmul(x, y)
+            torch.cuda.synchronize()
+            best = max(best, 10 * 2 * n**3 / (time.perf_counter() - t0))
+    elif a.child in ("matmul-torch", "matmul-torch-bf16"):
         import torch
         from rltray.trainer.backends.torch_peft import choose_threads
 
@@ -268,7 +311,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="small model, a few seconds per backend")
     ap.add_argument("--shape", default="60m", choices=[k for k in SHAPES if k != "quick"],
                     help="model shape (see SHAPES)")
-    ap.add_argument("--backends", default="torch,mlx")
+    ap.add_argument("--backends", default="torch,mlx",
+                    help="torch, torch-bf16 (CPU autocast), torch-cuda (a CUDA GPU, bf16), mlx")
     ap.add_argument("--out", type=Path, default=Path(".bench-out/train_speed"))
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
@@ -287,6 +331,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="--versus: one torch.profiler round per tool, where the time goes")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--rows", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.quick and a.shape != ap.get_default("shape"):
@@ -331,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in names:
         bf16 = name == "torch-bf16"
-        r = spawn(["--child", "torch" if bf16 else name, *common], a.timeout,
+        child = "torch" if name in ("torch-bf16", "torch-cuda") else name
+        device = ["--device", "cuda"] if name == "torch-cuda" else []
+        r = spawn(["--child", child, *device, *common], a.timeout,
                   {"RLTRAY_TRAINER_BF16": "1" if bf16 else "0"})
         r["backend"] = name
         if "error" not in r:
@@ -344,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
           f"batch {a.batch} x {a.seq} tokens; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for k, p in peaks.items():
-        print(f"{'bf16' if k.endswith('bf16') else 'fp32'} matmul peak ({k}, n={a.matmul_n}): "
+        kind = "bf16" if k.endswith(("bf16", "cuda")) else "fp32"
+        print(f"{kind} matmul peak ({k}, n={p.get('n', a.matmul_n)}): "
               + (f"{p['gflops']:.1f} GFLOP/s" if "gflops" in p else p["error"]))
     print(f"{'backend':<8} {'tok/s train':>11} {'tok/s fwd':>10} {'step s':>7} {'peak MiB':>9} "
           f"{'GFLOP/s 4N':>10} {'6N-eq':>7} {'of peak':>7}")
@@ -357,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['forward_tokens_per_s']:>10.0f} {r['step_s']:>7.2f} "
               f"{r['peak_rss_mb']:>9.0f} {r['model_gflops_4n']:>10.1f} "
               f"{r['model_gflops_6n_equiv']:>7.1f} "
-              + (f"{100 * frac:>6.0f}%" if frac is not None else "      -"))
+              + (f"{100 * frac:>6.0f}%" if frac is not None else "      -")
+              + (f"  GPU peak {r['peak_gpu_mb']:.0f} MiB" if r.get("peak_gpu_mb") else ""))
     print(json.dumps({"shape": shape_name(a), "model": d, "matmul_params": n_mm,
                       "batch": a.batch, "seq": a.seq,
                       "steps": a.steps, "loadavg": os.getloadavg()[0], "matmul_peak": peaks,
