@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from rltray.trainer import (
@@ -52,11 +52,12 @@ from rltray.trainer import (
     objective,
     rounddata,
 )
+from rltray.trainer.backends.base import Backend
 from rltray.trainer.drift import DriftSet
 from rltray.trainer.guard import Guard
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
-
-Emit = Callable[[dict[str, Any]], None]
+from rltray.trainer.presets import Hyper
+from rltray.trainer.round import Emit, Round
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,11 @@ class Outcome:
 
 
 def train(
-    backend: Any,
+    backend: Backend,
     examples: Sequence[Example],
     heldout: Sequence[Example] | None,
     job: TrainJob,
-    hyper: Any,
+    hyper: Hyper,
     emit: Emit,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Outcome:
@@ -93,70 +94,74 @@ def train(
     data_hash = adapters.examples_hash(
         [e.to_dict() for e in examples] + [{"heldout": e.to_dict()} for e in heldout]
     )
-
     drift = DriftSet.of(enc, kept, held_enc, held_kept, job, examples, heldout)
     drift.keep_references(backend)
-    ck_dir = job.checkpoint_dir
+    rnd = Round(
+        backend=backend, job=job, hyper=hyper, examples=examples, heldout=heldout,
+        enc=enc, kept=kept, held_enc=held_enc, held_kept=held_kept, pad_id=pad_id,
+        data_hash=data_hash, drift=drift, emit=emit, should_stop=should_stop, started=started,
+    )  # fmt: skip
+    state = _resume_or_start(rnd)
+    if state is None:
+        return Outcome("paused", checkpoint=None)
+    rnd.guard = _guard(rnd, state)
+    how = _optimise(rnd, state)
+    if how == "paused":
+        state.guard, state.guard_arrays = rnd.guard.state()
+        return Outcome("paused", checkpoint=checkpoint.save(job.checkpoint_dir, state, backend))
+    result = _finish(rnd, state, stopped_early=how)
+    checkpoint.remove(job.checkpoint_dir)
+    return Outcome("done", result=result)
+
+
+def _resume_or_start(rnd: Round) -> checkpoint.RoundState | None:
+    """The round's state: its checkpoint's when one of this very round is there, else
+    a new one from the round start (``None`` when asked to stop during it)."""
+    ck_dir, emit = rnd.job.checkpoint_dir, rnd.emit
     state = checkpoint.load(ck_dir) if ck_dir.exists() else None
-    fingerprint = round_fingerprint(job, hyper, backend)
+    fingerprint = round_fingerprint(rnd.job, rnd.hyper, rnd.backend)
     if state is not None and (
-        state.job_id != job.id or state.data_hash != data_hash or state.fingerprint != fingerprint
-    ):
+        state.job_id != rnd.job.id or state.data_hash != rnd.data_hash
+        or state.fingerprint != fingerprint
+    ):  # fmt: skip
         emit({"type": "log", "message": "discarding a checkpoint of a different round"})
         checkpoint.remove(ck_dir)
         state = None
     if state is not None:
-        backend.load_checkpoint(checkpoint.backend_dir(ck_dir))
+        rnd.backend.load_checkpoint(checkpoint.backend_dir(ck_dir))
         emit({"type": "log", "message": f"resumed at optimizer step {state.global_step}"})
-    else:
-        checkpoint.remove(ck_dir)
-        t_start = time.monotonic()
-        backend.reference.parent_loaded = True  # no step yet: the policy is the parent
-        try:
-            state = _round_start(
-                backend, examples, enc, kept, held_enc, held_kept, heldout, job, hyper,
-                pad_id, data_hash, should_stop,
-            )
-        finally:
-            backend.reference.parent_loaded = False
-        if state is None:
-            return Outcome("paused", checkpoint=None)
-        state.fingerprint = fingerprint
-        state.metrics["round_start_s"] = round(time.monotonic() - t_start, 3)
-        for name in ("auroc_parent", "heldout_good", "heldout_bad"):
-            emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
-
-    guard = _guard(drift, backend, hyper, pad_id, state, emit)
-    how = _optimise(
-        backend, examples, enc, state, job, hyper, pad_id, emit, should_stop, started, guard
-    )
-    if how == "paused":
-        state.guard, state.guard_arrays = guard.state()
-        return Outcome("paused", checkpoint=checkpoint.save(ck_dir, state, backend))
-    result = _finish(
-        backend, examples, held_enc, heldout, state, job, hyper, pad_id, data_hash, emit,
-        started, guard, stopped_early=how,
-    )
+        return state
     checkpoint.remove(ck_dir)
-    return Outcome("done", result=result)
+    t_start = time.monotonic()
+    rnd.backend.reference.parent_loaded = True  # no step yet: the policy is the parent
+    try:
+        state = _round_start(rnd)
+    finally:
+        rnd.backend.reference.parent_loaded = False
+    if state is None:
+        return None
+    state.fingerprint = fingerprint
+    state.metrics["round_start_s"] = round(time.monotonic() - t_start, 3)
+    for name in ("auroc_parent", "heldout_good", "heldout_bad"):
+        emit({"type": "metric", "name": name, "value": state.metrics.get(name)})
+    return state
 
 
-def _guard(drift: DriftSet, backend: Any, hyper: Any, pad_id: int,
-           state: checkpoint.RoundState, emit: Emit) -> Guard:
+def _guard(rnd: Round, state: checkpoint.RoundState) -> Guard:
     """The round's drift guard: as the checkpoint left it, or new at the round's start
     (where it measures the parent's drift to the base: the total lines start there)."""
-    guard = Guard(drift, backend, hyper, pad_id, state.global_step)
+    guard = Guard(rnd.drift, rnd.backend, rnd.hyper, rnd.pad_id, state.global_step)
     if state.guard:
         guard.restore(state.guard, state.guard_arrays)
     elif state.global_step == 0 and (parent := guard.begin()) is not None:
-        emit({"type": "log", "message": (
+        rnd.emit({"type": "log", "message": (
             f"drift guard: the parent is at KL {parent['kl_total']:.4g} to the base on "
-            f"{drift.which} answers; this round may take it to "
-            f"{guard.lines.line['kl_total']:.4g} (total cap {float(hyper.kl_cap_total):g})")})
+            f"{rnd.drift.which} answers; this round may take it to "
+            f"{guard.lines.line['kl_total']:.4g} (total cap {float(rnd.hyper.kl_cap_total):g})")})
     return guard
 
 
-def round_fingerprint(job: TrainJob, hyper: Any, backend: Any) -> str:
+def round_fingerprint(job: TrainJob, hyper: Hyper, backend: Backend) -> str:
     """sha256 of what, besides the data, decides a round's numbers (for resume checks)."""
     import dataclasses
     import hashlib
@@ -170,50 +175,40 @@ def round_fingerprint(job: TrainJob, hyper: Any, backend: Any) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _round_start(
-    backend: Any,
-    examples: Sequence[Example],
-    enc: dict[int, Any],
-    kept: list[int],
-    held_enc: dict[int, Any],
-    held_kept: list[int],
-    heldout: Sequence[Example],
-    job: TrainJob,
-    hyper: Any,
-    pad_id: int,
-    data_hash: str,
-    should_stop: Callable[[], bool],
-) -> checkpoint.RoundState | None:
-    size = max(1, int(hyper.batch_size))
-    base = rounddata.logprob_rows(
-        backend, enc, kept, size, pad_id, adapter=False, should_stop=should_stop
-    )
+def _round_start(rnd: Round) -> checkpoint.RoundState | None:
+    """Round-start log-probs (behaviour ``o``, base ``f``), the parent's held-out metrics
+    and the capability reference, as a new state at step 0 (``None`` if stopped)."""
+    enc, kept, held_enc, held_kept = rnd.enc, rnd.kept, rnd.held_enc, rnd.held_kept
+    backend, size, pad_id, stop = rnd.backend, rnd.size, rnd.pad_id, rnd.should_stop
+    base = rounddata.logprob_rows(backend, enc, kept, size, pad_id, adapter=False, should_stop=stop)
     h_base = rounddata.logprob_rows(
-        backend, held_enc, held_kept, size, pad_id, adapter=False, should_stop=should_stop
+        backend, held_enc, held_kept, size, pad_id, adapter=False, should_stop=stop
     )
-    if job.parent_adapter is None:
+    if rnd.job.parent_adapter is None:
         # A fresh LoRA has B = 0, so the policy *is* the base, bit for bit: half of the
         # round-start passes would recompute the same numbers.
         pol, h_pol = base, h_base
     else:
         pol = rounddata.logprob_rows(
-            backend, enc, kept, size, pad_id, adapter=True, should_stop=should_stop
+            backend, enc, kept, size, pad_id, adapter=True, should_stop=stop
         )
         h_pol = rounddata.logprob_rows(
-            backend, held_enc, held_kept, size, pad_id, adapter=True, should_stop=should_stop
+            backend, held_enc, held_kept, size, pad_id, adapter=True, should_stop=stop
         )
     if pol is None or base is None or h_base is None or h_pol is None:
         return None
     old = [rounddata.behaviour_row(enc[i], pol[i]) for i in kept]
-    metrics = rounddata.heldout_metrics(held_enc, held_kept, heldout, h_pol, h_base, "auroc_parent")
+    metrics = rounddata.heldout_metrics(
+        held_enc, held_kept, rnd.heldout, h_pol, h_base, "auroc_parent"
+    )
     # The capability check's reference: the base's greedy answers to a few of the round's
     # prompts and their NLL under base and parent (capability.py), kept in the checkpoint.
-    prompts = capability.choose_prompts(held_enc, held_kept, enc, kept, int(hyper.ref_prompts))
-    reference = capability.round_start(backend, prompts, hyper, pad_id,
-                                       has_parent=job.parent_adapter is not None)
+    prompts = capability.choose_prompts(held_enc, held_kept, enc, kept, int(rnd.hyper.ref_prompts))
+    reference = capability.round_start(backend, prompts, rnd.hyper, pad_id,
+                                       has_parent=rnd.job.parent_adapter is not None)
     return checkpoint.RoundState(
-        job_id=job.id,
-        data_hash=data_hash,
+        job_id=rnd.job.id,
+        data_hash=rnd.data_hash,
         kept=kept,
         held_kept=held_kept,
         old=old,
@@ -240,31 +235,19 @@ def _pad_rows(rows: Sequence[np.ndarray], width: int) -> np.ndarray:
     return out
 
 
-def _optimise(
-    backend: Any,
-    examples: Sequence[Example],
-    enc: dict[int, Any],
-    state: checkpoint.RoundState,
-    job: TrainJob,
-    hyper: Any,
-    pad_id: int,
-    emit: Emit,
-    should_stop: Callable[[], bool],
-    started: float,
-    guard: Guard,
-) -> str:
+def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
     """Run the remaining optimizer steps.
 
     Returns ``"paused"`` when asked to stop (state = the position), ``""`` when all
     steps ran, or the drift guard's sentence when it stopped the round early (the
     weights are then those of the newest step within the guard's line).
     """
-    kept = state.kept
-    ratings = [examples[i].rating for i in kept]
-    adv = objective.advantages(ratings, job.baseline, float(hyper.adv_clip))
+    backend, enc, hyper, guard, emit = rnd.backend, rnd.enc, rnd.hyper, rnd.guard, rnd.emit
+    kept, size = state.kept, rnd.size
+    ratings = [rnd.examples[i].rating for i in kept]
+    adv = objective.advantages(ratings, rnd.job.baseline, float(hyper.adv_clip))
     cls_w = objective.class_weights(ratings, adv)
     per_step = max(1, int(hyper.step_examples))
-    size = max(1, int(hyper.batch_size))
     steps_per_epoch = math.ceil(len(kept) / per_step)
     total = int(hyper.epochs) * steps_per_epoch
     elapsed_before = state.elapsed_s
@@ -272,9 +255,9 @@ def _optimise(
     lengths = {p: rounddata.length(enc[i]) for p, i in enumerate(kept)}
     while state.epoch < int(hyper.epochs):
         if not state.order:
-            state.order = epoch_order(len(kept), job.seed, state.epoch)
+            state.order = epoch_order(len(kept), rnd.job.seed, state.epoch)
         while state.step < steps_per_epoch:
-            if should_stop():
+            if rnd.should_stop():
                 state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
                 return "paused"
             t0 = time.monotonic()
@@ -283,7 +266,7 @@ def _optimise(
             w_of = dict(zip(chunk, weights, strict=True))
             agg = _Agg()
             for mb in rounddata.micro_batches(chunk, {p: enc[kept[p]] for p in chunk}, size):
-                batch = data.collate([enc[kept[p]] for p in mb], pad_id)
+                batch = data.collate([enc[kept[p]] for p in mb], rnd.pad_id)
                 width = batch.input_ids.shape[1] - 1
                 stats = backend.accumulate(
                     batch,
@@ -395,112 +378,169 @@ def _rated_key(example: Example) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
-def _finish(
-    backend: Any,
-    examples: Sequence[Example],
-    held_enc: dict[int, Any],
-    heldout: Sequence[Example],
-    state: checkpoint.RoundState,
-    job: TrainJob,
-    hyper: Any,
-    pad_id: int,
-    data_hash: str,
-    emit: Emit,
-    started: float,
-    guard: Guard,
-    stopped_early: str = "",
-) -> TrainResult:
+def _finish(rnd: Round, state: checkpoint.RoundState, stopped_early: str = "") -> TrainResult:
+    """The end of a round: measure the kept weights, judge them, write the adapter folder.
+
+    ``stopped_early`` is the drift guard's sentence when it ended the round ("" when
+    every step ran). The metrics' key order is the done line's: keep it.
+    """
     t_finish = time.monotonic()
-    size = max(1, int(hyper.batch_size))
+    metrics = _measure(rnd, state)
+    metrics["stopped_early"] = stopped_early or None
+    lora = _Lora.of(rnd.backend, rnd.hyper)
+    metrics["sanity_errors"] = evaluate.tensor_sanity_errors(lora.tensors, scale=lora.scale)
+    ids = _retired(rnd, state)
+    metrics.update(
+        steps=state.global_step,
+        examples_trained=len(ids.trained),
+        examples_unseen=len(ids.unseen),
+        examples_skipped=len(rnd.examples) - len(state.kept),
+        train_seconds=round(state.elapsed_s, 3),
+        guard_seconds=round(rnd.drift.seconds, 3),
+        finish_seconds=round(time.monotonic() - t_finish, 3),
+    )
+    for name in ("auroc_new", "kl_round", "kl_total", "kl_round_general", "kl_total_general"):
+        rnd.emit({"type": "metric", "name": name, "value": metrics[name]})
+    verdict = _verdict(rnd, state, metrics, stopped_early)
+    metrics.update({k: v for k, v in verdict.metrics.items() if k.startswith("preference")})
+    baseline = _new_baseline(rnd, verdict.accept, set(ids.unseen))
+    out = _write_adapter(rnd, lora, metrics, verdict, baseline, ids)
+    return _result(rnd, out, metrics, verdict, baseline, ids)
+
+
+def _measure(rnd: Round, state: checkpoint.RoundState) -> dict[str, Any]:
+    """The round-start metrics plus the kept weights' drift (to the parent and the base),
+    held-out metrics (``auroc_new``) and capability NLLs (``ref_nll_*``)."""
     metrics: dict[str, Any] = dict(state.metrics)
     # When the drift set is the held-out turns, the forward that measures drift also
     # gives the policy's held-out log-probs the gate scores (one forward, not two).
     h_pol: dict[int, np.ndarray] = {}
     # The guard's last measurement, when it was of the weights kept, covers its turns.
-    drift = guard.drift
+    drift = rnd.drift
     shared = drift.which == "held-out" and drift.idx == list(state.held_kept)
-    metrics.update(drift.measure(backend, hyper, pad_id, policy_rows=h_pol if shared else None,
-                                 known=guard.current))
+    metrics.update(drift.measure(rnd.backend, rnd.hyper, rnd.pad_id,
+                                 policy_rows=h_pol if shared else None, known=rnd.guard.current))
     if not shared:
-        h_pol = rounddata.logprob_rows(backend, held_enc, state.held_kept, size, pad_id,
-                                       adapter=True, should_stop=lambda: False) or {}
+        h_pol = rounddata.logprob_rows(rnd.backend, rnd.held_enc, state.held_kept, rnd.size,
+                                       rnd.pad_id, adapter=True, should_stop=lambda: False) or {}
     h_base = dict(zip(state.held_kept, state.held_base, strict=True))
-    metrics.update(
-        rounddata.heldout_metrics(held_enc, state.held_kept, heldout, h_pol, h_base, "auroc_new")
-    )
-    metrics.update(capability.finish(backend, state.reference, pad_id))  # ref_nll_*
+    metrics.update(rounddata.heldout_metrics(
+        rnd.held_enc, state.held_kept, rnd.heldout, h_pol, h_base, "auroc_new"))
+    metrics.update(capability.finish(rnd.backend, state.reference, rnd.pad_id))  # ref_nll_*
     metrics["kl_to_base"] = metrics["kl_total"]  # the name earlier rounds stored
     metrics["drift_set"] = drift.which
-    metrics["stopped_early"] = stopped_early or None
-    rank = int(getattr(backend, "rank", hyper.rank))
-    alpha = float(getattr(backend, "alpha", hyper.alpha))
-    lora = backend.lora_state()
-    metrics["sanity_errors"] = evaluate.tensor_sanity_errors(
-        lora, scale=adapters.scale_from_alpha(alpha, rank)
-    )
-    seen = trained_positions(len(state.kept), int(hyper.step_examples), job.seed,
+    return metrics
+
+
+class _Lora(NamedTuple):
+    """The trained LoRA as the finish checks and writes it: tensors, rank and alpha."""
+
+    tensors: dict[str, np.ndarray]
+    rank: int
+    alpha: float
+
+    @classmethod
+    def of(cls, backend: Backend, hyper: Hyper) -> _Lora:
+        """The backend's LoRA; its own rank/alpha when it has them, else the Hyper's."""
+        rank = int(getattr(backend, "rank", hyper.rank))
+        alpha = float(getattr(backend, "alpha", hyper.alpha))
+        return cls(backend.lora_state(), rank, alpha)
+
+    @property
+    def scale(self) -> float:
+        """The scale the model applies, ``alpha / rank``."""
+        return adapters.scale_from_alpha(self.alpha, self.rank)
+
+
+class _Retired(NamedTuple):
+    """Ids of the kept examples the kept weights trained on, and of those they did not
+    (a drift guard stop inside the first epoch)."""
+
+    trained: list[str]
+    unseen: list[str]
+
+
+def _retired(rnd: Round, state: checkpoint.RoundState) -> _Retired:
+    """Which kept examples the weights after ``state.global_step`` steps include."""
+    seen = trained_positions(len(state.kept), int(rnd.hyper.step_examples), rnd.job.seed,
                              state.global_step)
-    trained_ids = [examples[state.kept[p]].id for p in seen]
     seen_set = set(seen)
-    unseen_ids = [examples[i].id for p, i in enumerate(state.kept) if p not in seen_set]
-    unseen = set(unseen_ids)
-    metrics.update(
-        steps=state.global_step,
-        examples_trained=len(trained_ids),
-        examples_unseen=len(unseen_ids),
-        examples_skipped=len(examples) - len(state.kept),
-        train_seconds=round(state.elapsed_s, 3),
-        guard_seconds=round(drift.seconds, 3),
-        finish_seconds=round(time.monotonic() - t_finish, 3),
+    return _Retired(
+        trained=[rnd.examples[state.kept[p]].id for p in seen],
+        unseen=[rnd.examples[i].id for p, i in enumerate(state.kept) if p not in seen_set],
     )
-    for name in ("auroc_new", "kl_round", "kl_total", "kl_round_general", "kl_total_general"):
-        emit({"type": "metric", "name": name, "value": metrics[name]})
-    verdict = evaluate.gate(metrics, hyper)
+
+
+def _verdict(rnd: Round, state: checkpoint.RoundState, metrics: dict[str, Any],
+             stopped_early: str) -> evaluate.Verdict:
+    """The gate's verdict; a round whose guard undid its first step is rejected too."""
+    verdict = evaluate.gate(metrics, rnd.hyper)
     if stopped_early and state.global_step == 0:
         why = stopped_early.removeprefix("drift guard: ")
-        spent = guard.budget_used_up()  # the totals' room, not this round's step, is gone
+        spent = rnd.guard.budget_used_up()  # the totals' room, not this round's step, is gone
         verdict.reasons.append(f"{why}: {spent}" if spent else f"{why}: the drift guard undid "
                                "the first step, so nothing was learned within the drift caps")
         verdict = evaluate.Verdict(False, verdict.reasons, verdict.metrics, verdict.notes)
-    metrics.update({k: v for k, v in verdict.metrics.items() if k.startswith("preference")})
-    # The EMA folds in the round's *fresh* training ratings in rated_at order, the
-    # ones the round retires: those the kept weights saw, and skipped (too long)
-    # ones too (a rating is a reward whether or not it fits the window), but not
-    # the unseen ones of a guard stop inside the first epoch (a later round trains
-    # and counts them). Replayed ratings were counted in the round that first
-    # trained them; held-out ones are counted in the round that trains them. A
-    # rejected round trained nothing the user keeps: it leaves the baseline alone.
-    fresh = sorted((e for e in examples if not e.replay and e.id not in unseen),
+    return verdict
+
+
+def _new_baseline(rnd: Round, accept: bool, unseen: set[str]) -> float:
+    """The EMA reward baseline the round leaves behind.
+
+    The EMA folds in the round's *fresh* training ratings in rated_at order, the
+    ones the round retires: those the kept weights saw, and skipped (too long)
+    ones too (a rating is a reward whether or not it fits the window), but not
+    the unseen ones of a guard stop inside the first epoch (a later round trains
+    and counts them). Replayed ratings were counted in the round that first
+    trained them; held-out ones are counted in the round that trains them. A
+    rejected round trained nothing the user keeps: it leaves the baseline alone.
+    """
+    fresh = sorted((e for e in rnd.examples if not e.replay and e.id not in unseen),
                    key=_rated_key)
-    updated = objective.ema_update(job.baseline, [e.rating for e in fresh], float(hyper.ema_decay))
-    baseline = updated if verdict.accept else float(job.baseline)
-    out = adapters.write_adapter(
+    decay = float(rnd.hyper.ema_decay)
+    updated = objective.ema_update(rnd.job.baseline, [e.rating for e in fresh], decay)
+    return updated if accept else float(rnd.job.baseline)
+
+
+def _write_adapter(rnd: Round, lora: _Lora, metrics: dict[str, Any], verdict: evaluate.Verdict,
+                   baseline: float, ids: _Retired) -> Path:
+    """Write the adapter folder with the round's metrics and verdict in ``rltray.json``."""
+    job = rnd.job
+    return adapters.write_adapter(
         job.out,
-        lora,
-        rank=rank,
-        alpha=alpha,
+        lora.tensors,
+        rank=lora.rank,
+        alpha=lora.alpha,
         base_model=str(job.base_model),
         revision=job.revision,
-        dropout=float(hyper.dropout),
+        dropout=float(rnd.hyper.dropout),
         parent=str(job.parent_adapter) if job.parent_adapter else None,
         metrics=_jsonable(metrics),
-        data_hash=data_hash,
+        data_hash=rnd.data_hash,
         extra={
             "accepted": verdict.accept,
             "reasons": verdict.reasons,
             "notes": verdict.notes,
             "baseline": baseline,
             "job_id": job.id,
-            "backend": backend.name,
-            "trained_ids": trained_ids,
-            "unseen_ids": unseen_ids,
+            "backend": rnd.backend.name,
+            "trained_ids": ids.trained,
+            "unseen_ids": ids.unseen,
         },
     )
+
+
+def _result(rnd: Round, out: Path, metrics: dict[str, Any], verdict: evaluate.Verdict,
+            baseline: float, ids: _Retired) -> TrainResult:
+    """The round's result, after checking the folder just written: a folder our own
+    writer got wrong is never published (marked rejected, the baseline left alone)."""
     reasons = list(verdict.reasons)
-    problems = adapters.validate_adapter(out, base_shapes=getattr(backend, "base_shapes", None))
-    if problems:  # our own writer produced a bad folder: never publish it
+    problems = adapters.validate_adapter(
+        out, base_shapes=getattr(rnd.backend, "base_shapes", None)
+    )
+    if problems:
         reasons.extend(f"adapter sanity check failed: {p}" for p in problems)
-        baseline = float(job.baseline)
+        baseline = float(rnd.job.baseline)
         _mark_rejected(out, reasons, baseline)
     metrics["gate_notes"] = verdict.notes
     return TrainResult(
@@ -509,8 +549,8 @@ def _finish(
         reasons=reasons,
         metrics=_jsonable(metrics),
         baseline=baseline,
-        trained_ids=trained_ids,
-        unseen_ids=unseen_ids,
+        trained_ids=ids.trained,
+        unseen_ids=ids.unseen,
     )
 
 
