@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from flask import Flask
     from rltray.app.apischema import SettingsWindowBody
     from rltray.app.httpinput import Body
-    from rltray.app.service import Service
+    from rltray.app.runtime import Runtime
 
 ALLOWED_HOSTS = ("127.0.0.1", "localhost")
 API_VERSION = "1"  # the OpenAPI document's info.version: raise it when a route changes meaning
@@ -48,20 +48,21 @@ class Route:
     body: type[Body] | None = None
 
 
-def routes(service: Service, openapi: Callable[[], dict[str, Any]]) -> list[Route]:
+def routes(runtime: Runtime, openapi: Callable[[], dict[str, Any]]) -> list[Route]:
     """The API's route table: what the app serves and what its OpenAPI document lists."""
     from rltray.app.apischema import RateBody, RollbackBody, SettingsWindowBody, SnoozeBody
     from rltray.app.httpinput import NoBody
 
+    service = runtime.service
     return [
-        Route("GET", "/api/status", "Ratings, training and schedule.", lambda _: service.status()),
+        Route("GET", "/api/status", "Ratings, training and schedule.", lambda _: runtime.status()),
         Route("GET", "/api/versions", "Every adapter version.", lambda _: service.versions()),
         Route("GET", "/api/runs", "The training runs.", lambda _: service.runs()),
-        Route("GET", "/api/health", "Delivery problems and snooze.", lambda _: service.health()),
+        Route("GET", "/api/health", "Delivery problems and snooze.", lambda _: runtime.health()),
         Route("GET", "/api/openapi.json", "This document.", lambda _: openapi()),
         Route(
             "POST", "/api/train", "Start a training round now.",
-            lambda _: service.train_now(wait=False), NoBody,
+            lambda _: runtime.train_now(wait=False), NoBody,
         ),
         Route(
             "POST", "/api/pause", "Pause automatic training.",
@@ -85,17 +86,17 @@ def routes(service: Service, openapi: Callable[[], dict[str, Any]]) -> list[Rout
         ),
         Route(
             "POST", "/api/snooze", SnoozeBody.__doc__ or "",
-            lambda b: service.snooze(b.until), SnoozeBody,
+            lambda b: runtime.snooze(b.until), SnoozeBody,
         ),
         Route(
             "POST", "/api/settings-window", SettingsWindowBody.__doc__ or "",
-            lambda b: settings_window(service, b), SettingsWindowBody,
+            lambda b: settings_window(runtime, b), SettingsWindowBody,
         ),
     ]  # fmt: skip
 
 
-def create_api(service: Service, token: str) -> Flask:
-    """The API app over one service; ``token`` is the bearer every request must carry."""
+def create_api(runtime: Runtime, token: str) -> Flask:
+    """The API app over one runtime; ``token`` is the bearer every request must carry."""
     from flask import Flask, jsonify, request
     from rltray.app.httpinput import takes
     from werkzeug.exceptions import HTTPException
@@ -143,10 +144,10 @@ def create_api(service: Service, token: str) -> Flask:
 
     def openapi() -> dict[str, Any]:
         if "api" not in documents:
-            documents["api"] = openapi_document(service, app)
+            documents["api"] = openapi_document(runtime, app)
         return {**documents["api"], "servers": [{"url": request.host_url.rstrip("/")}]}
 
-    for route in routes(service, openapi):
+    for route in routes(runtime, openapi):
 
         def view(body: Any = None, handler: Callable[[Any], Any] = route.handler) -> Any:
             return jsonify(handler(body))
@@ -161,7 +162,7 @@ def create_api(service: Service, token: str) -> Flask:
     return app
 
 
-def openapi_document(service: Service, api: Flask) -> dict[str, Any]:
+def openapi_document(runtime: Runtime, api: Flask) -> dict[str, Any]:
     """The OpenAPI document of this API and of the settings web app's JSON routes.
 
     The web app's part is read from a web app built over the same service (its
@@ -179,23 +180,23 @@ def openapi_document(service: Service, api: Flask) -> dict[str, Any]:
         reads=("bearer",),
         writes=("bearer",),
     )
-    return document([api_surface, web_surface(service)], "rltray local API", API_VERSION)
+    return document([api_surface, web_surface(runtime)], "rltray local API", API_VERSION)
 
 
-def settings_window(service: Service, body: SettingsWindowBody) -> dict[str, str]:
+def settings_window(runtime: Runtime, body: SettingsWindowBody) -> dict[str, str]:
     """A one-time settings launch URL (`rltray settings --print-url`), or open the window."""
-    url = service.open_settings(body.page) if body.open else service.settings_url(body.page)
+    url = runtime.open_settings(body.page) if body.open else runtime.settings_url(body.page)
     return {"url": url}
 
 
 class ApiServer:
     """Serves the API (``app/httpserve.py``); writes and removes ``endpoint.json``."""
 
-    def __init__(self, service: Service, token: str, token_in_file: bool) -> None:
+    def __init__(self, runtime: Runtime, token: str, token_in_file: bool) -> None:
         from rltray.app.httpserve import LocalServer
 
-        self.service = service
-        app = create_api(service, token)
+        self.service = runtime.service
+        app = create_api(runtime, token)
         self._server = LocalServer(app, "rltray-api", max_body=_max_body(app))
         self.port = self._server.port
         self._token = token if token_in_file else None

@@ -14,17 +14,18 @@ from typing import TYPE_CHECKING
 from rltray.app.scheduler import Decision, should_train
 
 if TYPE_CHECKING:
-    from rltray.app.service import Service
+    from rltray.app.runtime import Runtime
 
 log = logging.getLogger(__name__)
 MIN_GAP_S = 600.0
 
 
-def decide(service: Service, now: datetime | None = None) -> Decision:
+def decide(runtime: Runtime, now: datetime | None = None) -> Decision:
     """What the gate would do right now, with its reason (the tray's status line)."""
     from rltray.app import config, idle
     from rltray.app.outcome import failure_streak
 
+    service = runtime.service
     settings = config.load_config(service.paths)
     training = settings.training
     runner = service.runner()
@@ -46,20 +47,21 @@ def decide(service: Service, now: datetime | None = None) -> Decision:
         idle_needed_s=training.require_idle_minutes * 60.0,
         require_ac=training.require_ac_power,
         min_gap_s=MIN_GAP_S,
-        manual_run=service.manual_run_going(),
+        manual_run=runtime.manual_run_going(),
         failures=failure_streak(recent),
     )
 
 
-def gate(service: Service) -> None:
+def gate(runtime: Runtime) -> None:
     """One tick: start a round when the decision says so, pause a running one when told."""
+    service = runtime.service
     try:
-        decision = decide(service)
+        decision = decide(runtime)
     except Exception as exc:  # a broken config or a store hiccup must not kill the scheduler
         log.warning("training gate skipped: %s: %s", type(exc).__name__, exc)
-        service.set_gate_reason(f"training check failed: {exc}")
+        runtime.set_gate_reason(f"training check failed: {exc}")
         return
-    service.set_gate_reason(decision.reason)
+    runtime.set_gate_reason(decision.reason)
     runner = service.runner()
     if decision.stop and runner.running():
         runner.stop(pause=True)
@@ -68,7 +70,7 @@ def gate(service: Service) -> None:
         try:
             run_id = runner.start(reason="scheduled")
         except Exception as exc:
-            service.set_gate_reason(str(exc))
+            runtime.set_gate_reason(str(exc))
             service.store.log_event("training", f"could not start: {exc}")
             return
         service.store.log_event("training", f"started run {run_id}: {decision.reason}")

@@ -32,7 +32,7 @@ def plural(n: int, noun: str) -> str:
 
 
 def _said(ctx: Context, verb: str, outcome: Any) -> None:
-    from rltray.app.service import preview, word
+    from rltray.app.words import preview, word
 
     turn, value = outcome.turn, outcome.rating.value
     ctx.say(
@@ -57,7 +57,7 @@ def cmd_rate_turn(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_undo(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app.service import preview, word
+    from rltray.app.words import preview, word
 
     outcome = ctx.service().undo()
     ctx.say(
@@ -70,7 +70,7 @@ def cmd_undo(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.apiclient import ApiClient
     from rltray.app.paths import Paths
-    from rltray.app.service import local_time
+    from rltray.app.words import local_time
 
     client = ApiClient.find(Paths.from_env(ctx.env))
     # The running service knows what the next training waits for; ask it.
@@ -105,7 +105,7 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_turns(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app.service import local_time, preview
+    from rltray.app.words import local_time, preview
 
     turns = ctx.service().turns(limit=args.limit)
     if args.json:

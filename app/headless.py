@@ -34,10 +34,11 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
         return ExitCode.OK
     stop = stop or threading.Event()
     _install_signal_handlers(stop)
-    service.start()
-    assert service.background is not None
-    service.background.on_ingest = lambda report: _report(ctx, report)
-    api = service.background.api
+    from rltray.app.runtime import compose
+
+    runtime = compose(service)
+    runtime.on_ingest = lambda report: _report(ctx, report)
+    api = runtime.api
     where = f"; local API on 127.0.0.1:{api.port}" if api is not None else ""
     ctx.say(
         f"rltray is running headless; data folder {service.paths.home}{where}. "
@@ -51,7 +52,7 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
         while not stop.wait(SIGNAL_POLL_S):
             pass
     finally:
-        service.stop()
+        runtime.close()
         ctx.say("rltray stopped.", err=True)
     return ExitCode.OK
 

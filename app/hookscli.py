@@ -47,7 +47,7 @@ def _refuse_when_nothing_to_install(agents: list, agent_name: str) -> None:
 def _status(ctx: Context, agents: list) -> int:
     from rich.table import Table
     from rich.text import Text
-    from rltray.app.service import local_time
+    from rltray.app.words import local_time
 
     service = ctx.service()
     arrived = service.status()["agents"]

@@ -50,7 +50,7 @@ DEFAULT_HOST = "http://127.0.0.1:11434"
 
 def resolve_tag(service: Service, version: str | None) -> str:
     """The Ollama tag for ``version`` (default: ``…-rltray:latest``, the active version)."""
-    from rltray.app.service import parse_version
+    from rltray.app.words import parse_version
 
     adapters = service.store.list_adapters()
     published = [a for a in adapters if a.ollama_tag]
@@ -283,7 +283,7 @@ def _base_gguf(service: Service) -> str:
 
 
 def cmd_export_model(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app.service import parse_version
+    from rltray.app.words import parse_version
 
     service = ctx.service(ingest=False)
     number = parse_version(args.version)

@@ -39,6 +39,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from rltray.app.words import NOTIFICATION_CHARS, preview
+
 logger = logging.getLogger(__name__)
 
 RatingCallback = Callable[[int, int, str | None], None]
@@ -48,7 +50,6 @@ DeliveredCallback = Callable[[int], None]
 """``on_delivered(turn_id)``: the server accepted the notification for this turn."""
 
 GOOD, BAD = "good", "bad"
-PREVIEW_CHARS = 200
 COMMENT_TITLE = "Bad, say why…"
 """The reply field's title: a comment comes with a Bad rating (why it was bad)."""
 
@@ -82,12 +83,6 @@ NOT_DELIVERED = (
 )
 
 
-def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """The answer squeezed onto a notification: whitespace collapsed, at most ``limit`` chars."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    return flat[: limit - 1].rstrip() + "…"
 
 
 def title_for(agent: str, cwd: str | None) -> str:
@@ -213,13 +208,13 @@ class Notifier:
         """
         with self._lock:
             if self._usable("ask"):
-                self._submit(self._ask(turn_id, title, preview(body)))
+                self._submit(self._ask(turn_id, title, preview(body, NOTIFICATION_CHARS)))
 
     def tell(self, title: str, body: str) -> None:
         """A plain notification without buttons (the tray's answer to a click); returns at once."""
         with self._lock:
             if self._usable("tell"):
-                self._submit(self._tell(title, preview(body)))
+                self._submit(self._tell(title, preview(body, NOTIFICATION_CHARS)))
 
     def send_test(self) -> concurrent.futures.Future[bool]:
         """Send a test notification; the future is True once the server accepted it.

@@ -36,6 +36,7 @@ from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
     from rltray.app.context import Context
+    from rltray.app.runtime import Runtime
     from rltray.app.service import Service
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
@@ -77,10 +78,10 @@ def parts(env: dict[str, str]) -> Iterator[Part]:
     yield _timed("store", True, lambda: store(env))
     yield _timed("keyring", False, keyring)
     yield _timed("notifications", desktop, notifications)
-    with scratch_service(env) as service:
-        yield _timed("hook program", True, lambda: hook_program(service, env))
-        yield _timed("web server", True, lambda: web_server(service))
-        yield _timed("tray", desktop, lambda: tray(service, env))
+    with scratch_runtime(env) as runtime:
+        yield _timed("hook program", True, lambda: hook_program(runtime.service, env))
+        yield _timed("web server", True, lambda: web_server(runtime))
+        yield _timed("tray", desktop, lambda: tray(runtime, env))
     yield _timed("trainer environment", False, lambda: trainer_environment(env))
 
 
@@ -189,12 +190,12 @@ def hook_program(service: Service, env: dict[str, str]) -> tuple[str, str]:
     return OK, f"captured a turn via {interpreter} ({per_event * 1000:.0f} ms per event)"
 
 
-def web_server(service: Service) -> tuple[str, str]:
+def web_server(runtime: Runtime) -> tuple[str, str]:
     """The settings app answers its launch link with a page, as the window would open it."""
     import logging
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log lines in the report
-    url = service.settings_url()
+    url = runtime.settings_url()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
     with opener.open(url, timeout=10) as response:
         status, kind = response.status, response.headers.get("Content-Type", "")
@@ -204,7 +205,7 @@ def web_server(service: Service) -> tuple[str, str]:
     return OK, f"{where.split('/launch')[0]} answered {status} ({kind.split(';')[0]})"
 
 
-def tray(service: Service, env: dict[str, str]) -> tuple[str, str]:
+def tray(runtime: Runtime, env: dict[str, str]) -> tuple[str, str]:
     """Show the tray icon, see the desktop's tray take it (Linux), then remove it.
 
     Runs on this (the main) thread, as the tray must. On Linux the icon counts
@@ -217,7 +218,7 @@ def tray(service: Service, env: dict[str, str]) -> tuple[str, str]:
         return FAIL, f"no tray icon: {reason}"
     address = env.get("DBUS_SESSION_BUS_ADDRESS") if sys.platform.startswith("linux") else None
     before = registered_tray_items(address) if address else None
-    icon = Tray(service)
+    icon = Tray(runtime)
     outcome: list[tuple[str, str]] = []
 
     def ready(tray: Tray) -> None:
@@ -298,17 +299,20 @@ def trainer_environment(env: dict[str, str]) -> tuple[str, str]:
 
 
 @contextmanager
-def scratch_service(env: dict[str, str]) -> Iterator[Service]:
-    """A started Service on a throwaway data folder (no notifications, scheduler or API)."""
+def scratch_runtime(env: dict[str, str]) -> Iterator[Runtime]:
+    """A started rltray on a throwaway data folder (no notifications, scheduler or API)."""
     from rltray.app.paths import Paths
+    from rltray.app.runtime import compose
     from rltray.app.service import Service
 
     folder = Path(tempfile.mkdtemp(prefix="rltray-selftest-"))
     service = Service(Paths(folder))
+    runtime = None
     try:
-        service.start(notifications=False, scheduler=False, api=False)
-        yield service
+        runtime = compose(service, notifications=False, scheduler=False, api=False)
+        yield runtime
     finally:
-        service.stop()
+        if runtime is not None:
+            runtime.close()
         service.close()
         shutil.rmtree(folder, ignore_errors=True)

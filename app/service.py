@@ -1,60 +1,31 @@
-"""The application object shared by the CLI, the headless service, the tray and the web app.
+"""The service: rltray's intents over one data folder, shared by every face.
 
-It owns the paths, the store, the secrets and the training runner, and turns
-user intents ("rate the last answer good", "train now") into their calls. The
-CLI uses it as is; `start()` adds what a running service owns (the single-
-instance lock, the spool watcher, notifications, the training gate, the local
-API) and `stop()` takes it down. No module-level state: two services over two
-data folders can run in one test.
+It owns the paths, the store and the training runner, and turns user intents
+("rate the last answer good", "train now") into their calls. It knows nothing
+of threads, servers or windows: what a running rltray owns around it lives in
+``runtime.py``, which builds on this and never the other way round (the house,
+ARCHITECTURE.md). No module-level state: two services over two data folders
+can run in one test.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from rltray.app import instance, spool
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.paths import Paths
+from rltray.app.words import parse_version, word
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from rltray.app.background import Background
     from rltray.app.publisher import Publisher
     from rltray.app.store import Rating, Store, Turn
     from rltray.app.training import TrainingRunner
-    from rltray.web.server import WebServer
-
-PREVIEW_CHARS = 72
-
-
-def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """One line of a turn's text for terminal output and notifications."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def local_time(iso: str | None) -> str:
-    """A stored UTC timestamp as the user's local minute, for terminal output.
-
-    JSON output keeps the full ISO-8601 value; people read the minute.
-    """
-    if not iso:
-        return "—"
-    try:
-        moment = datetime.fromisoformat(iso)
-    except ValueError:
-        return iso
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
-
 
 @dataclass(frozen=True)
 class RateOutcome:
@@ -65,10 +36,6 @@ class RateOutcome:
 
 class AlreadyRated(NothingToDo):
     """The newest turn has a different rating; changing it must be asked for."""
-
-
-def word(value: int) -> str:
-    return "good" if value > 0 else "bad"
 
 
 def _check_value(value: int) -> None:
@@ -87,30 +54,16 @@ class Service:
         self.publisher: Publisher | None = None  # set before the runner is first used
         self.runner_options: dict[str, Any] = {}  # extra TrainingRunner arguments (tests)
         self._runner: TrainingRunner | None = None
-        self._manual_run: str | None = None
-        self._gate_reason = "not checked yet"
-        self.background: Background | None = None
         # Called (from any thread) when what a window shows may have changed: a new
         # turn, a rating, training progress. The tray's refresh() is one.
         self.listeners: list[Callable[[], None]] = []
-        self.web: WebServer | None = None  # the settings web app, started on first use
-        self._web_lock = threading.Lock()  # the tray and the API thread may both open it
 
     @classmethod
     def open(cls, env: dict[str, str] | None = None) -> Service:
         return cls(Paths.from_env(env))
 
     def close(self) -> None:
-        if self.background is not None:
-            self.background.stop()
-        self.stop_web()
         self.store.close()
-
-    def stop_web(self) -> None:
-        with self._web_lock:
-            if self.web is not None:
-                self.web.stop()
-                self.web = None
 
     def __enter__(self) -> Service:
         return self
@@ -199,7 +152,10 @@ class Service:
 
     # -- reporting -----------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(
+        self, *, service_running: bool = False, next_training: str | None = None
+    ) -> dict[str, Any]:
+        """Counts, agents and training; a running runtime adds what only it knows."""
         counts = self.store.counts()
         by_agent = counts.get("by_agent", {})
         return {
@@ -220,8 +176,8 @@ class Service:
                 for name, info in sorted(by_agent.items())
             },
             "data_folder": str(self.paths.home),
-            "service_running": self.background is not None,
-            "training": self.training_status(),
+            "service_running": service_running,
+            "training": self.training_status(next_training),
         }
 
     def turns(self, limit: int = 20, rated: bool | None = None) -> list[Turn]:
@@ -231,41 +187,6 @@ class Service:
         return self.store.iter_export()
 
 
-    def snooze(self, until: str | None) -> dict[str, Any]:
-        """Stop asking for ratings for an hour (``"hour"``), ``"tomorrow"``, or no longer (None).
-
-        Kept by the running service only: a restart asks again, which is what
-        someone who restarted rltray most likely wants.
-        """
-        from rltray.app.notify_policy import snooze_for, snooze_until_tomorrow
-
-        if self.background is None:
-            raise UserError("rltray is not running, so there are no notifications to snooze.")
-        now = datetime.now().astimezone()
-        if until is None:
-            end = None
-        elif until == "hour":
-            end = snooze_for(now, 1)
-        elif until == "tomorrow":
-            end = snooze_until_tomorrow(now)
-        else:
-            raise UserError(f"Snooze for an 'hour' or until 'tomorrow', not {until!r}.")
-        self.background.snoozed_until = end
-        return {"snoozed_until": None if end is None else end.isoformat(timespec="minutes")}
-
-    def health(self) -> dict[str, Any]:
-        """What only the running service knows, for `rltray doctor`: delivery problems, snooze."""
-        background = self.background
-        notifier = getattr(background, "notifier", None)
-        snoozed = getattr(background, "snoozed_until", None)
-        api = getattr(background, "api", None)
-        return {
-            "pid": os.getpid(),
-            "notifications": None if notifier is None else notifier.delivery_problems(),
-            "snoozed_until": None if snoozed is None else snoozed.isoformat(timespec="minutes"),
-            "token_in_file": bool(getattr(api, "token_in_file", False)),
-        }
-
     def changed(self) -> None:
         """Tell every listener that the state may have changed; a failing one is skipped."""
         for listener in list(self.listeners):
@@ -273,28 +194,6 @@ class Service:
                 listener()
             except Exception:  # a window's problem must not break ingest or training
                 log.exception("a state listener failed")
-
-    # -- windows -------------------------------------------------------------
-
-    def settings_url(self, page: str = "") -> str:
-        """A one-time launch URL of the settings web app ("" dashboard, "setup" the wizard).
-
-        The web server starts on first use and lives on this object until close().
-        """
-        with self._web_lock:
-            if self.web is None:
-                from rltray.web.server import WebServer
-
-                self.web = WebServer(self).start()
-            return self.web.launch_url(page)
-
-    def open_settings(self, page: str = "") -> str:
-        """Open the settings window (tray menu, `rltray settings`); returns its launch URL."""
-        from rltray.web.server import open_window
-
-        url = self.settings_url(page)
-        open_window(url, str(self.paths.launch_pages))
-        return url
 
     # -- training ------------------------------------------------------------
 
@@ -323,21 +222,17 @@ class Service:
             )
         return self._runner
 
+    def runner_if_started(self) -> TrainingRunner | None:
+        """The runner when something has used it, without creating one (shutdown paths)."""
+        return self._runner
+
     def train_now(self, wait: bool = False) -> dict[str, Any]:
         """Start (or resume) a round now, whatever the schedule says."""
         run_id = self.runner().start(reason="manual")
-        self._manual_run = run_id
         self.store.log_event("training", f"started run {run_id} by request")
         if wait:
             self.runner().wait()
         return {"run": run_id, **self.runner().progress}
-
-    def manual_run_going(self) -> bool:
-        runner = self.runner()
-        return runner.running() and runner.progress.get("run_id") == self._manual_run
-
-    def set_gate_reason(self, reason: str) -> None:
-        self._gate_reason = reason
 
     def set_automatic(self, on: bool) -> dict[str, Any]:
         """Pause or resume automatic training (kept in config.toml, so it survives restarts)."""
@@ -387,17 +282,19 @@ class Service:
             for r in self.store.list_runs(limit=limit)
         ]
 
-    def training_status(self) -> dict[str, Any]:
+    def training_status(self, next_training: str | None = None) -> dict[str, Any]:
+        """Automatic or not, the running round, the active version, why training stopped.
+
+        ``next_training``: the running gate's reason; None when no rltray runs one.
+        """
         from rltray.app import config
         from rltray.app.outcome import budget_stop
 
         active = self.store.active_adapter()
-        here = self.background is not None
         return {
             "automatic": config.load_config(self.paths).training.automatic,
-            "next_training": self._gate_reason
-            if here
-            else "rltray is not running, so nothing trains on its own (start it: `rltray run`)",
+            "next_training": next_training
+            or "rltray is not running, so nothing trains on its own (start it: `rltray run`)",
             "running": self._runner is not None and self._runner.running(),
             "progress": self._runner.progress if self._runner is not None else None,
             "active_version": None if active is None else active.version,
@@ -416,32 +313,3 @@ class Service:
     def ingest_now(self) -> dict[str, Any]:
         report = self.ingest()
         return {"turns": report.turns, "commands": report.commands, "rejected": report.rejected}
-
-    # -- the running service -----------------------------------------------------
-
-    def start(
-        self, *, notifications: bool = True, scheduler: bool = True, api: bool = True
-    ) -> None:
-        """Become this data folder's running service (refuses when another one runs)."""
-        from rltray.app.background import Background
-
-        self.background = Background(self)
-        self.background.start(notifications=notifications, scheduler=scheduler, api=api)
-
-    def stop(self) -> None:
-        if self.background is not None:
-            self.background.stop()
-            self.background = None
-        self.stop_web()
-
-
-def parse_version(text: int | str | None) -> int | None:
-    """`v3`, `3` or 3 → 3; None stays None (the default target)."""
-    if text is None or isinstance(text, int):
-        return text
-    digits = str(text).strip().lower().removeprefix("v")
-    if not digits.isdigit():
-        raise UserError(f"A version is written like v3 or 3, not {text!r}.")
-    return int(digits)
-
-

@@ -39,10 +39,12 @@ def _run(ctx: Context, args: argparse.Namespace, page: str) -> int:
 
 def _serve_here(ctx: Context, args: argparse.Namespace, page: str) -> int:
     """No rltray runs: serve the web app from this process while it is needed."""
+    from rltray.app.runtime import Runtime
     from rltray.web.server import open_window
 
     service = ctx.service()
-    url = service.settings_url(page)
+    runtime = Runtime(service)  # not started: it only serves the settings app
+    url = runtime.settings_url(page)
     try:
         if args.print_url:
             ctx.warn("rltray is not running, so this command serves the settings; Ctrl+C stops it.")
@@ -56,6 +58,8 @@ def _serve_here(ctx: Context, args: argparse.Namespace, page: str) -> int:
     except KeyboardInterrupt:
         ctx.say("Stopped serving the settings.")
         return 130
+    finally:
+        runtime.close()
     return ExitCode.OK
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -102,6 +102,13 @@ class StoreBase:
         timeout = BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
         self._conn: sqlite3.Connection | None = dbopen.open_database(self.path, timeout)
 
+
+    def backup_if_due(self, take: Callable[[sqlite3.Connection, Path], object]) -> None:
+        """Run ``take(conn, path)`` (``dbbackup.take_if_due``) holding this store's lock:
+        the backup reads through the store's own connection, which no other thread
+        may use meanwhile."""
+        with self._lock:
+            take(self.conn, self.path)
 
     def close(self) -> None:
         with self._lock:

@@ -161,7 +161,7 @@ def _version(v: int | None) -> str:
 
 def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.context import plain
-    from rltray.app.service import local_time
+    from rltray.app.words import local_time
 
     def cells(v: dict[str, Any]) -> tuple[Any, ...]:
         auroc = v["metrics"].get("heldout_auroc") if isinstance(v["metrics"], dict) else None
@@ -182,7 +182,7 @@ def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_runs(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app import outcome
     from rltray.app.context import plain
-    from rltray.app.service import local_time
+    from rltray.app.words import local_time
 
     def cells(r: dict[str, Any]) -> tuple[Any, ...]:
         resumed = (r["metrics"] or {}).get("resumes") if isinstance(r["metrics"], dict) else 0

@@ -1,8 +1,8 @@
-"""The tray icon and its menu (pystray, on the main thread), over a running Service.
+"""The tray icon and its menu (pystray, on the main thread), over a running Runtime.
 
 Threads, and why: pystray owns the main thread (macOS requires it). Menu
 clicks arrive on that GUI thread and must never block it, so each action is
-handed to the service's worker thread (``Background.submit``), which also
+handed to the runtime's worker thread (``Runtime.submit``), which also
 serialises it with ingest and notification clicks. The one door *into* the
 tray is ``Tray.refresh()``: any thread may call it; a refresher thread then
 takes a ``TrayState`` snapshot and, only when it changed, redraws the icon and
@@ -27,7 +27,7 @@ from rltray.app.errors import UserError
 from rltray.app.traystate import TrayState, snapshot
 
 if TYPE_CHECKING:
-    from rltray.app.service import Service
+    from rltray.app.runtime import Runtime
 
 log = logging.getLogger(__name__)
 REFRESH_SECONDS = 2.0  # how often the icon follows training progress on its own
@@ -82,18 +82,19 @@ def tray_host_present(env: dict[str, str] | None = None, timeout: float = 2.0) -
 
 
 class Tray:
-    """One icon over one running Service; ``run()`` blocks the calling (main) thread."""
+    """One icon over one running Runtime; ``run()`` blocks the calling (main) thread."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         import pystray
         from rltray.app import trayicon
 
-        if service.background is None:
-            raise RuntimeError("start the service before its tray")
-        self.service = service
+        if not runtime.running:
+            raise RuntimeError("start the runtime before its tray")
+        self.runtime = runtime
+        self.service = runtime.service
         self._pystray = pystray
         self._draw = trayicon.draw
-        self.state: TrayState = snapshot(service)
+        self.state: TrayState = snapshot(runtime)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._refresher = threading.Thread(
@@ -161,7 +162,7 @@ class Tray:
             if self._stopping.is_set():
                 return
             try:
-                state = snapshot(self.service)
+                state = snapshot(self.runtime)
             except Exception:
                 log.exception("could not read the tray state")
                 continue
@@ -246,10 +247,8 @@ class Tray:
         """A menu callback that runs ``job`` on the service's worker and says what happened."""
 
         def clicked(icon: Any, item: Any) -> None:
-            background = self.service.background
-            if background is None:
-                return
-            background.submit(lambda: self._run_job(job))
+            if self.runtime.running:
+                self.runtime.submit(lambda: self._run_job(job))
 
         return clicked
 
@@ -266,7 +265,7 @@ class Tray:
         self.refresh()
 
     def _tell(self, text: str) -> None:
-        notifier = getattr(self.service.background, "notifier", None)
+        notifier = self.runtime.notifier
         if notifier is not None:
             notifier.tell("rltray", text)
         self.service.store.log_event("tray", text)
@@ -274,14 +273,14 @@ class Tray:
     # -- what each item does (on the worker thread) ---------------------------------
 
     def _rate(self, value: int) -> str:
-        from rltray.app.service import preview, word
+        from rltray.app.words import preview, word
 
         outcome = self.service.rate_newest(value, source="tray", change=True)
         turn = outcome.turn
         return f"Rated {word(value)}: turn {turn.id} — {preview(turn.prompt or turn.response)}"
 
     def _train_now(self) -> str:
-        started = self.service.train_now()
+        started = self.runtime.train_now()
         return f"Training run {started['run']} started."
 
     def _stop_training(self) -> str:
@@ -296,7 +295,7 @@ class Tray:
         return "Automatic training resumed." if paused else "Automatic training paused."
 
     def _snooze(self, until: str | None) -> str:
-        end = self.service.snooze(until)["snoozed_until"]
+        end = self.runtime.snooze(until)["snoozed_until"]
         return f"No rating questions until {end[11:16]}." if end else "Asking for ratings again."
 
     def _rollback(self, version: int | None) -> str:
@@ -305,17 +304,17 @@ class Tray:
         return f"Now using v{active}." if active else "Now using the base model (no adapter)."
 
     def _open_settings(self, page: str = "") -> None:
-        self.service.open_settings(page)
+        self.runtime.open_settings(page)
 
     def _quit(self, icon: Any, item: Any) -> None:
         self.stop()
 
 
-def run_tray(service: Service, ready: Callable[[Tray], None] | None = None) -> None:
-    """Show the tray for a started service until Quit, SIGINT or SIGTERM."""
+def run_tray(runtime: Runtime, ready: Callable[[Tray], None] | None = None) -> None:
+    """Show the tray for a started runtime until Quit, SIGINT or SIGTERM."""
     import signal
 
-    tray = Tray(service)
+    tray = Tray(runtime)
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(ValueError, OSError):

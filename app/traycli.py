@@ -10,6 +10,7 @@ from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
     from rltray.app.context import Context
+    from rltray.app.runtime import Runtime
 
 
 def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
@@ -24,28 +25,29 @@ def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
             err=True,
         )
         return headless.serve(ctx)
-    service = ctx.service(ingest=False)
-    service.start()
+    from rltray.app.runtime import compose
+
+    runtime = compose(ctx.service(ingest=False))
     ctx.say(
-        f"rltray is running in the tray (data folder {service.paths.home}). "
+        f"rltray is running in the tray (data folder {runtime.service.paths.home}). "
         "Quit from its menu, or press Ctrl+C here.",
         err=True,
     )
     try:
-        run_tray(service, ready=lambda _tray: _first_run(ctx, service))
+        run_tray(runtime, ready=lambda _tray: _first_run(ctx, runtime))
     finally:
-        service.stop()
+        runtime.close()
         ctx.say("rltray stopped.", err=True)
     return ExitCode.OK
 
 
-def _first_run(ctx: Context, service: Any) -> None:
+def _first_run(ctx: Context, runtime: Runtime) -> None:
     """Open the setup wizard by itself until it was finished once for this data folder."""
     from rltray.web.wizard import needs_setup
 
-    if needs_setup(service.paths.home):
+    if needs_setup(runtime.service.paths.home):
         try:
-            service.open_settings("setup")
+            runtime.open_settings("setup")
         except Exception as exc:  # the tray works without the window; say how to get it
             ctx.warn(f"could not open the setup wizard ({exc}); run `rltray setup`")
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rltray.app.runtime import Runtime
     from rltray.app.service import Service
 
 IDLE, TRAINING, ATTENTION = "idle", "training", "attention"
@@ -45,10 +46,11 @@ class TrayState:
         return "\n".join(lines)
 
 
-def snapshot(service: Service) -> TrayState:
+def snapshot(runtime: Runtime) -> TrayState:
     """Read everything the tray shows; never raises (a failing read becomes a problem line)."""
     from rltray.app import config
 
+    service = runtime.service
     problems: list[str] = []
     try:
         settings = config.load_config(service.paths)
@@ -58,7 +60,7 @@ def snapshot(service: Service) -> TrayState:
     except Exception as exc:  # a config the user broke: show it, keep the tray up
         paused = False
         problems.append(str(exc))
-    status = service.status()
+    status = runtime.status()
     training = status["training"]
     progress = training.get("progress") or {}
     running = bool(training.get("running"))
@@ -70,8 +72,7 @@ def snapshot(service: Service) -> TrayState:
     problems.extend(_stopped_problem(training.get("stopped")) or _run_problem(service))
     versions = service.versions()
     problems.extend(_publish_problem(versions))
-    background = service.background
-    notifier = getattr(background, "notifier", None)
+    notifier = runtime.notifier
     if notifier is not None:
         problems.extend(notifier.delivery_problems())
     percent = int(float(progress.get("percent") or 0)) if running else None
@@ -79,7 +80,7 @@ def snapshot(service: Service) -> TrayState:
         next_line = f"Training now… {percent}%"
     else:
         next_line = "Next training: " + str(training.get("next_training") or "not checked yet")
-    snoozed = getattr(background, "snoozed_until", None)
+    snoozed = runtime.snoozed_until
     return TrayState(
         mode=TRAINING if running else (ATTENTION if problems else IDLE),
         percent=percent,

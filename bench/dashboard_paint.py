@@ -92,12 +92,13 @@ def main() -> int:
         fill_s = time.perf_counter() - started
 
         from rltray.app.paths import Paths
+        from rltray.app.runtime import Runtime
         from rltray.app.service import Service
         from rltray.web.server import WebServer
 
         service = Service(Paths(home))
         started = time.perf_counter()
-        server = WebServer(service).start()
+        server = WebServer(Runtime(service)).start()
         start_ms = (time.perf_counter() - started) * 1000.0
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
         try:

@@ -94,6 +94,37 @@ def service(rltray_home: Path) -> Iterator[Any]:
         yield opened
 
 
+@pytest.fixture
+def runtime(service: Any) -> Iterator[Any]:
+    """A Runtime over ``service`` that was never started: it serves the settings app and
+    answers like a stopped rltray (what ``rltray settings`` builds with no tray running)."""
+    from rltray.app.runtime import Runtime
+
+    idle = Runtime(service)
+    yield idle
+    idle.close()
+
+
+@pytest.fixture
+def start_runtime() -> Iterator[Any]:
+    """``start_runtime(service, **parts)``: ``runtime.compose`` it, closed after the test.
+
+    The service does not own its runtime (the runtime builds on it), so a test
+    that starts one must close it too: this fixture does, before the service.
+    """
+    from rltray.app.runtime import compose
+
+    started: list[Any] = []
+
+    def start(service: Any, **parts: bool) -> Any:
+        started.append(compose(service, **parts))
+        return started[-1]
+
+    yield start
+    for runtime in reversed(started):
+        runtime.close()
+
+
 @pytest.fixture(autouse=True)
 def memory_keyring() -> MemoryKeyring:
     previous = keyring.get_keyring()

@@ -50,11 +50,10 @@ def version_rows() -> list[dict[str, Any]]:
 
 @bp.get("/adapters")
 def page() -> Any:
-    service = state().service
     return render_template(
         "adapters.html",
         versions=version_rows(),
-        active=service.training_status()["active_version"],
+        active=state().runtime.training_status()["active_version"],
     )
 
 

@@ -16,7 +16,7 @@ from rltray.app.openapi import Surface
 from rltray.web.security import COOKIE, CSRF_HEADER
 
 if TYPE_CHECKING:
-    from rltray.app.service import Service
+    from rltray.app.runtime import Runtime
 
 TAG = "settings web app"
 ABOUT = (
@@ -26,11 +26,11 @@ ABOUT = (
 )
 
 
-def web_surface(service: Service) -> Surface:
+def web_surface(runtime: Runtime) -> Surface:
     from rltray.web.app import create_app
 
     return Surface(
-        create_app(service),
+        create_app(runtime),
         tag=TAG,
         about=ABOUT,
         schemes={

@@ -1,4 +1,4 @@
-"""The settings web app's factory: one Flask app over one Service, one blueprint per screen.
+"""The settings web app's factory: one Flask app over one Runtime, one blueprint per screen.
 
 Why it looks like this (flaskr, Datasette): ``create_app`` builds everything
 from its arguments, so tests make as many apps as they like over real data
@@ -26,8 +26,8 @@ from rltray.web.state import KEY, WebState
 
 if TYPE_CHECKING:
     from flask import Flask, Response
+    from rltray.app.runtime import Runtime
     from rltray.app.secrets import Secrets
-    from rltray.app.service import Service
 
 HERE = Path(__file__).resolve().parent
 NAV = (
@@ -45,13 +45,13 @@ CSP = (
 
 
 def create_app(
-    service: Service,
+    runtime: Runtime,
     *,
     guard: Guard | None = None,
     secrets: Secrets | None = None,
     options: dict[str, Any] | None = None,
 ) -> Flask:
-    """The app over ``service``; ``guard`` holds its tokens (a fresh one when not given)."""
+    """The app over ``runtime``; ``guard`` holds its tokens (a fresh one when not given)."""
     from flask import Flask
     from rltray.app.secrets import Secrets
     from rltray.web import adapters, dashboard, ratings, settings, wizard
@@ -70,7 +70,7 @@ def create_app(
         JSON_SORT_KEYS=False,
     )
     app.extensions[KEY] = WebState(
-        service=service,
+        runtime=runtime,
         guard=guard or Guard(),
         secrets=secrets or Secrets(),
         jobs=Jobs(),

@@ -67,7 +67,7 @@ def summary() -> dict[str, Any]:
     return {
         "counts": {k: counts[k] for k in ("turns", "good", "bad", "unrated", "untrained")},
         "threshold": threshold,
-        "training": service.training_status(),
+        "training": state().runtime.training_status(),
         "per_day": {
             "day": [d for d, _, _ in days],
             "good": [g for _, g, _ in days],

@@ -63,7 +63,7 @@ def highlight_css() -> str:
 
 
 def local_time(iso: str | None) -> str:
-    from rltray.app.service import local_time as to_local
+    from rltray.app.words import local_time as to_local
 
     return to_local(iso)
 

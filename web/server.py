@@ -1,6 +1,6 @@
 """The settings web app served on 127.0.0.1 on a free port, and the window process that shows it.
 
-One ``WebServer`` per Service (kept on it, stopped with it). It binds
+One ``WebServer`` per Runtime (kept on it, stopped with it). It binds
 127.0.0.1 only, on a port the OS picks (``app/httpserve.py``: capped
 connections, idle timeout, body cap), tells its ``Guard`` that port (so a
 request naming another Host is refused), and hands out one-time launch URLs.
@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Any
 from rltray.web.security import Guard
 
 if TYPE_CHECKING:
-    from rltray.app.service import Service
+    from rltray.app.runtime import Runtime
 
 
 class WebServer:
-    """Serves ``create_app(service)`` on a daemon thread until ``stop()``."""
+    """Serves ``create_app(runtime)`` on a daemon thread until ``stop()``."""
 
-    def __init__(self, service: Service, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, runtime: Runtime, options: dict[str, Any] | None = None) -> None:
         from rltray.app.httpserve import LocalServer
         from rltray.web.app import create_app
 
         self.guard = Guard()
-        self.app = create_app(service, guard=self.guard, options=options)
+        self.app = create_app(runtime, guard=self.guard, options=options)
         self._server = LocalServer(
             self.app, "rltray-web", max_body=int(self.app.config["MAX_CONTENT_LENGTH"])
         )

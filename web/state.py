@@ -1,4 +1,5 @@
-"""What every screen of the web app reaches through: the service, the guard, the secrets.
+"""What every screen of the web app reaches through: the runtime (and its service), the guard,
+the secrets.
 
 Kept in ``app.extensions`` (no module-level state), so two apps over two data
 folders can run in one test; ``state()`` is how a view finds its own.
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rltray.app.runtime import Runtime
     from rltray.app.secrets import Secrets
     from rltray.app.service import Service
     from rltray.web.jobs import Jobs
@@ -21,12 +23,16 @@ KEY = "rltray"
 
 @dataclass
 class WebState:
-    service: Service
+    runtime: Runtime
     guard: Guard
     secrets: Secrets
     jobs: Jobs
     options: dict[str, Any] = field(default_factory=dict)  # tests: ollama host, scan roots
     probes: Probes = field(default_factory=lambda: _probes())  # the trainer backend probe
+
+    @property
+    def service(self) -> Service:
+        return self.runtime.service
 
 
 def _probes() -> Probes:

@@ -298,8 +298,7 @@ def api_job(job_id: str) -> Any:
 @bp.post("/api/setup/test-notification")
 def api_test_notification() -> Any:
     """Send a test notification and say whether the desktop showed it."""
-    service = state().service
-    notifier = service.background.notifier if service.background is not None else None
+    notifier = state().runtime.notifier
     own = notifier is None
     if own:
         from rltray.app.notifier import Notifier
@@ -331,11 +330,11 @@ def api_snooze() -> Any:
         raise UserError("minutes is a whole number.") from None
     if not 0 <= minutes <= 24 * 60:
         raise UserError("Snooze for 0 to 1440 minutes.")
-    background = state().service.background
-    if background is None:
+    runtime = state().runtime
+    if not runtime.running:
         raise UserError("rltray is not running, so there are no notifications to snooze.")
     until = datetime.now().astimezone() + timedelta(minutes=minutes) if minutes else None
-    background.snoozed_until = until
+    runtime.snoozed_until = until
     return jsonify({"snoozed_until": None if until is None else until.isoformat()})
 
 

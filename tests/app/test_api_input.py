@@ -30,8 +30,8 @@ def turn(service: Service) -> int:
 
 
 @pytest.fixture
-def api(service: Service) -> Any:
-    app = create_api(service, TOKEN)
+def api(runtime: Any) -> Any:
+    app = create_api(runtime, TOKEN)
     app.config["TESTING"] = True
     return app.test_client()
 

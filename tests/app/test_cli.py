@@ -235,7 +235,7 @@ def test_doctor_fails_on_a_broken_settings_file(rltray_home: Path) -> None:
 
 
 def test_terminal_times_are_the_local_minute(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rltray.app.service import local_time
+    from rltray.app.words import local_time
 
     monkeypatch.setenv("TZ", "Europe/Berlin")
     time.tzset()

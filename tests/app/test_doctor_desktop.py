@@ -44,11 +44,14 @@ def line(check: Check) -> str:
 
 @pytest.fixture
 def running(session_bus: PrivateSessionBus, rltray_home: Path) -> Iterator[Service]:
+    from rltray.app.runtime import compose
+
     service = Service(Paths.from_env())
-    service.start(notifications=True, scheduler=False, api=True)
+    runtime = compose(service, notifications=True, scheduler=False, api=True)
     try:
         yield service
     finally:
+        runtime.close()
         service.close()
 
 
@@ -97,11 +100,14 @@ def test_without_a_keyring_doctor_says_the_token_is_in_the_endpoint_file(
     previous = keyring.get_keyring()
     keyring.set_keyring(fail.Keyring())
     try:
+        from rltray.app.runtime import compose
+
         service = Service(Paths.from_env())
-        service.start(notifications=True, scheduler=False, api=True)
+        runtime = compose(service, notifications=True, scheduler=False, api=True)
         try:
             got = checks()
         finally:
+            runtime.close()
             service.close()
     finally:
         keyring.set_keyring(previous)

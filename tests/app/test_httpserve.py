@@ -161,12 +161,20 @@ def test_stop_closes_the_port_and_open_connections() -> None:
         socket.create_connection(server.address, timeout=2)
 
 
-def test_stop_works_when_the_serving_loop_already_closed_its_trigger() -> None:
+def test_stop_works_when_the_serving_loop_already_closed_its_trigger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The dashboard bench once failed in CI at ``stop`` with EBADF: waking the loop
     through its trigger pipe failed because the pipe was already closed. Stop must
     still close the port."""
+    import errno
+
     server = LocalServer(_hello, "test-http").start()
-    server._server.trigger.close()  # the state CI hit: the wake-up pipe is gone
+
+    def closed_pipe(thunk: Any = None) -> None:  # what waitress raised in CI
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(server._server.trigger, "pull_trigger", closed_pipe)
     server.stop()
     with pytest.raises(OSError):
         socket.create_connection(server.address, timeout=2)

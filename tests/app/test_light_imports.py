@@ -12,12 +12,13 @@ PROBE = """
 import json, sys
 from rltray.app.paths import Paths
 from rltray.app.service import Service
+from rltray.app.runtime import compose
 from rltray.app import cli, autotrain
 service = Service(Paths.from_env())
-service.start()
-autotrain.gate(service)          # one scheduler tick: idle, power, decision
-service.status(); service.versions(); service.runs()
-service.stop(); service.close()
+runtime = compose(service)
+autotrain.gate(runtime)          # one scheduler tick: idle, power, decision
+runtime.status(); service.versions(); service.runs()
+runtime.close(); service.close()
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "mlx",
                "mlx_lm", "peft", "safetensors"))
 print(json.dumps(heavy))

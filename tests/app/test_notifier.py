@@ -37,9 +37,9 @@ from rltray.app.notifier import (
     NO_BUTTONS,
     NO_SERVER,
     Notifier,
-    preview,
     title_for,
 )
+from rltray.app.words import NOTIFICATION_CHARS, preview
 
 Rating = tuple[int, int, "str | None"]
 
@@ -111,12 +111,13 @@ def ask_and_wait(
 # -- pure helpers --------------------------------------------------------------
 
 
-def test_preview_collapses_whitespace_and_cuts_at_200() -> None:
+def test_a_notification_preview_collapses_whitespace_and_cuts_at_200() -> None:
     assert preview("  Done:\n\n  fixed   the\tparser ") == "Done: fixed the parser"
     long = "word " * 100
-    cut = preview(long)
+    cut = preview(long, NOTIFICATION_CHARS)
     assert len(cut) == 200 and cut.endswith("…") and cut.startswith("word word")
-    assert preview("x" * 200) == "x" * 200
+    assert preview("x" * 200, NOTIFICATION_CHARS) == "x" * 200
+    assert len(preview(long)) == 72  # a terminal line or a menu item
 
 
 def test_title_names_the_agent_and_project() -> None:

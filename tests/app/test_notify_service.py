@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dbus_fixtures import (  # noqa: F401 (the two fixtures)
@@ -60,11 +61,11 @@ def wait_turns(service: Service, n: int) -> None:
 
 
 def test_long_mode_asks_only_about_turns_that_took_long_enough(
-    service: Service, notification_server: NotificationServer
+    service: Service, notification_server: NotificationServer, start_runtime: Any
 ) -> None:
     config.set_value(service.paths, "notify.ask", "long")
     config.set_value(service.paths, "notify.min_turn_seconds", 20)
-    service.start(scheduler=False, api=False)
+    start_runtime(service, scheduler=False, api=False)
     spool(service.paths.home, "quick", "a quick answer", duration_s=3.5)
     spool(service.paths.home, "unknown", "an answer of unknown length")
     spool(service.paths.home, "slow", "a slow answer", duration_s=95.0)
@@ -75,7 +76,7 @@ def test_long_mode_asks_only_about_turns_that_took_long_enough(
 
 
 def test_a_turn_rated_with_rl_before_the_service_saw_it_is_not_asked_about(
-    service: Service, notification_server: NotificationServer
+    service: Service, notification_server: NotificationServer, start_runtime: Any
 ) -> None:
     config.set_value(service.paths, "notify.ask", "every")
     home = service.paths.home
@@ -85,7 +86,7 @@ def test_a_turn_rated_with_rl_before_the_service_saw_it_is_not_asked_about(
     name = f"{time.time_ns():020d}-{os.getpid()}-cmd.json"
     (home / "spool" / "incoming" / name).write_text(json.dumps(command))
     spool(home, "t2", "fresh answer")
-    service.start(scheduler=False, api=False)  # stores all three in one pass, in order
+    start_runtime(service, scheduler=False, api=False)  # stores all three in one pass, in order
     wait_turns(service, 2)
     notification_server.wait_for_calls(1)
     time.sleep(0.5)

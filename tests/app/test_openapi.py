@@ -16,7 +16,6 @@ from flask import Flask, jsonify
 from rltray.app.api import create_api
 from rltray.app.httpinput import INT64_MAX, Body, Comment, Id, takes
 from rltray.app.openapi import Surface, document
-from rltray.app.service import Service
 from rltray.app.spool import MAX_COMMENT
 from rltray.web.app import create_app
 
@@ -24,8 +23,8 @@ AUTH = {"Authorization": "Bearer t"}
 
 
 @pytest.fixture
-def api(service: Service) -> Any:
-    return create_api(service, "t")
+def api(runtime: Any) -> Any:
+    return create_api(runtime, "t")
 
 
 def served(api: Any) -> dict[str, Any]:
@@ -48,10 +47,10 @@ def test_the_document_needs_the_token(api) -> None:
     assert api.test_client().get("/api/openapi.json").status_code == 401
 
 
-def test_every_route_is_in_the_document_and_nothing_else(api, service) -> None:
+def test_every_route_is_in_the_document_and_nothing_else(api, runtime) -> None:
     doc = served(api)
     documented = {(path, method) for path, item in doc["paths"].items() for method in item}
-    registered = routes_of(api) | routes_of(create_app(service))
+    registered = routes_of(api) | routes_of(create_app(runtime))
     assert documented == registered
     assert ("/api/openapi.json", "get") in documented
     assert ("/api/turns/{turn_id}/rating", "post") in documented  # a web app route

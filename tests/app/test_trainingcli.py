@@ -169,11 +169,14 @@ def test_train_says_when_it_resumes_a_paused_round(
 @pytest.fixture
 def running_service(fake_trainer: Paths) -> Iterator[Service]:
     """The service as `rltray run` has it (its local API up), in this process."""
+    from rltray.app.runtime import compose
+
     service = Service(fake_trainer)
-    service.start(notifications=False, scheduler=False, api=True)
+    runtime = compose(service, notifications=False, scheduler=False, api=True)
     try:
         yield service
     finally:
+        runtime.close()
         service.close()
 
 
@@ -218,6 +221,9 @@ def test_status_shows_why_automatic_training_stopped(
     monkeypatch.setenv("FAKE_MODE", "crash")
     rate(fake_trainer, 48, 0)
     with Service(fake_trainer) as service:
+        from rltray.app.runtime import Runtime
+
+        runtime = Runtime(service)  # not started: what the tray and the gate read
         runner = service.runner()
         for _ in range(3):
             runner.start(reason="scheduled")
@@ -228,12 +234,12 @@ def test_status_shows_why_automatic_training_stopped(
         assert "automatic training stopped after 3 failed or rejected rounds in a row" in out
         assert "last: the trainer exited with code 1: RuntimeError" in out
         assert "noise line 59" in out  # the log tail
-        problems = traystate.snapshot(service).problems
+        problems = traystate.snapshot(runtime).problems
         assert problems[0].startswith("Automatic training stopped after 3 failed")
         assert problems[1] == "trainer.log: RuntimeError: the fake trainer broke"
-        assert "stopped after 3" in autotrain.decide(service).reason
+        assert "stopped after 3" in autotrain.decide(runtime).reason
         monkeypatch.setenv("FAKE_MODE", "done")
         service.train_now()  # Train now resets the count
         assert runner.wait(30)
         assert service.training_status()["stopped"] is None
-        assert "stopped after" not in autotrain.decide(service).reason
+        assert "stopped after" not in autotrain.decide(runtime).reason

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from rltray.app import config
 from rltray.app.paths import Paths
+from rltray.app.runtime import Runtime, compose
 from rltray.app.service import Service
 from rltray.app.tray import Tray, why_no_tray
 from rltray.app.trayicon import draw
@@ -31,23 +32,29 @@ def dummy_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def service(rltray_home: Path, fake_python: str, monkeypatch) -> Iterator[Service]:
+def runtime(rltray_home: Path, fake_python: str, monkeypatch) -> Iterator[Runtime]:
     monkeypatch.setenv("FAKE_MODE", "done")
     paths = Paths.from_env()
     paths.ensure()
     config.set_value(paths, "training.base_model", "/models/tiny")
     config.set_value(paths, "training.python", fake_python)
     svc = Service(paths)
-    svc.start(notifications=False, scheduler=False, api=False)
+    running = compose(svc, notifications=False, scheduler=False, api=False)
     try:
-        yield svc
+        yield running
     finally:
+        running.close()
         svc.close()
 
 
 @pytest.fixture
-def tray(service: Service) -> Tray:
-    return Tray(service)
+def service(runtime: Runtime) -> Service:
+    return runtime.service
+
+
+@pytest.fixture
+def tray(runtime: Runtime) -> Tray:
+    return Tray(runtime)
 
 
 def add_turns(service: Service, n: int) -> list[int]:
@@ -67,7 +74,7 @@ def labels(items: Any) -> list[str]:
 
 def find(tray: Tray, *path: str) -> Any:
     """The menu item under ``path`` (top label, then submenu labels), as pystray built it."""
-    tray.state = snapshot(tray.service)  # what the refresher would show now
+    tray.state = snapshot(tray.runtime)  # what the refresher would show now
     items: Any = tray.icon.menu.items
     for depth, name in enumerate(path):
         item = next((i for i in items if str(i.text).startswith(name)), None)
@@ -79,16 +86,15 @@ def find(tray: Tray, *path: str) -> Any:
 
 def click(tray: Tray, *path: str) -> None:
     find(tray, *path)(tray.icon)
-    drain(tray.service)
+    drain(tray.runtime)
 
 
-def drain(service: Service) -> None:
+def drain(runtime: Runtime) -> None:
     """Wait until the worker ran everything submitted so far."""
     import threading
 
     done = threading.Event()
-    assert service.background is not None
-    service.background.submit(done.set)
+    runtime.submit(done.set)
     assert done.wait(10)
 
 
@@ -113,8 +119,8 @@ def test_the_first_lines_say_ratings_active_version_and_what_training_waits_for(
     ids = add_turns(service, 3)
     service.store.rate(ids[0], 1, "cli")
     service.store.rate(ids[1], -1, "cli")
-    service.set_gate_reason("waiting for 8 more ratings")
-    state = snapshot(service)
+    tray.runtime.set_gate_reason("waiting for 8 more ratings")
+    state = snapshot(tray.runtime)
     assert state.status == "2 new ratings · base model"
     assert state.next_training == "Next training: waiting for 8 more ratings"
     assert state.mode == IDLE and state.problems == ()
@@ -130,7 +136,7 @@ def test_the_first_lines_say_ratings_active_version_and_what_training_waits_for(
 
 def test_no_model_configured_asks_for_attention(tray: Tray) -> None:
     config.set_value(tray.service.paths, "training.base_model", "")
-    state = snapshot(tray.service)
+    state = snapshot(tray.runtime)
     assert state.mode == ATTENTION
     assert state.problems == ("No model is set up for training (Open settings → Model).",)
     assert "No model is set up" in state.tooltip
@@ -142,12 +148,12 @@ def test_a_failed_run_asks_for_attention_until_a_later_run_succeeds(tray: Tray) 
     store = tray.service.store
     store.add_run("r1")
     store.finish_run("r1", "failed", error="loading the model\nRuntimeError: out of memory")
-    state = snapshot(tray.service)
+    state = snapshot(tray.runtime)
     assert state.mode == ATTENTION
     assert state.problems == ("The last training run failed: RuntimeError: out of memory",)
     store.add_run("r2")
     store.finish_run("r2", "done")
-    assert snapshot(tray.service).mode == IDLE
+    assert snapshot(tray.runtime).mode == IDLE
 
 
 # -- what each item does -------------------------------------------------------------
@@ -191,8 +197,7 @@ def test_pause_automatic_training_is_a_checkbox_kept_in_config(tray: Tray) -> No
 
 
 def test_snooze_for_an_hour_then_ask_again(tray: Tray) -> None:
-    background = tray.service.background
-    assert background is not None
+    background = tray.runtime
     assert find(tray, "Snooze notifications", "Ask again now").enabled is False
     click(tray, "Snooze notifications", "For 1 hour")
     until = background.snoozed_until
@@ -230,10 +235,10 @@ def test_roll_back_names_the_ollama_tag_and_a_failed_publish_asks_for_attention(
     adapter = store.add_adapter("/models/tiny", tray.service.paths.adapters / "v0001")
     store.set_adapter_status(adapter.version, "active")
     store.set_adapter_publication(1, "tiny-rltray:v1", {"tag": "tiny-rltray:v1", "path": "merged"})
-    state = snapshot(tray.service)
+    state = snapshot(tray.runtime)
     assert state.versions[0].label.endswith(" · tiny-rltray:v1") and state.mode == IDLE
     store.set_adapter_publication(1, None, {"error": "Ollama is not running on 127.0.0.1:11434"})
-    state = snapshot(tray.service)
+    state = snapshot(tray.runtime)
     assert state.mode == ATTENTION
     assert state.problems == ("v1 is not published: Ollama is not running on 127.0.0.1:11434",)
 
@@ -246,8 +251,8 @@ def test_training_shows_percent_in_the_icon_and_a_stop_item(
     for turn_id, value in zip(add_turns(service, 12), [1, -1] * 6, strict=True):
         service.store.rate(turn_id, value, "cli")
     click(tray, "Train now")
-    wait_until(lambda: (snapshot(service).percent or 0) > 0)
-    state = snapshot(service)
+    wait_until(lambda: (snapshot(tray.runtime).percent or 0) > 0)
+    state = snapshot(tray.runtime)
     assert state.mode == TRAINING and state.training
     assert state.next_training.startswith("Training now… ")
     click(tray, "Stop training")
@@ -275,7 +280,7 @@ def test_open_settings_and_setup_open_those_pages(
     tray: Tray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[str] = []
-    monkeypatch.setattr(tray.service, "open_settings", opened.append)  # no window in a test
+    monkeypatch.setattr(tray.runtime, "open_settings", opened.append)  # no window in a test
     click(tray, "Open settings")
     click(tray, "Setup wizard")
     assert opened == ["", "setup"]

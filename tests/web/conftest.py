@@ -24,9 +24,9 @@ def guard() -> Guard:
 
 
 @pytest.fixture
-def app(service: Service, guard: Guard, tmp_path) -> Any:
+def app(runtime: Any, guard: Guard, tmp_path) -> Any:
     app = create_app(
-        service,
+        runtime,
         guard=guard,
         options={"ollama_host": "http://127.0.0.1:9", "model_roots": [str(tmp_path / "models")]},
     )

@@ -48,9 +48,9 @@ pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"needs {_missing
 
 
 @pytest.fixture
-def server(service, ollama, tmp_path) -> Iterator[WebServer]:
+def server(runtime, ollama, tmp_path) -> Iterator[WebServer]:
     web = WebServer(
-        service, options={"ollama_host": ollama, "model_roots": [str(tmp_path / "models")]}
+        runtime, options={"ollama_host": ollama, "model_roots": [str(tmp_path / "models")]}
     ).start()
     yield web
     web.stop()

@@ -66,10 +66,10 @@ def turns(service: Service) -> list[int]:
 
 
 @pytest.fixture
-def document(service: Service) -> Any:
+def document(runtime: Any) -> Any:
     """The document as the API serves it, loaded by Schemathesis from the real route."""
     return schemathesis.openapi.from_wsgi(
-        "/api/openapi.json", create_api(service, TOKEN), headers=AUTH
+        "/api/openapi.json", create_api(runtime, TOKEN), headers=AUTH
     ).raw_schema
 
 
@@ -132,14 +132,16 @@ def loaded(document: dict[str, Any], tag: str, app: Any) -> Any:
     return schema
 
 
-def test_fuzz_the_local_api(service, turns, document) -> None:
-    schema = loaded(document, "api", create_api(service, TOKEN))
+def test_fuzz_the_local_api(service, runtime, turns, document) -> None:
+    schema = loaded(document, "api", create_api(runtime, TOKEN))
     assert fuzz(schema, service, turns, headers=AUTH) == []
 
 
-def test_fuzz_the_settings_apps_json_routes(service, turns, document, tmp_path) -> None:
+def test_fuzz_the_settings_apps_json_routes(
+    service, runtime, turns, document, tmp_path
+) -> None:
     guard = Guard()
-    app = create_app(service, guard=guard, options={"ollama_host": "http://127.0.0.1:9",
+    app = create_app(runtime, guard=guard, options={"ollama_host": "http://127.0.0.1:9",
                                                     "model_roots": [str(tmp_path)]})  # fmt: skip
     window = app.test_client()
     assert window.get(f"/launch/{guard.launch_token('')}").status_code == 303

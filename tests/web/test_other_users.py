@@ -82,7 +82,7 @@ def as_nobody(argv: list[str], **kwargs: Any) -> subprocess.Popen[str]:
 
 
 def test_a_poller_as_another_user_never_sees_the_launch_token(
-    service, tmp_path: Path, monkeypatch
+    runtime, tmp_path: Path, monkeypatch
 ) -> None:
     tmp_path.chmod(0o755)  # the browser stand-in lives here; nobody only reads /proc
     record = tmp_path / "opened.txt"
@@ -93,10 +93,10 @@ def test_a_poller_as_another_user_never_sees_the_launch_token(
     monkeypatch.setenv("BROWSER", str(browser))
     monkeypatch.delenv("DISPLAY", raising=False)  # the window falls back to the browser
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    base = service.settings_url("").split("/launch/")[0]  # the server runs; this token unused
+    base = runtime.settings_url("").split("/launch/")[0]  # the server runs; this token unused
     poller = as_nobody([SYSTEM_PYTHON, "-c", POLLER, base + "/launch/", "8"])
     time.sleep(1.0)  # the poller is scanning before the settings open
-    url = service.open_settings("setup")
+    url = runtime.open_settings("setup")
     out, err = poller.communicate(timeout=60)
     found, windows, scans = eval(out)  # the poller's own repr of three plain values
     assert scans > 10 and windows > 0, ("the poller did not watch the window start", out, err)
@@ -133,9 +133,11 @@ def _get_as(user: str | None, url: str, header: str, value: str) -> tuple[int, s
     return status, body
 
 
-def test_a_leaked_cookie_or_api_token_does_not_serve_another_user(service) -> None:
+def test_a_leaked_cookie_or_api_token_does_not_serve_another_user(
+    service, runtime, start_runtime
+) -> None:
     """Defence in depth: even holding the secret, another user's socket is refused."""
-    server = WebServer(service).start()
+    server = WebServer(runtime).start()
     try:
         sid = server.guard.open_session()
         cookie = f"{COOKIE}={sid}"
@@ -147,7 +149,7 @@ def test_a_leaked_cookie_or_api_token_does_not_serve_another_user(service) -> No
         server.stop()
     from rltray.app.apiclient import ApiClient
 
-    service.start()
+    running = start_runtime(service)
     try:
         client = ApiClient.find(service.paths)
         assert client is not None
@@ -156,4 +158,4 @@ def test_a_leaked_cookie_or_api_token_does_not_serve_another_user(service) -> No
         assert _get_as(None, url, "Authorization", f"Bearer {token}")[0] == 200
         assert _get_as("nobody", url, "Authorization", f"Bearer {token}")[0] == 403
     finally:
-        service.stop()
+        running.close()

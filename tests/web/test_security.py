@@ -141,8 +141,8 @@ def test_changes_without_the_csrf_token_are_403_and_change_nothing(client, add_t
     assert service.store.get_turn(turn_id) is not None
 
 
-def test_the_real_server_binds_localhost_and_checks_host_and_port(service) -> None:
-    server = WebServer(service).start()
+def test_the_real_server_binds_localhost_and_checks_host_and_port(runtime) -> None:
+    server = WebServer(runtime).start()
     try:
         assert server.address[0] == "127.0.0.1"
         jar = CookieJar()

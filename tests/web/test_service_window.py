@@ -1,4 +1,4 @@
-"""Service.open_settings / settings_url: one web server per Service, stopped with it."""
+"""Runtime.open_settings / settings_url: one web server per Runtime, stopped with it."""
 
 from __future__ import annotations
 
@@ -19,19 +19,21 @@ def opener() -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
 
 
-def test_settings_url_starts_one_server_and_close_stops_it(service) -> None:
-    first = service.settings_url("")
-    second = service.settings_url("setup")
+def test_settings_url_starts_one_server_and_close_stops_it(runtime) -> None:
+    first = runtime.settings_url("")
+    second = runtime.settings_url("setup")
     assert first != second and first.split("/launch/")[0] == second.split("/launch/")[0]
     base = first.split("/launch/")[0]
     with opener().open(second, timeout=10) as page:
         assert page.url == base + "/setup"
-    service.stop_web()
+    runtime.stop_web()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(base + "/launch/x", timeout=5)
 
 
-def test_open_settings_spawns_the_window_process(service, tmp_path: Path, monkeypatch) -> None:
+def test_open_settings_spawns_the_window_process(
+    service, runtime, tmp_path: Path, monkeypatch
+) -> None:
     record = tmp_path / "opened.txt"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\necho "$1" >> {record}\n')
@@ -39,7 +41,7 @@ def test_open_settings_spawns_the_window_process(service, tmp_path: Path, monkey
     monkeypatch.setenv("BROWSER", str(browser))
     monkeypatch.delenv("DISPLAY", raising=False)  # no display here: the window falls back
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    url = service.open_settings("setup")
+    url = runtime.open_settings("setup")
     deadline = time.monotonic() + 60
     while not record.exists():
         assert time.monotonic() < deadline, "the window process never handed the URL on"

@@ -51,11 +51,11 @@ def _missing() -> str | None:
 
 
 @pytest.mark.slow
-def test_pywebview_shows_the_page_and_its_title(service, tmp_path: Path) -> None:
+def test_pywebview_shows_the_page_and_its_title(runtime, tmp_path: Path) -> None:
     missing = _missing()
     if missing:
         pytest.skip(f"needs {missing}")
-    server = WebServer(service).start()
+    server = WebServer(runtime).start()
     driver = tmp_path / "drive.py"
     driver.write_text(DRIVER)
     env = {**os.environ, "PYWEBVIEW_GUI": "gtk", "TMPDIR": "/tmp"}

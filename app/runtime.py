@@ -1,5 +1,12 @@
-"""What a running service owns besides the store: lock, spool watcher, notifications,
-the training gate and the local API, each started and stopped in one place.
+"""The runtime: everything a running rltray owns around its Service, started and stopped here.
+
+The house (ARCHITECTURE.md): faces (CLI, tray, web pages, notifications, the
+API) -> runtime -> service -> domain -> ground. The service holds the intents
+and knows nothing of threads or servers; the runtime owns them all: the
+single-instance lock, the worker thread and spool watcher, notifications, the
+scheduler and the gate's state (its last reason, the manual run), snooze, the
+local API, the settings web server and the settings-window child process.
+:func:`compose` is the one place that builds a running rltray.
 
 One worker thread does all store work the outside world triggers (spool
 changes, notification buttons), fed by a queue: callbacks from watchdog's and
@@ -11,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -20,18 +28,40 @@ from typing import TYPE_CHECKING, Any
 from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
+    import subprocess
+
     from rltray.app.service import Service
     from rltray.app.spool import IngestReport
+    from rltray.web.server import WebServer
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 5.0  # safety net for file systems that do not deliver change events
 
 
-class Background:
-    """Started by ``Service.start()``; ``stop()`` is safe to call twice."""
+def compose(
+    service: Service, *, notifications: bool = True, scheduler: bool = True, api: bool = True
+) -> Runtime:
+    """Build and start this data folder's running rltray (refuses when another one runs).
+
+    The one composition of the parts: the tray (``traycli``), the headless service
+    and the self-test all start rltray through here; ``Runtime.close()`` takes
+    down what this started.
+    """
+    runtime = Runtime(service)
+    runtime.start(notifications=notifications, scheduler=scheduler, api=api)
+    return runtime
+
+
+class Runtime:
+    """Threads, servers and child processes around one Service; ``close()`` is idempotent.
+
+    A runtime that was never started still serves the settings window (``rltray
+    settings`` with no tray running): the web server starts on first use.
+    """
 
     def __init__(self, service: Service) -> None:
         self.service = service
+        self.running = False  # start() succeeded and stop() has not run
         self.lock: Any = None
         self.notifier: Any = None
         self.scheduler: Any = None
@@ -44,6 +74,11 @@ class Background:
         self._worker = threading.Thread(target=self._run, name="rltray-worker", daemon=True)
         self._ordinal = 0  # turns seen, for "ask about every Nth turn"
         self.snoozed_until: datetime | None = None
+        self.gate_reason = "not checked yet"  # the scheduler gate's last word, for status lines
+        self._manual_run: str | None = None  # the run "Train now" started, if any
+        self.web: WebServer | None = None  # the settings web app, started on first use
+        self._web_lock = threading.Lock()  # the tray and the API thread may both open it
+        self.windows: list[subprocess.Popen[bytes]] = []  # settings windows this runtime opened
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -72,16 +107,27 @@ class Background:
                 from rltray.app import autotrain
                 from rltray.app.scheduler import Scheduler
 
-                self.scheduler = Scheduler(lambda: autotrain.gate(self.service))
+                self.scheduler = Scheduler(lambda: autotrain.gate(self))
                 self.scheduler.start()
             if api:
                 self._start_api()
+            self.running = True
             self.service.store.log_event("service", "service started")
         except BaseException:
             self.stop()
             raise
 
+    def close(self) -> None:
+        """Stop what ``start`` started, then the windows and web server it opened."""
+        self.stop()
+        for window in self.windows:
+            if window.poll() is None:
+                with contextlib.suppress(OSError):
+                    window.terminate()
+        self.stop_web()
+
     def stop(self) -> None:
+        self.running = False
         if self._stopping.is_set():
             return
         self._stopping.set()
@@ -98,7 +144,7 @@ class Background:
                     getattr(part, how)()
         if self._worker.is_alive():
             self._worker.join(timeout=10)
-        runner = self.service._runner
+        runner = self.service.runner_if_started()
         if runner is not None and runner.running():
             runner.close()  # pause: the trainer checkpoints and resumes next time
         if self.lock is not None:
@@ -152,9 +198,7 @@ class Background:
         """The daily database copy: a service that runs for weeks opens the database once."""
         from rltray.app import dbbackup
 
-        store = self.service.store
-        with store._lock:  # the backup reads through the store's own connection
-            dbbackup.take_if_due(store.conn, store.path)
+        self.service.store.backup_if_due(dbbackup.take_if_due)
 
     # -- notifications ---------------------------------------------------------------
 
@@ -174,8 +218,9 @@ class Background:
         if self.notifier is None:
             return
         from rltray.app import config
-        from rltray.app.notifier import preview, title_for
+        from rltray.app.notifier import title_for
         from rltray.app.notify_policy import should_ask
+        from rltray.app.words import NOTIFICATION_CHARS, preview
 
         turn = self.service.store.get_turn(turn_id)
         if turn is None:
@@ -190,7 +235,99 @@ class Background:
             turn.rating is not None,
         )
         if ask:
-            self.notifier.ask(turn.id, title_for(turn.agent, turn.cwd), preview(turn.response))
+            body = preview(turn.response, NOTIFICATION_CHARS)
+            self.notifier.ask(turn.id, title_for(turn.agent, turn.cwd), body)
+
+    # -- the training gate -------------------------------------------------------------
+
+    def set_gate_reason(self, reason: str) -> None:
+        self.gate_reason = reason
+
+    def train_now(self, wait: bool = False) -> dict[str, Any]:
+        """Start (or resume) a round now, whatever the schedule says (tray, API)."""
+        started = self.service.train_now(wait=wait)
+        self._manual_run = started["run"]
+        return started
+
+    def manual_run_going(self) -> bool:
+        runner = self.service.runner()
+        return runner.running() and runner.progress.get("run_id") == self._manual_run
+
+    # -- what only the running rltray knows ------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """``Service.status`` with what this runtime knows: is it running, the gate's reason."""
+        return self.service.status(
+            service_running=self.running, next_training=self.next_training()
+        )
+
+    def training_status(self) -> dict[str, Any]:
+        return self.service.training_status(next_training=self.next_training())
+
+    def next_training(self) -> str | None:
+        """The gate's reason while this runtime runs the scheduler; None otherwise."""
+        return self.gate_reason if self.running else None
+
+    def snooze(self, until: str | None) -> dict[str, Any]:
+        """Stop asking for ratings for an hour (``"hour"``), ``"tomorrow"``, or no longer (None).
+
+        Kept by the running rltray only: a restart asks again, which is what
+        someone who restarted rltray most likely wants.
+        """
+        from rltray.app.notify_policy import snooze_for, snooze_until_tomorrow
+
+        if not self.running:
+            raise UserError("rltray is not running, so there are no notifications to snooze.")
+        now = datetime.now().astimezone()
+        if until is None:
+            end = None
+        elif until == "hour":
+            end = snooze_for(now, 1)
+        elif until == "tomorrow":
+            end = snooze_until_tomorrow(now)
+        else:
+            raise UserError(f"Snooze for an 'hour' or until 'tomorrow', not {until!r}.")
+        self.snoozed_until = end
+        return {"snoozed_until": None if end is None else end.isoformat(timespec="minutes")}
+
+    def health(self) -> dict[str, Any]:
+        """For `rltray doctor`: the process, delivery problems, snooze, where the token lives."""
+        snoozed = self.snoozed_until
+        return {
+            "pid": os.getpid(),
+            "notifications": None if self.notifier is None else self.notifier.delivery_problems(),
+            "snoozed_until": None if snoozed is None else snoozed.isoformat(timespec="minutes"),
+            "token_in_file": bool(getattr(self.api, "token_in_file", False)),
+        }
+
+    # -- the settings window -------------------------------------------------------------
+
+    def settings_url(self, page: str = "") -> str:
+        """A one-time launch URL of the settings web app ("" dashboard, "setup" the wizard).
+
+        The web server starts on first use and lives until ``close()``.
+        """
+        with self._web_lock:
+            if self.web is None:
+                from rltray.web.server import WebServer
+
+                self.web = WebServer(self).start()
+            return self.web.launch_url(page)
+
+    def open_settings(self, page: str = "") -> str:
+        """Open the settings window (tray menu, `rltray settings`); returns its launch URL."""
+        from rltray.web.server import open_window
+
+        url = self.settings_url(page)
+        self.windows = [w for w in self.windows if w.poll() is None]
+        self.windows.append(open_window(url, str(self.service.paths.launch_pages)))
+        return url
+
+    def stop_web(self) -> None:
+        with self._web_lock:
+            if self.web is not None:
+                self.web.stop()
+                self.web = None
 
     # -- local API ---------------------------------------------------------------------
 
@@ -200,7 +337,7 @@ class Background:
 
         secrets = Secrets()
         token = secrets.ensure("api-token")
-        self.api = ApiServer(self.service, token, token_in_file=not secrets.persistent)
+        self.api = ApiServer(self, token, token_in_file=not secrets.persistent)
         self.api.start()
 
 

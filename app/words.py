@@ -1,0 +1,56 @@
+"""How rltray words things for people: one-line previews, local times, good/bad, versions.
+
+The ground floor of the house (ARCHITECTURE.md): every face (CLI, tray,
+notifications, web pages) formats with these, so a turn reads the same
+wherever it is shown. Standard library only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rltray.app.errors import UserError
+
+#: A turn in a terminal line or a tray menu item.
+LINE_CHARS = 72
+#: A turn's answer in a notification's body.
+NOTIFICATION_CHARS = 200
+
+
+def preview(text: str, limit: int = LINE_CHARS) -> str:
+    """``text`` on one line: whitespace collapsed, at most ``limit`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    return flat[: limit - 1].rstrip() + "…"
+
+
+def local_time(iso: str | None) -> str:
+    """A stored UTC timestamp as the user's local minute, for terminal output.
+
+    JSON output keeps the full ISO-8601 value; people read the minute.
+    """
+    if not iso:
+        return "—"
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def word(value: int) -> str:
+    """A rating's value as the word the user typed: ``good`` or ``bad``."""
+    return "good" if value > 0 else "bad"
+
+
+def parse_version(text: int | str | None) -> int | None:
+    """`v3`, `3` or 3 → 3; None stays None (the default target)."""
+    if text is None or isinstance(text, int):
+        return text
+    digits = str(text).strip().lower().removeprefix("v")
+    if not digits.isdigit():
+        raise UserError(f"A version is written like v3 or 3, not {text!r}.")
+    return int(digits)
