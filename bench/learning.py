@@ -13,10 +13,10 @@ What it does (see bench/README.md for results and how long it takes):
    ways: sampled from the base model (on-policy) and written by a different
    generator (off-policy, like a cloud model's answers).
 3. For each method -- MIS-PO (our trainer, through its job file), plain REINFORCE
-   (our trainer with masks and KL off), KTO (TRL) and SFT on good-only -- with the
-   same data, LoRA and optimizer budget: a learning-rate sweep at the middle N,
-   MIS-PO ablations (beta, masks, epochs) at its best rate, then every N at each
-   method's best rate.
+   (our trainer's round with ``objective.REINFORCE``: masks and KL off), KTO (TRL)
+   and SFT on good-only -- with the same data, LoRA and optimizer budget: a
+   learning-rate sweep at the middle N, MIS-PO ablations (beta, masks, epochs) at
+   its best rate, then every N at each method's best rate.
 4. Scores each adapter on held-out prompts: preferred-style rate, implicit-reward
    AUROC on held-out ratings, per-token KL to the base, held-out NLL change.
 

@@ -35,8 +35,10 @@ import baselines
 import synthetic
 import tinylm
 
-#: Plain REINFORCE with the same baseline: no token mask, no trajectory gate, no KL.
-REINFORCE = {"rho_lo": 0.0, "rho_hi": 1e9, "delta_lo": -1e9, "delta_hi": 1e9, "beta": 0.0}
+#: Methods our trainer runs, each the name of the objective its round hands to
+#: ``train(..., objective=...)`` (``rltray.trainer.objective.OBJECTIVES``): MIS-PO and
+#: plain REINFORCE with the same baseline (no token mask, no trajectory gate, no KL).
+TRAINER_METHODS = ("mispo", "reinforce")
 
 
 @dataclass(frozen=True)
@@ -144,8 +146,6 @@ def trainer_hyper(spec: Spec, budget: baselines.Budget) -> dict[str, Any]:
         "weight_decay": 0.0,
         "replay_share": 0.0,
     }
-    if spec.method == "reinforce":
-        hyper.update(REINFORCE)
     hyper.update(spec.overrides)
     return hyper
 
@@ -185,7 +185,7 @@ def run_trainer(
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
     env.setdefault("RLTRAY_TRAINER_BF16", "0")  # the tables are fp32 unless asked
     proc = subprocess.run(
-        [sys.executable, "-m", "rltray.trainer", str(folder / "job.json")],
+        trainer_command(spec.method, folder / "job.json"),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -211,6 +211,58 @@ def run_trainer(
     done["gated_examples"] = _mean(x.get("gated_examples") for x in progress)
     done.update(progress_facts(progress, done.get("metrics") or {}))
     return done
+
+
+def trainer_command(method: str, job: Path) -> list[str]:
+    """The child process that trains ``job`` with the trainer method ``method``.
+
+    MIS-PO runs the product's own ``python -m rltray.trainer``. Another objective runs
+    this file's ``objective-child``, which hands it to ``train(..., objective=...)``:
+    the product's command line has no objective switch (the job contract is the
+    tray's, and the tray trains MIS-PO only), and writing the numbers that switch
+    MIS-PO's masks and KL off into the job's ``hyper`` dressed REINFORCE up as a preset.
+    """
+    if method == "mispo":
+        return [sys.executable, "-m", "rltray.trainer", str(job)]
+    return [sys.executable, str(Path(__file__).resolve()), "objective-child", method, str(job)]
+
+
+def objective_child(name: str, job_path: str) -> int:
+    """Train ``job_path``'s round with the objective ``name``; JSON lines on stdout.
+
+    The steps of ``python -m rltray.trainer`` (job, examples, the preset's Hyper, the
+    backend, ``train``) and its line format, without the tray's pause machinery (a
+    bench child runs to the end or is killed by its timeout). Returns the exit code.
+    """
+    import traceback
+
+    from rltray.trainer import presets
+    from rltray.trainer.__main__ import _emitter, _load_heldout, _protocol_stream, make_backend
+    from rltray.trainer.backends.base import read_base_config, resolve_model_folder
+    from rltray.trainer.job import error_line, load_examples, load_job
+    from rltray.trainer.objective import OBJECTIVES
+    from rltray.trainer.priority import lower_priority
+    from rltray.trainer.train import train
+
+    emit = _emitter(_protocol_stream())
+    emit({"type": "log", "message": f"priority: {lower_priority()}"})  # as the trainer runs
+    try:
+        job = load_job(job_path)
+        config = read_base_config(resolve_model_folder(job.base_model, job.revision))
+        hyper = presets.resolve(job.preset, presets.model_info(config), dict(job.hyper))
+        backend = make_backend(job, hyper)
+        emit({"type": "log", "message": f"loading {job.base_model} on the {job.backend} backend"})
+        backend.load()
+        emit({"type": "log", "message": f"model loaded on {backend.device_name}"})
+        outcome = train(backend, load_examples(job.examples), _load_heldout(job.heldout), job,
+                        hyper, emit, objective=OBJECTIVES[name])
+        assert outcome.result is not None  # nothing asks this round to stop
+        emit(outcome.result.line())
+        return 0
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        emit(error_line(f"{type(exc).__name__}: {exc}", "internal"))
+        return 1
 
 
 def progress_facts(progress: list[dict[str, Any]], metrics: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +301,7 @@ def train(world: World, spec: Spec, folder: Path, timeout: float) -> tuple[Path,
     """Train one spec; returns (adapter folder, extra facts for the row)."""
     budget = baselines.Budget(lr=spec.lr, epochs=spec.epochs, seed=world.seed)
     rated = world.rated[spec.source][: spec.n]
-    if spec.method in ("mispo", "reinforce"):
+    if spec.method in TRAINER_METHODS:
         done = run_trainer(world, spec, budget, folder, timeout)
         facts = {
             "accepted": done.get("accepted"),
@@ -342,3 +394,9 @@ def run(world: World, spec: Spec, out_root: Path, timeout: float, prefer: str) -
         **facts,
     )
     return row
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["objective-child"] or len(sys.argv) != 4:
+        sys.exit("usage: runs.py objective-child OBJECTIVE JOB.json (run by run_trainer)")
+    sys.exit(objective_child(sys.argv[2], sys.argv[3]))

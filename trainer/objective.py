@@ -52,9 +52,11 @@ changes. The logged ``kl`` is the same bounded value.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 #: Log-ratio ``f − n`` (nats) beyond which the k3 term continues as its tangent line.
 K3_LINEAR_FROM = 4.0
@@ -187,6 +189,65 @@ def ema_update(baseline: float, rewards: Iterable[float], decay: float = 0.99) -
     for r in rewards:
         b = decay * b + (1.0 - decay) * float(r)
     return b
+
+
+# --------------------------------------------------------------------------------------
+# The objective a round optimises (``train(..., objective=...)``)
+# --------------------------------------------------------------------------------------
+
+
+#: A Hyper (``presets.Hyper``; any dataclass with the loss fields).
+H = TypeVar("H")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a round optimises, handed to :func:`rltray.trainer.train.train`.
+
+    Why an object and not hyper overrides: a baseline such as REINFORCE is a choice
+    of objective, not a preset. Before this, the benchmarks wrote the numbers that
+    switch MIS-PO's masks and KL off into the job's ``hyper`` and so dressed another
+    objective up as a MIS-PO preset; now they name the objective and the trainer
+    applies it, in one place, to a Hyper the job left as it was.
+
+    Every objective here shares the round's mechanics (EMA baseline, advantages,
+    class weights by push, step weights) and the backends' one loss function
+    (``mispo_loss_<library>``); ``loss_fields`` are the loss parameters it fixes
+    whatever the preset says (``rho_lo`` ... ``beta``; none for MIS-PO itself).
+    The backend's loss reads them from the Hyper the trainer hands it.
+    """
+
+    name: str
+    loss_fields: Mapping[str, float] = field(default_factory=dict)
+
+    def loss_hyper(self, hyper: H) -> H:
+        """``hyper`` with this objective's loss parameters in place (itself when none)."""
+        if not self.loss_fields:
+            return hyper
+        return dataclasses.replace(hyper, **dict(self.loss_fields))
+
+    def advantages(self, ratings: Sequence[float], baseline: float, clip: float) -> list[float]:
+        """Per-example advantages (:func:`advantages`: EMA baseline, clipped, no z-norm)."""
+        return advantages(ratings, baseline, clip)
+
+    def class_weights(self, ratings: Sequence[float], advs: Sequence[float]) -> list[float]:
+        """Per-example weights (:func:`class_weights`: both classes push equally hard)."""
+        return class_weights(ratings, advs)
+
+
+#: The trainer's own objective (the default of ``train``): the preset's masks and KL.
+MISPO = Objective("mispo")
+
+#: Plain REINFORCE with the same EMA baseline and class weights: no token mask (the
+#: ratio band holds every ratio), no trajectory gate (the drift band holds every
+#: drift), no KL term. The benchmarks' baseline (bench/runs.py).
+REINFORCE = Objective(
+    "reinforce",
+    {"rho_lo": 0.0, "rho_hi": 1e9, "delta_lo": -1e9, "delta_hi": 1e9, "beta": 0.0},
+)
+
+#: Objectives by name, for the command lines that pick one.
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (MISPO, REINFORCE)}
 
 
 # --------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from rltray.trainer.backends.base import Backend
 from rltray.trainer.drift import DriftSet
 from rltray.trainer.guard import Guard
 from rltray.trainer.job import Example, TrainJob
+from rltray.trainer.objective import Objective
 from rltray.trainer.presets import Hyper
 
 #: Receives every progress, metric and log line of a round as a dict.
@@ -42,6 +43,7 @@ class Round:
     backend: Backend
     job: TrainJob
     hyper: Hyper
+    objective: Objective
     examples: Sequence[Example]
     heldout: Sequence[Example]
     enc: dict[int, Any]

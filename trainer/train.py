@@ -1,10 +1,12 @@
 """One training round, written once for every backend.
 
-``train(backend, examples, heldout, job, hyper, emit, should_stop)`` is a plain
-function (habit 12): the model sits behind the :class:`~.backends.base.Backend`
-door, the maths in :mod:`.objective`, the verdict in :mod:`.evaluate`, the folder
-format in :mod:`.adapters`; ``emit`` receives every progress line as a dict. The
-round:
+``train(backend, examples, heldout, job, hyper, emit, should_stop, objective=MISPO)``
+is a plain function (habit 12): the model sits behind the
+:class:`~.backends.base.Backend` door, the maths in :mod:`.objective` (the
+objective is passed in: a benchmark's baseline names its own), the verdict in
+:mod:`.evaluate`, the folder format in :mod:`.adapters`; ``emit`` receives every
+progress line as a dict. What the phases below share is one :class:`~.round.Round`.
+The round:
 
 1. encode every example (skips reported, never silently lost);
 2. round-start log-probs once: ``o`` (the parent policy, or the example's own
@@ -49,13 +51,13 @@ from rltray.trainer import (
     checkpoint,
     data,
     evaluate,
-    objective,
     rounddata,
 )
 from rltray.trainer.backends.base import Backend
 from rltray.trainer.drift import DriftSet
 from rltray.trainer.guard import Guard
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
+from rltray.trainer.objective import MISPO, Objective, ema_update, step_weights
 from rltray.trainer.presets import Hyper
 from rltray.trainer.round import Emit, Round
 
@@ -77,9 +79,18 @@ def train(
     hyper: Hyper,
     emit: Emit,
     should_stop: Callable[[], bool] = lambda: False,
+    objective: Objective = MISPO,
 ) -> Outcome:
-    """Run one round on a loaded ``backend``; see the module docstring for the steps."""
+    """Run one round on a loaded ``backend``; see the module docstring for the steps.
+
+    ``objective`` is what the round optimises (:mod:`.objective`; MIS-PO unless a
+    benchmark asks for a baseline such as ``objective.REINFORCE``). One that fixes
+    loss parameters replaces ``hyper`` by its own and hands that to the backend
+    (``backend.hyper``: the backend's loss reads it at every step).
+    """
     started = time.monotonic()
+    if objective.loss_fields:
+        hyper = backend.hyper = objective.loss_hyper(hyper)
     heldout = list(heldout or [])
     if not examples:
         raise JobError("the round has no training examples")
@@ -97,7 +108,8 @@ def train(
     drift = DriftSet.of(enc, kept, held_enc, held_kept, job, examples, heldout)
     drift.keep_references(backend)
     rnd = Round(
-        backend=backend, job=job, hyper=hyper, examples=examples, heldout=heldout,
+        backend=backend, job=job, hyper=hyper, objective=objective, examples=examples,
+        heldout=heldout,
         enc=enc, kept=kept, held_enc=held_enc, held_kept=held_kept, pad_id=pad_id,
         data_hash=data_hash, drift=drift, emit=emit, should_stop=should_stop, started=started,
     )  # fmt: skip
@@ -119,7 +131,7 @@ def _resume_or_start(rnd: Round) -> checkpoint.RoundState | None:
     a new one from the round start (``None`` when asked to stop during it)."""
     ck_dir, emit = rnd.job.checkpoint_dir, rnd.emit
     state = checkpoint.load(ck_dir) if ck_dir.exists() else None
-    fingerprint = round_fingerprint(rnd.job, rnd.hyper, rnd.backend)
+    fingerprint = round_fingerprint(rnd.job, rnd.hyper, rnd.backend, rnd.objective)
     if state is not None and (
         state.job_id != rnd.job.id or state.data_hash != rnd.data_hash
         or state.fingerprint != fingerprint
@@ -161,8 +173,14 @@ def _guard(rnd: Round, state: checkpoint.RoundState) -> Guard:
     return guard
 
 
-def round_fingerprint(job: TrainJob, hyper: Hyper, backend: Backend) -> str:
-    """sha256 of what, besides the data, decides a round's numbers (for resume checks)."""
+def round_fingerprint(
+    job: TrainJob, hyper: Hyper, backend: Backend, objective: Objective = MISPO
+) -> str:
+    """sha256 of what, besides the data, decides a round's numbers (for resume checks).
+
+    The objective is part of it only when it is not MIS-PO, so a MIS-PO round's
+    fingerprint (and so its checkpoints) stays what it was before objectives were named.
+    """
     import dataclasses
     import hashlib
     import json
@@ -172,6 +190,8 @@ def round_fingerprint(job: TrainJob, hyper: Hyper, backend: Backend) -> str:
         "hyper": hyper_d, "seed": job.seed, "base": str(job.base_model), "rev": job.revision,
         "parent": str(job.parent_adapter), "baseline": job.baseline, "backend": backend.name,
     }  # fmt: skip
+    if objective.name != MISPO.name:
+        spec["objective"] = objective.name
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -245,8 +265,8 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
     backend, enc, hyper, guard, emit = rnd.backend, rnd.enc, rnd.hyper, rnd.guard, rnd.emit
     kept, size = state.kept, rnd.size
     ratings = [rnd.examples[i].rating for i in kept]
-    adv = objective.advantages(ratings, rnd.job.baseline, float(hyper.adv_clip))
-    cls_w = objective.class_weights(ratings, adv)
+    adv = rnd.objective.advantages(ratings, rnd.job.baseline, float(hyper.adv_clip))
+    cls_w = rnd.objective.class_weights(ratings, adv)
     per_step = max(1, int(hyper.step_examples))
     steps_per_epoch = math.ceil(len(kept) / per_step)
     total = int(hyper.epochs) * steps_per_epoch
@@ -262,7 +282,7 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
                 return "paused"
             t0 = time.monotonic()
             chunk = state.order[state.step * per_step : (state.step + 1) * per_step]
-            weights = objective.step_weights([cls_w[p] for p in chunk])
+            weights = step_weights([cls_w[p] for p in chunk])
             w_of = dict(zip(chunk, weights, strict=True))
             agg = _Agg()
             for mb in rounddata.micro_batches(chunk, {p: enc[kept[p]] for p in chunk}, size):
@@ -498,7 +518,7 @@ def _new_baseline(rnd: Round, accept: bool, unseen: set[str]) -> float:
     fresh = sorted((e for e in rnd.examples if not e.replay and e.id not in unseen),
                    key=_rated_key)
     decay = float(rnd.hyper.ema_decay)
-    updated = objective.ema_update(rnd.job.baseline, [e.rating for e in fresh], decay)
+    updated = ema_update(rnd.job.baseline, [e.rating for e in fresh], decay)
     return updated if accept else float(rnd.job.baseline)
 
 

@@ -151,15 +151,20 @@ def setup_round(job_path: Path) -> tuple[Any, ...]:
 
 
 def run_round(
-    job_path: Path, should_stop: Any = lambda: False, lines: list[dict] | None = None
+    job_path: Path,
+    should_stop: Any = lambda: False,
+    lines: list[dict] | None = None,
+    objective: Any = None,
 ) -> tuple[Any, list[dict]]:
     """Run :func:`rltray.trainer.train.train` in process: (Outcome, emitted lines).
 
-    ``lines`` (appended to as the round emits) lets ``should_stop`` look at progress.
+    ``lines`` (appended to as the round emits) lets ``should_stop`` look at progress;
+    ``objective`` (an ``objective.Objective``) is passed on when given, else the default.
     """
     from rltray.trainer.train import train
 
     job, hyper, backend, examples, heldout = setup_round(job_path)
     lines = [] if lines is None else lines
-    outcome = train(backend, examples, heldout, job, hyper, lines.append, should_stop)
+    more = {} if objective is None else {"objective": objective}
+    outcome = train(backend, examples, heldout, job, hyper, lines.append, should_stop, **more)
     return outcome, lines

@@ -375,3 +375,42 @@ def test_class_weights_balance_push_not_counts_with_the_baseline() -> None:
     assert ob.class_weights([-1, -1], ob.advantages([-1, -1], -0.5)) == [1.0, 1.0]
     # a class with zero push (b = 1, good ones have A = 0) falls back to count balance
     assert ob.class_weights([1, -1, -1], [0.0, -2.0, -2.0]) == ob.class_weights([1, -1, -1])
+
+
+# ---- the objective handed to train() ------------------------------------------------
+
+
+def test_mispo_is_the_default_objective_and_leaves_the_hyper_as_it_is() -> None:
+    import inspect
+
+    from rltray.trainer import train as train_mod
+    from rltray.trainer.presets import Hyper
+
+    hyper = Hyper()
+    assert ob.MISPO.loss_hyper(hyper) is hyper  # MIS-PO rounds see the job's Hyper itself
+    assert inspect.signature(train_mod.train).parameters["objective"].default is ob.MISPO
+    assert ob.OBJECTIVES == {"mispo": ob.MISPO, "reinforce": ob.REINFORCE}
+
+
+def test_reinforce_masks_no_token_gates_no_example_and_has_no_kl_term() -> None:
+    from rltray.trainer.presets import Hyper
+
+    hyper = Hyper()
+    opened = ob.REINFORCE.loss_hyper(hyper)
+    assert (opened.rho_lo, opened.rho_hi, opened.beta) == (0.0, 1e9, 0.0)
+    assert (opened.delta_lo, opened.delta_hi) == (-1e9, 1e9)
+    assert opened.lr == hyper.lr and hyper.beta > 0  # only the loss's fields change
+    # Far off-policy tokens (rho = e^3 and e^-3) and a large drift in both directions:
+    # MIS-PO masks and gates them, REINFORCE pushes every token with rho * A.
+    n = np.array([[0.0, -1.0, -2.0], [-3.0, -1.0, 0.0]])
+    o = n - np.array([[3.0, -3.0, 0.0], [0.0, 3.0, -3.0]])
+    f = n - 2.5
+    mask = np.ones_like(n)
+    adv, weight = np.array([1.0, -1.0]), np.array([0.5, 0.5])
+    _, mispo = ob.mispo_loss_numpy(n, o, f, mask, adv, weight, hyper)
+    loss, plain = ob.mispo_loss_numpy(n, o, f, mask, adv, weight, opened)
+    assert mispo["masked_tokens"] > 0 and mispo["gated_examples"] > 0
+    assert plain["masked_tokens"] == 0 and plain["gated_examples"] == 0
+    rho = np.exp(n - o)
+    expected = 0.5 * (-rho[0].mean() * 1.0) + 0.5 * (-rho[1].mean() * -1.0)
+    assert loss == pytest.approx(expected)  # the surrogate alone: no KL term

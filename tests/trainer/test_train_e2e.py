@@ -93,6 +93,33 @@ def test_pause_and_resume_is_bit_identical(tiny_model_dir: Path, tmp_path: Path)
     assert resumed.result.metrics["auroc_new"] == straight.result.metrics["auroc_new"]
 
 
+def test_reinforce_passed_in_trains_as_the_hyper_overrides_that_used_to_fake_it(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The bench's REINFORCE rows stay comparable: ``train(objective=REINFORCE)`` gives
+    bit for bit what a job with REINFORCE's loss fields in its ``hyper`` gave."""
+    passed, lines_a = run_round(make_job(tmp_path / "a", tiny_model_dir),
+                                objective=objective.REINFORCE)
+    faked, lines_b = run_round(make_job(tmp_path / "b", tiny_model_dir,
+                                        hyper=dict(objective.REINFORCE.loss_fields)))
+    mispo, _ = run_round(make_job(tmp_path / "c", tiny_model_dir))
+    timing = {"tokens_per_s", "elapsed_s"}
+
+    def steps(lines: list[dict]) -> list[dict]:
+        return [{k: v for k, v in x.items() if k not in timing}
+                for x in lines if x["type"] == "progress"]
+
+    assert steps(lines_a) == steps(lines_b) and len(steps(lines_a)) == 4
+    a = adapters.load_adapter_tensors(passed.result.adapter)
+    b = adapters.load_adapter_tensors(faked.result.adapter)
+    c = adapters.load_adapter_tensors(mispo.result.adapter)
+    assert a.keys() == b.keys() == c.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert any(not np.array_equal(a[k], c[k]) for k in a)  # and it is not MIS-PO
+    assert passed.result.metrics["kl_round"] == faked.result.metrics["kl_round"]
+
+
 def test_too_long_example_is_skipped_and_reported(tiny_model_dir: Path, tmp_path: Path) -> None:
     rows = [
         example(0, 1, "Short good answer."),
