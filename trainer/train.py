@@ -262,8 +262,7 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
     steps ran, or the drift guard's sentence when it stopped the round early (the
     weights are then those of the newest step within the guard's line).
     """
-    backend, enc, hyper, guard, emit = rnd.backend, rnd.enc, rnd.hyper, rnd.guard, rnd.emit
-    kept, size = state.kept, rnd.size
+    hyper, guard, emit, kept = rnd.hyper, rnd.guard, rnd.emit, state.kept
     ratings = [rnd.examples[i].rating for i in kept]
     adv = rnd.objective.advantages(ratings, rnd.job.baseline, float(hyper.adv_clip))
     cls_w = rnd.objective.class_weights(ratings, adv)
@@ -272,7 +271,6 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
     total = int(hyper.epochs) * steps_per_epoch
     elapsed_before = state.elapsed_s
     resumed_at = time.monotonic()
-    lengths = {p: rounddata.length(enc[i]) for p, i in enumerate(kept)}
     while state.epoch < int(hyper.epochs):
         if not state.order:
             state.order = epoch_order(len(kept), rnd.job.seed, state.epoch)
@@ -282,22 +280,9 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
                 return "paused"
             t0 = time.monotonic()
             chunk = state.order[state.step * per_step : (state.step + 1) * per_step]
-            weights = step_weights([cls_w[p] for p in chunk])
-            w_of = dict(zip(chunk, weights, strict=True))
-            agg = _Agg()
-            for mb in rounddata.micro_batches(chunk, {p: enc[kept[p]] for p in chunk}, size):
-                batch = data.collate([enc[kept[p]] for p in mb], rnd.pad_id)
-                width = batch.input_ids.shape[1] - 1
-                stats = backend.accumulate(
-                    batch,
-                    _pad_rows([state.old[p] for p in mb], width),
-                    _pad_rows([state.base[p] for p in mb], width),
-                    np.array([adv[p] for p in mb], dtype=np.float32),
-                    np.array([w_of[p] for p in mb], dtype=np.float32),
-                )
-                agg.add(stats, sum(lengths[p] for p in mb))
+            agg = _accumulate(rnd, state, chunk, adv, cls_w)
             guard.remember(state.global_step)
-            step = backend.step()
+            step = rnd.backend.step()
             state.step += 1
             state.global_step += 1
             dt = max(time.monotonic() - t0, 1e-9)
@@ -335,6 +320,31 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
         state.order = []
     state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
     return ""
+
+
+def _accumulate(rnd: Round, state: checkpoint.RoundState, chunk: list[int],
+                adv: Sequence[float], cls_w: Sequence[float]) -> _Agg:
+    """Accumulate one optimizer step's gradient over the kept positions ``chunk``,
+    micro-batch by micro-batch; returns the step's folded stats.
+
+    The weights are normalised over the whole step, so the micro-batches' gradients
+    add up to the step's whatever the micro-batch size.
+    """
+    enc, kept = rnd.enc, state.kept
+    w_of = dict(zip(chunk, step_weights([cls_w[p] for p in chunk]), strict=True))
+    agg = _Agg()
+    for mb in rounddata.micro_batches(chunk, {p: enc[kept[p]] for p in chunk}, rnd.size):
+        batch = data.collate([enc[kept[p]] for p in mb], rnd.pad_id)
+        width = batch.input_ids.shape[1] - 1
+        stats = rnd.backend.accumulate(
+            batch,
+            _pad_rows([state.old[p] for p in mb], width),
+            _pad_rows([state.base[p] for p in mb], width),
+            np.array([adv[p] for p in mb], dtype=np.float32),
+            np.array([w_of[p] for p in mb], dtype=np.float32),
+        )
+        agg.add(stats, sum(rounddata.length(enc[kept[p]]) for p in mb))
+    return agg
 
 
 def trained_positions(n: int, per_step: int, seed: int, steps: int) -> list[int]:
