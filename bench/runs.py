@@ -236,9 +236,7 @@ def objective_child(name: str, job_path: str) -> int:
     """
     import traceback
 
-    from rltray.trainer import presets
-    from rltray.trainer.__main__ import _emitter, _load_heldout, _protocol_stream, make_backend
-    from rltray.trainer.backends.base import read_base_config, resolve_model_folder
+    from rltray.trainer.__main__ import _emitter, _load_heldout, _protocol_stream, load_backend
     from rltray.trainer.job import error_line, load_examples, load_job
     from rltray.trainer.objective import OBJECTIVES
     from rltray.trainer.priority import lower_priority
@@ -248,12 +246,7 @@ def objective_child(name: str, job_path: str) -> int:
     emit({"type": "log", "message": f"priority: {lower_priority()}"})  # as the trainer runs
     try:
         job = load_job(job_path)
-        config = read_base_config(resolve_model_folder(job.base_model, job.revision))
-        hyper = presets.resolve(job.preset, presets.model_info(config), dict(job.hyper))
-        backend = make_backend(job, hyper)
-        emit({"type": "log", "message": f"loading {job.base_model} on the {job.backend} backend"})
-        backend.load()
-        emit({"type": "log", "message": f"model loaded on {backend.device_name}"})
+        backend, hyper = load_backend(job, emit)
         outcome = train(backend, load_examples(job.examples), _load_heldout(job.heldout), job,
                         hyper, emit, objective=OBJECTIVES[name])
         assert outcome.result is not None  # nothing asks this round to stop

@@ -78,6 +78,24 @@ def make_backend(job: Any, hyper: Any) -> Any:
     return TorchPeftBackend(job, hyper)
 
 
+def load_backend(job: Any, emit: Callable[[dict[str, Any]], None]) -> tuple[Any, Any]:
+    """The job's preset resolved for its model, and its backend with the model loaded.
+
+    Saying so on ``emit`` as it goes: loading a large model is the slow part the
+    tray's progress line shows before any step.
+    """
+    from rltray.trainer import presets
+    from rltray.trainer.backends.base import read_base_config, resolve_model_folder
+
+    config = read_base_config(resolve_model_folder(job.base_model, job.revision))
+    hyper = presets.resolve(job.preset, presets.model_info(config), dict(job.hyper))
+    backend = make_backend(job, hyper)
+    emit({"type": "log", "message": f"loading {job.base_model} on the {job.backend} backend"})
+    backend.load()
+    emit({"type": "log", "message": f"model loaded on {backend.device_name}"})
+    return backend, hyper
+
+
 def _load_heldout(path: Path | None) -> list[Any]:
     from rltray.trainer.job import load_examples
 
@@ -125,15 +143,7 @@ def run(job_path: str, emit: Callable[[dict[str, Any]], None], stop: threading.E
         examples = load_examples(job.examples)
         heldout = _load_heldout(job.heldout)
 
-        from rltray.trainer import presets
-        from rltray.trainer.backends.base import read_base_config, resolve_model_folder
-
-        config = read_base_config(resolve_model_folder(job.base_model, job.revision))
-        hyper = presets.resolve(job.preset, presets.model_info(config), dict(job.hyper))
-        backend = make_backend(job, hyper)
-        emit({"type": "log", "message": f"loading {job.base_model} on the {job.backend} backend"})
-        backend.load()
-        emit({"type": "log", "message": f"model loaded on {backend.device_name}"})
+        backend, hyper = load_backend(job, emit)
 
         from rltray.trainer.train import train
 
