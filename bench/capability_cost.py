@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / ".bench-out")
     ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=None,
+                    help="greedy tokens per answer (default: the preset's ref_tokens)")
     ap.add_argument("--lr-factor", type=float, default=1.0)
     a = ap.parse_args(argv)
     import smollm2_world as w
@@ -77,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     model = w.base_folder(a.out)
     info = presets.model_info(json.loads((model / "config.json").read_text()))
     hyper = {"max_seq_len": 160, "batch_size": 4, "step_examples": 4,
-             "ref_prompts": a.prompts, "ref_tokens": a.tokens,
-             "lr": presets.resolve("balanced", info).lr * a.lr_factor}  # fmt: skip
+             "ref_prompts": a.prompts, "lr": presets.resolve("balanced", info).lr * a.lr_factor}
+    if a.tokens is not None:
+        hyper["ref_tokens"] = a.tokens
     job = load_job(write_job(a.out / "capability-cost", model, hyper))
     resolved = presets.resolve(job.preset, info, dict(job.hyper))
     backend = TorchPeftBackend(job, resolved)

@@ -133,12 +133,12 @@ greedy answers to the round's prompts, new adapter vs base; capability.py, evalu
   both ways the same adapter read +6.4% on 32 tokens and +2.9% on 128.
 * ``ref_prompts`` 8 x ``ref_tokens``: the base's greedy answers are generated
   once per round in one batch (kept in the checkpoint) and scored under base,
-  parent (when there is one) and new adapter. On SmolLM2, one CPU thread of a busy
-  2-core box, that is 35 s (greedy 20 s, each scoring pass 7-8 s) of which a
-  64-rating balanced round spends ~930 s in its steps; the balanced test round of
-  ``bench/capability_cost.py`` measured +4.4% (accepted, preference "better").
-  Unbatched greedy cost 131 s on the same round: one decoding step reads every
-  weight once whatever the batch, so the prompts go together.
+  parent (when there is one) and new adapter. On SmolLM2, one CPU thread of a
+  2-core box, the whole check costs 51 s at 128 tokens (15 s at 32;
+  ``bench/capability_cost.py``) where a 64-rating balanced round spends ~930 s
+  in its steps. Unbatched greedy cost 131 s at 32 tokens on the same round: one
+  decoding step reads every weight once whatever the batch, so the prompts go
+  together.
 """
 
 from __future__ import annotations
