@@ -306,11 +306,6 @@ def example(i: int, p: str, r: str, y: int, prefix: str) -> dict[str, Any]:
     return {"id": f"{prefix}{i}", "prompt": p, "response": r, "rating": y, "rated_at": at}
 
 
-#: REINFORCE = the trainer with its trust region, drift gate and KL term switched off
-#: (the same advantages, class weights, LoRA and optimizer; bench/README.md).
-REINFORCE = {"rho_lo": 0, "rho_hi": 1e9, "delta_lo": -1e9, "delta_hi": 1e9, "beta": 0,
-             "guard_turns": 0}
-
 
 def preset_hyper(folder: Path, preset: str) -> Any:
     sys.path.insert(0, str(ROOT))
@@ -384,8 +379,8 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     if lr_scale != 1:
         hyper["lr"] = preset_hyper(folder, preset).lr * lr_scale
         hyper["guard_turns"] = 0  # no drift guard: see what the gate does with the result
-    if method == "reinforce":
-        hyper.update(REINFORCE)
+    if method == "reinforce":  # trainer.objective.REINFORCE, through runs.trainer_command
+        hyper["guard_turns"] = 0  # and no drift guard, as before the objective was passed in
     job = {"v": 1, "id": key, "base_model": str(folder), "backend": a.backend, "device": a.device,
            "preset": preset, "hyper": hyper, "examples": "examples.jsonl",
            "heldout": "heldout.jsonl", "out": "adapter", "seed": a.seed, "baseline": 0.0}
@@ -396,9 +391,10 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
     # niceness 10 as the product runs it, or the bench's own when that is higher already
     # (``nice -n 15 bench`` used to give the trainer 19: on a busy machine it starved)
     nice = ["nice", "-n", str(max(0, 10 - os.nice(0)))]
-    proc = subprocess.run([*nice, sys.executable, "-m", "rltray.trainer",
-                           str(run_dir / "job.json")], capture_output=True, text=True,
-                          timeout=a.timeout, env=env)
+    from runs import trainer_command
+
+    proc = subprocess.run([*nice, *trainer_command(method, run_dir / "job.json")],
+                          capture_output=True, text=True, timeout=a.timeout, env=env)
     wall = time.time() - t
     (run_dir / "stdout.jsonl").write_text(proc.stdout)
     (run_dir / "stderr.txt").write_text(proc.stderr[-20000:])
