@@ -1,6 +1,6 @@
-"""The request bodies of the local API (``app/api.py``), as strict models.
+"""The request bodies of the local API (``web/api.py``), as strict models.
 
-One class per body: ``api.create_api`` validates each request with it through
+One class per body: ``web/api.py`` validates each request with it through
 ``httpinput.takes`` and ``app/openapi.py`` describes it from the same class,
 so the document served at ``/api/openapi.json`` cannot drift from what is
 checked. The field types (ids in int64, capped comments, versions) are

@@ -38,8 +38,8 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
 
     runtime = compose(service)
     runtime.on_ingest = lambda report: _report(ctx, report)
-    api = runtime.api
-    where = f"; local API on 127.0.0.1:{api.port}" if api is not None else ""
+    port = runtime.api_port
+    where = f"; local API on 127.0.0.1:{port}" if port is not None else ""
     ctx.say(
         f"rltray is running headless; data folder {service.paths.home}{where}. "
         "Press Ctrl+C (or send SIGTERM) to stop.",

@@ -13,7 +13,7 @@ wizard's) are documented with a generic JSON object.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ _ARG = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")
 
 @dataclass(frozen=True)
 class Surface:
-    """One Flask app's part of the document: its tag and how its requests authenticate."""
+    """A part of one Flask app's routes: its tag and how its requests authenticate."""
 
     app: Any  # a Flask app
     tag: str
@@ -51,6 +51,11 @@ class Surface:
     schemes: dict[str, dict[str, Any]]  # security scheme name -> OpenAPI scheme
     reads: tuple[str, ...]  # the schemes a GET needs (all of them at once)
     writes: tuple[str, ...]  # the schemes a state-changing request needs
+    endpoints: Callable[[str], bool] = lambda _name: True  # which endpoints are this part's
+    # Another way in that the same server also takes (the API's bearer on a page's route,
+    # a window's session on an API route): its schemes for a GET and for a change.
+    also_reads: tuple[str, ...] = ()
+    also_writes: tuple[str, ...] = ()
 
 
 def document(surfaces: Sequence[Surface], title: str, version: str) -> dict[str, Any]:
@@ -60,7 +65,7 @@ def document(surfaces: Sequence[Surface], title: str, version: str) -> dict[str,
     operations: list[tuple[dict[str, Any], type[BaseModel] | None, type[BaseModel] | None]] = []
     for surface in surfaces:
         for rule in sorted(surface.app.url_map.iter_rules(), key=lambda r: r.rule):
-            if not rule.rule.startswith(PREFIX):
+            if not rule.rule.startswith(PREFIX) or not surface.endpoints(rule.endpoint):
                 continue
             view = surface.app.view_functions[rule.endpoint]
             body, query = models_of(view)
@@ -104,11 +109,13 @@ def document(surfaces: Sequence[Surface], title: str, version: str) -> dict[str,
 def _operation(surface: Surface, rule: Any, view: Any, method: str) -> dict[str, Any]:
     doc = (view.__doc__ or "").strip().splitlines()
     needs = surface.writes if method in WRITES else surface.reads
+    also = surface.also_writes if method in WRITES else surface.also_reads
+    security = [{name: [] for name in needs}] + ([{name: [] for name in also}] if also else [])
     op: dict[str, Any] = {
         "operationId": f"{rule.endpoint}.{method.lower()}",
         "tags": [surface.tag],
         "summary": doc[0] if doc else rule.endpoint,
-        "security": [{name: [] for name in needs}],
+        "security": security,
         "parameters": [_path_parameter(name, c) for name, c in _converters(rule)],
         "responses": {
             "200": {"description": "done", "content": _json({})},

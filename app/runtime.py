@@ -17,6 +17,7 @@ any GUI object themselves.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import queue
@@ -65,7 +66,9 @@ class Runtime:
         self.lock: Any = None
         self.notifier: Any = None
         self.scheduler: Any = None
-        self.api: Any = None
+        self.api_port: int | None = None  # the one server's port, once endpoint.json names it
+        self.api_token: str | None = None  # the bearer the CLI sends (OS keyring)
+        self.api_token_in_file = False  # no keyring: endpoint.json (0600) holds the token
         self.on_ingest: Callable[[IngestReport], None] | None = None  # for the headless log
         self._observer: Any = None
         self._work: queue.Queue[Callable[[], None] | None] = queue.Queue()
@@ -133,8 +136,8 @@ class Runtime:
         self._stopping.set()
         self._wake.set()
         self._work.put(None)
+        self._unpublish()  # first: a CLI must not find a service that is going away
         for part, how in (
-            (self.api, "stop"),
             (self.scheduler, "shutdown"),
             (self._observer, "stop"),
             (self.notifier, "close"),
@@ -297,7 +300,7 @@ class Runtime:
             "pid": os.getpid(),
             "notifications": None if self.notifier is None else self.notifier.delivery_problems(),
             "snoozed_until": None if snoozed is None else snoozed.isoformat(timespec="minutes"),
-            "token_in_file": bool(getattr(self.api, "token_in_file", False)),
+            "token_in_file": self.api_token_in_file,
         }
 
     # -- the settings window -------------------------------------------------------------
@@ -307,12 +310,7 @@ class Runtime:
 
         The web server starts on first use and lives until ``close()``.
         """
-        with self._web_lock:
-            if self.web is None:
-                from rltray.web.server import WebServer
-
-                self.web = WebServer(self).start()
-            return self.web.launch_url(page)
+        return self._web_server().launch_url(page)
 
     def open_settings(self, page: str = "") -> str:
         """Open the settings window (tray menu, `rltray settings`); returns its launch URL."""
@@ -323,6 +321,15 @@ class Runtime:
         self.windows.append(open_window(url, str(self.service.paths.launch_pages)))
         return url
 
+    def _web_server(self) -> WebServer:
+        """The one HTTP server (settings pages and the local API), started on first use."""
+        with self._web_lock:
+            if self.web is None:
+                from rltray.web.server import WebServer
+
+                self.web = WebServer(self, api_token=self.api_token).start()
+            return self.web
+
     def stop_web(self) -> None:
         with self._web_lock:
             if self.web is not None:
@@ -332,13 +339,31 @@ class Runtime:
     # -- local API ---------------------------------------------------------------------
 
     def _start_api(self) -> None:
-        from rltray.app.api import ApiServer
+        """Start the one server with the bearer token and name its port in endpoint.json."""
+        from rltray.app.fileio import write_private_atomic
         from rltray.app.secrets import Secrets
 
         secrets = Secrets()
-        token = secrets.ensure("api-token")
-        self.api = ApiServer(self, token, token_in_file=not secrets.persistent)
-        self.api.start()
+        self.api_token = secrets.ensure("api-token")
+        self.api_token_in_file = not secrets.persistent
+        port = self._web_server().port
+        endpoint: dict[str, Any] = {"port": port, "pid": os.getpid()}
+        if self.api_token_in_file:
+            endpoint["token"] = self.api_token
+        write_private_atomic(self.service.paths.endpoint, json.dumps(endpoint).encode(), 0o600)
+        self.api_port = port
+
+    def _unpublish(self) -> None:
+        """Remove endpoint.json when it is this process's (a newer service may own it)."""
+        if self.api_port is None:
+            return
+        self.api_port = None
+        path = self.service.paths.endpoint
+        try:
+            if json.loads(path.read_text()).get("pid") == os.getpid():
+                path.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 def _watch(folder: object, wake: threading.Event) -> Any:

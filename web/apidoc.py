@@ -1,10 +1,9 @@
-"""The settings web app's part of the OpenAPI document (``app/openapi.py``).
+"""The settings pages' part of the OpenAPI document (``app/openapi.py``).
 
-The document is served by the local API (``/api/openapi.json``), which has no
-web app of its own: this builds one over the same service with the real
-factory, so the routes described are the ones ``create_app`` registers (the
-wizard's included, whatever methods they take), and says how a browser
-session authenticates: the session cookie, plus the CSRF header on every
+The document is served at ``/api/openapi.json`` (``web/api.py``) and read from the
+app's own url_map, so the routes described are the ones ``create_app`` registers
+(the wizard's included, whatever methods they take). This part says how a
+browser session authenticates: the session cookie, plus the CSRF header on every
 state-changing request.
 """
 
@@ -16,21 +15,19 @@ from rltray.app.openapi import Surface
 from rltray.web.security import COOKIE, CSRF_HEADER
 
 if TYPE_CHECKING:
-    from rltray.app.runtime import Runtime
+    from flask import Flask
 
 TAG = "settings web app"
 ABOUT = (
-    "The JSON routes of the settings window's own server (another port of 127.0.0.1). "
+    "The JSON routes of the settings window's pages (the same server as the API). "
     "A window signs in through a one-time launch URL (`rltray settings --print-url`), "
     "which sets the session cookie; its pages carry the CSRF token."
 )
 
 
-def web_surface(runtime: Runtime) -> Surface:
-    from rltray.web.app import create_app
-
+def web_surface(app: Flask) -> Surface:
     return Surface(
-        create_app(runtime),
+        app,
         tag=TAG,
         about=ABOUT,
         schemes={
@@ -39,4 +36,7 @@ def web_surface(runtime: Runtime) -> Surface:
         },
         reads=("session",),
         writes=("session", "csrf"),
+        endpoints=lambda name: not name.startswith("api."),
+        also_reads=("bearer",),
+        also_writes=("bearer",),
     )

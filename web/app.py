@@ -54,7 +54,7 @@ def create_app(
     """The app over ``runtime``; ``guard`` holds its tokens (a fresh one when not given)."""
     from flask import Flask
     from rltray.app.secrets import Secrets
-    from rltray.web import adapters, dashboard, ratings, settings, wizard
+    from rltray.web import adapters, api, dashboard, ratings, settings, wizard
     from rltray.web.jobs import Jobs
 
     app = Flask(
@@ -79,7 +79,7 @@ def create_app(
     _install_guard(app)
     _install_errors(app)
     _install_templates(app)
-    for module in (dashboard, ratings, adapters, settings, wizard):
+    for module in (api, dashboard, ratings, adapters, settings, wizard):
         app.register_blueprint(module.bp)
     _warm(app)
     return app
@@ -108,6 +108,11 @@ def _install_guard(app: Flask) -> None:
         guard.check_origin(request.headers.get("Origin"), request.host)
         if request.endpoint == "launch":
             # the token is the credential here, and a redirect file (file://) is cross-site
+            return None
+        authorization = request.headers.get("Authorization")
+        if authorization is not None:  # the CLI or a script: the token, no browser session
+            guard.check_bearer(authorization)
+            g.rltray_session = None
             return None
         guard.check_fetch_site(request.headers.get("Sec-Fetch-Site"))
         if request.endpoint == "static":
@@ -180,6 +185,11 @@ LAUNCH_PAGE = (
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+def error_body(code: str, message: str) -> dict[str, Any]:
+    """The one JSON error shape of every route."""
+    return {"error": {"code": code, "message": message}}
+
+
 def wants_json() -> bool:
     from flask import request
 
@@ -189,7 +199,6 @@ def wants_json() -> bool:
 def fail(status: int, code: str, message: str) -> Any:
     """The one error answer: JSON under /api/, otherwise a page with the same sentence."""
     from flask import jsonify, render_template
-    from rltray.app.api import error_body
 
     if wants_json():
         response = jsonify(error_body(code, message))
@@ -234,8 +243,8 @@ def _install_errors(app: Flask) -> None:
         messages = {
             404: f"There is no page {request.path}.",
             405: f"{request.method} is not allowed on {request.path}.",
-            413: f"The request body is larger than the settings app takes "
-            f"({(app.config['MAX_CONTENT_LENGTH'] or 0) // 1024} KiB).",
+            413: f"The request body is larger than this route takes "
+            f"({(request.max_content_length or 0) // 1024} KiB).",
         }
         return fail(exc.code or 500, code, messages.get(exc.code or 0, exc.description or code))
 

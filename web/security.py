@@ -84,6 +84,7 @@ class Guard:
     """
 
     port: int | None = None  # the served port; None accepts any (the Flask test client)
+    api_token: str | None = None  # the bearer token the CLI sends; None: no bearer accepted
     clock: Callable[[], float] = time.monotonic
     _launch: dict[str, tuple[str, float]] = field(default_factory=dict)
     _sessions: dict[str, Session] = field(default_factory=dict)
@@ -186,6 +187,13 @@ class Guard:
                 "127.0.0.1) are not accepted; open rltray's settings from the tray or with "
                 "`rltray settings`.",
             )
+
+    def check_bearer(self, authorization: str) -> None:
+        """A request that names a bearer must carry this app's token (compared in constant
+        time); it then needs no session: the CLI and scripts are not browsers."""
+        expected = f"Bearer {self.api_token}".encode() if self.api_token else b""
+        if not expected or not hmac.compare_digest(authorization.encode(), expected):
+            raise Refused(401, "unauthorized", "A valid bearer token is required.")
 
     def check_csrf(self, method: str, session: Session, given: str | None) -> None:
         if method in SAFE_METHODS:

@@ -1,6 +1,8 @@
-"""The settings web app served on 127.0.0.1 on a free port, and the window process that shows it.
+"""rltray's one HTTP server (settings pages and the local API) and the window process.
 
-One ``WebServer`` per Runtime (kept on it, stopped with it). It binds
+One ``WebServer`` per Runtime (kept on it, stopped with it); the running rltray
+names its port in ``endpoint.json`` and gives its guard the API's bearer token
+(``web/api.py``). It binds
 127.0.0.1 only, on a port the OS picks (``app/httpserve.py``: capped
 connections, idle timeout, body cap), tells its ``Guard`` that port (so a
 request naming another Host is refused), and hands out one-time launch URLs.
@@ -25,11 +27,14 @@ if TYPE_CHECKING:
 class WebServer:
     """Serves ``create_app(runtime)`` on a daemon thread until ``stop()``."""
 
-    def __init__(self, runtime: Runtime, options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, options: dict[str, Any] | None = None,
+        api_token: str | None = None,
+    ) -> None:
         from rltray.app.httpserve import LocalServer
         from rltray.web.app import create_app
 
-        self.guard = Guard()
+        self.guard = Guard(api_token=api_token)
         self.app = create_app(runtime, guard=self.guard, options=options)
         self._server = LocalServer(
             self.app, "rltray-web", max_body=int(self.app.config["MAX_CONTENT_LENGTH"])

@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import pytest
-from rltray.app.api import create_api
 from rltray.app.service import Service
 from rltray.app.spool import MAX_COMMENT
 
@@ -31,7 +30,10 @@ def turn(service: Service) -> int:
 
 @pytest.fixture
 def api(runtime: Any) -> Any:
-    app = create_api(runtime, TOKEN)
+    from rltray.web.app import create_app
+    from rltray.web.security import Guard
+
+    app = create_app(runtime, guard=Guard(api_token=TOKEN))
     app.config["TESTING"] = True
     return app.test_client()
 

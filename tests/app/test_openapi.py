@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import schemathesis
 from flask import Flask, jsonify
-from rltray.app.api import create_api
 from rltray.app.httpinput import INT64_MAX, Body, Comment, Id, takes
 from rltray.app.openapi import Surface, document
 from rltray.app.spool import MAX_COMMENT
@@ -24,7 +23,9 @@ AUTH = {"Authorization": "Bearer t"}
 
 @pytest.fixture
 def api(runtime: Any) -> Any:
-    return create_api(runtime, "t")
+    from rltray.web.security import Guard
+
+    return create_app(runtime, guard=Guard(api_token="t"))
 
 
 def served(api: Any) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def test_the_document_needs_the_token(api) -> None:
 def test_every_route_is_in_the_document_and_nothing_else(api, runtime) -> None:
     doc = served(api)
     documented = {(path, method) for path, item in doc["paths"].items() for method in item}
-    registered = routes_of(api) | routes_of(create_app(runtime))
+    registered = routes_of(api)
     assert documented == registered
     assert ("/api/openapi.json", "get") in documented
     assert ("/api/turns/{turn_id}/rating", "post") in documented  # a web app route
@@ -62,7 +63,7 @@ def test_the_document_says_what_the_routes_check(api) -> None:
     doc = served(api)
     schemas = doc["components"]["schemas"]
     rate = doc["paths"]["/api/rate"]["post"]
-    assert rate["security"] == [{"bearer": []}]
+    assert rate["security"] == [{"bearer": []}, {"session": [], "csrf": []}]
     ref = rate["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     body = schemas[ref.rsplit("/", 1)[1]]
     assert body["additionalProperties"] is False and body["required"] == ["turn", "value"]
@@ -71,12 +72,13 @@ def test_the_document_says_what_the_routes_check(api) -> None:
     comment = body["properties"]["comment"]["anyOf"][0]
     assert comment == {"type": "string", "maxLength": MAX_COMMENT}
     turn = doc["paths"]["/api/turns/{turn_id}"]["get"]
-    assert turn["security"] == [{"session": []}]
+    assert turn["security"] == [{"session": []}, {"bearer": []}]
     (param,) = turn["parameters"]
     assert param["in"] == "path" and param["schema"]["maximum"] == INT64_MAX
     listing = {p["name"]: p for p in doc["paths"]["/api/turns"]["get"]["parameters"]}
     assert listing["limit"]["schema"]["maximum"] == 1000
-    assert doc["paths"]["/api/turns/bulk"]["post"]["security"] == [{"session": [], "csrf": []}]
+    bulk = doc["paths"]["/api/turns/bulk"]["post"]
+    assert bulk["security"] == [{"session": [], "csrf": []}, {"bearer": []}]
     assert doc["servers"] == [{"url": "http://localhost"}]
 
 

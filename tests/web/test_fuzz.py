@@ -21,7 +21,6 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from rltray.app.api import create_api
 from rltray.app.service import Service
 from rltray.web.app import create_app
 from rltray.web.security import COOKIE, Guard
@@ -65,11 +64,18 @@ def turns(service: Service) -> list[int]:
     return ids
 
 
+def api_app(runtime: Any, tmp_path: Any) -> Any:
+    """The one app (pages and API) as the running rltray serves it, the bearer set."""
+    return create_app(runtime, guard=Guard(api_token=TOKEN),
+                      options={"ollama_host": "http://127.0.0.1:9",
+                               "model_roots": [str(tmp_path)]})  # fmt: skip
+
+
 @pytest.fixture
-def document(runtime: Any) -> Any:
+def document(runtime: Any, tmp_path: Any) -> Any:
     """The document as the API serves it, loaded by Schemathesis from the real route."""
     return schemathesis.openapi.from_wsgi(
-        "/api/openapi.json", create_api(runtime, TOKEN), headers=AUTH
+        "/api/openapi.json", api_app(runtime, tmp_path), headers=AUTH
     ).raw_schema
 
 
@@ -132,8 +138,8 @@ def loaded(document: dict[str, Any], tag: str, app: Any) -> Any:
     return schema
 
 
-def test_fuzz_the_local_api(service, runtime, turns, document) -> None:
-    schema = loaded(document, "api", create_api(runtime, TOKEN))
+def test_fuzz_the_local_api(service, runtime, turns, document, tmp_path) -> None:
+    schema = loaded(document, "api", api_app(runtime, tmp_path))
     assert fuzz(schema, service, turns, headers=AUTH) == []
 
 

@@ -238,3 +238,30 @@ def test_a_browser_from_the_redirect_file_gets_a_refreshing_page_not_a_redirect(
     assert landed.headers["Referrer-Policy"] == "no-referrer"
     assert c.get("/setup", headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
     assert c.get("/setup", headers={"Sec-Fetch-Site": "same-site"}).status_code == 403
+
+
+def test_the_api_and_the_settings_pages_are_one_server(service, start_runtime) -> None:
+    """One port (issue 21): endpoint.json names the server the settings window uses, and
+    its guard takes the bearer token on any route, or a window's cookie; nothing else."""
+    runtime = start_runtime(service, notifications=False, scheduler=False, api=True)
+    endpoint = json.loads(service.paths.endpoint.read_text())
+    assert runtime.settings_url("").startswith(f"http://127.0.0.1:{endpoint['port']}/launch/")
+    base = f"http://127.0.0.1:{endpoint['port']}"
+
+    def get(path: str, token: str | None) -> int:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        try:
+            with urllib.request.urlopen(
+                urllib.request.Request(base + path, headers=headers), timeout=10
+            ) as answer:
+                return answer.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    token = runtime.api_token
+    assert get("/api/status", token) == 200
+    assert get("/api/dashboard", token) == 200  # a settings page's JSON route
+    assert get("/api/status", None) == 401
+    assert get("/api/status", token + "x") == 401
+    runtime.close()
+    assert not service.paths.endpoint.exists()
