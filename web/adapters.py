@@ -1,10 +1,10 @@
 """Adapters screen: trained versions with lineage, metrics, gate verdict and where published.
 
-Activating or rolling back is ``Service.rollback(version)`` (0 = the base
-model), the same call as `rltray rollback`, so the runner's rules apply: a
-rejected version or a missing folder is refused in one sentence. Deleting
-removes an old version's files and row (the number is never reused); the
-active one is never deleted.
+Activating or rolling back posts to the API's ``/api/rollback`` (``web/api.py``),
+the route `rltray rollback` calls, so the runner's rules apply: a rejected
+version or a missing folder is refused in one sentence. The page's rows are
+the API's ``/api/versions``. Deleting removes an old version's files and row
+(the number is never reused); the active one is never deleted.
 """
 
 from __future__ import annotations
@@ -55,19 +55,6 @@ def page() -> Any:
         versions=version_rows(),
         active=state().runtime.training_status()["active_version"],
     )
-
-
-@bp.get("/api/adapters")
-def api_list() -> Any:
-    """Every trained version with its metrics and the gate's verdict."""
-    return jsonify(version_rows())
-
-
-@bp.post("/api/adapters/activate")
-@takes(body=VersionBody)
-def api_activate(body: VersionBody) -> Any:
-    """Make a version active (an older one: a rollback; 0: the base model)."""
-    return jsonify(state().service.rollback(body.version))
 
 
 @bp.post("/api/adapters/delete")

@@ -63,11 +63,12 @@ def routes() -> list[Route]:
     """The API's route table: what the blueprint serves and what the document lists."""
     from rltray.app.apischema import RateBody, RollbackBody, SettingsWindowBody, SnoozeBody
     from rltray.app.httpinput import NoBody
+    from rltray.web.adapters import version_rows
 
     return [
         Route("GET", "/api/status", "Ratings, training and schedule.", lambda rt, _: rt.status()),
-        Route("GET", "/api/versions", "Every adapter version.",
-              lambda rt, _: rt.service.versions()),
+        Route("GET", "/api/versions", "Every trained version: lineage, metrics, the verdict.",
+              lambda rt, _: version_rows()),
         Route("GET", "/api/runs", "The training runs.", lambda rt, _: rt.service.runs()),
         Route("GET", "/api/health", "Delivery problems and snooze.", lambda rt, _: rt.health()),
         Route("GET", "/api/openapi.json", "This document.", lambda rt, _: openapi()),

@@ -32,21 +32,21 @@ def test_the_page_shows_lineage_metrics_and_verdicts(client, service) -> None:
     assert page.status_code == 200 and "<title>Adapters · rltray</title>" in text
     assert 'id="active-version">v2<' in text and "qwen2.5-coder:rltray-v2" in text
     assert "KL 0.4 &gt; cap 0.2" in text and "rejected" in text
-    rows = {r["version"]: r for r in client.get("/api/adapters").get_json()}
+    rows = {r["version"]: r for r in client.get("/api/versions").get_json()}
     assert rows[2]["parent"] == 1 and rows[2]["ratings"] == 20 and rows[2]["active"]
     assert rows[3]["verdict"] == "rejected" and rows[1]["verdict"] == "accepted"
 
 
 def test_roll_back_activate_and_base_model(client, service) -> None:
     make_versions(service)
-    assert post_json(client, "/api/adapters/activate", {"version": 1}).get_json() == {"active": 1}
+    assert post_json(client, "/api/rollback", {"version": 1}).get_json() == {"active": 1}
     assert service.store.active_adapter().version == 1
     assert service.store.get_adapter(2).status == "rolled-back"
-    refused = post_json(client, "/api/adapters/activate", {"version": 3})
+    refused = post_json(client, "/api/rollback", {"version": 3})
     assert refused.status_code == 400 and "no usable adapter version 3" in refused.text
-    assert post_json(client, "/api/adapters/activate", {"version": "v2"}).get_json() == {
+    assert post_json(client, "/api/rollback", {"version": "v2"}).get_json() == {
         "active": 2}  # fmt: skip
-    assert post_json(client, "/api/adapters/activate", {"version": 0}).get_json() == {
+    assert post_json(client, "/api/rollback", {"version": 0}).get_json() == {
         "active": None}  # fmt: skip
     assert service.store.active_adapter() is None
 

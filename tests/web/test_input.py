@@ -120,7 +120,7 @@ def test_a_body_over_the_cap_is_413_in_the_one_shape(client, service, rated) -> 
         ("/api/turns/bulk", {"ids": [1], "action": "tag"}),  # which tag?
         ("/api/tags", {"name": 5}),
         ("/api/tags/delete", {}),
-        ("/api/adapters/activate", {"version": True}),
+        ("/api/rollback", {"version": True}),
         ("/api/adapters/delete", {"version": "v" + "9" * 19}),
         ("/api/settings", {"notify.ask": {"a": 1}}),
         ("/api/settings", ["notify.ask"]),

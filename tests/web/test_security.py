@@ -19,7 +19,7 @@ STATE_CHANGES = [
     ("/api/turns/1/rating", {"value": 1}),
     ("/api/turns/bulk", {"ids": [1], "action": "delete"}),
     ("/api/settings", {"training.preset": "aggressive"}),
-    ("/api/adapters/activate", {"version": 0}),
+    ("/api/rollback", {"version": 0}),
     ("/api/tags", {"name": "evil"}),
 ]
 

@@ -5,7 +5,7 @@ document.addEventListener("click", async (event) => {
   const remove = event.target.closest("[data-delete-version]");
   if (activate) {
     const version = Number(activate.dataset.activate);
-    const result = await rltray.call("POST", "/api/adapters/activate", { version });
+    const result = await rltray.call("POST", "/api/rollback", { version });
     rltray.say(result.active === null ? "Now using the base model." : `Now using v${result.active}.`);
     setTimeout(() => location.reload(), 400);
   } else if (remove) {
