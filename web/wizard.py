@@ -319,25 +319,6 @@ def api_test_notification() -> Any:
     return jsonify({"shown": shown, "message": message, "problems": problems})
 
 
-@bp.post("/api/setup/snooze")
-def api_snooze() -> Any:
-    from datetime import datetime, timedelta
-
-    body = request.get_json(silent=True) or {}
-    try:
-        minutes = int(body.get("minutes", 60))
-    except (TypeError, ValueError):
-        raise UserError("minutes is a whole number.") from None
-    if not 0 <= minutes <= 24 * 60:
-        raise UserError("Snooze for 0 to 1440 minutes.")
-    runtime = state().runtime
-    if not runtime.running:
-        raise UserError("rltray is not running, so there are no notifications to snooze.")
-    until = datetime.now().astimezone() + timedelta(minutes=minutes) if minutes else None
-    runtime.snoozed_until = until
-    return jsonify({"snoozed_until": None if until is None else until.isoformat()})
-
-
 @bp.post("/api/setup/finish")
 def api_finish() -> Any:
     service = state().service

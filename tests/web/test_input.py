@@ -78,7 +78,7 @@ def test_json_nested_100k_deep_is_refused(client, service, rated) -> None:
     message = refused(service, lambda: post_raw(client, "/api/turns/bulk", deep))
     assert message == "The request body is nested too deeply."
     # a route that reads request.get_json itself (the wizard's) is a 400 too, not a 500
-    assert post_raw(client, "/api/setup/snooze", deep).status_code == 400
+    assert post_raw(client, "/api/setup/model", deep).status_code == 400
 
 
 # -- caps -----------------------------------------------------------------------------------

@@ -163,5 +163,5 @@ def test_test_notification_reports_what_happened(client) -> None:
 
 
 def test_snooze_needs_a_running_service(client) -> None:
-    refused = post_json(client, "/api/setup/snooze", {"minutes": 60})
+    refused = post_json(client, "/api/snooze", {"until": "hour"})
     assert refused.status_code == 400 and "not running" in refused.get_json()["error"]["message"]

@@ -199,7 +199,7 @@
     event.target.disabled = false;
   });
   document.querySelectorAll("[data-snooze]").forEach((b) => b.addEventListener("click", async () => {
-    const result = await call("POST", "/api/setup/snooze", { minutes: Number(b.dataset.snooze) });
+    const result = await call("POST", "/api/snooze", { until: b.dataset.snooze });
     say(result.snoozed_until ? "Notifications snoozed for an hour." : "Snooze ended.");
   }));
 
