@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -244,8 +245,7 @@ def open_database(
     except sqlite3.Error as exc:
         raise translate(exc, path) from exc
     try:
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")  # a write: once per database
+        _use_wal(conn, busy_timeout_s)
         todo = migrations.pending(conn)
         if not new and todo and len(todo) < len(migrations.MIGRATIONS):
             _backup_before_upgrade(conn, path)
@@ -259,6 +259,26 @@ def open_database(
         conn.close()
         raise
     return conn
+
+
+def _use_wal(conn: Connection, busy_timeout_s: float) -> None:
+    """Switch a database to WAL (a write, once per database), waiting out other openers.
+
+    Why the loop: SQLite answers the switch with "database is locked" at once, without
+    its busy handler, while another connection is opening the same new file; two
+    processes starting on a fresh data folder (the tray and a CLI) met it, one in
+    forty at four openers (tests/app/test_dbopen.py).
+    """
+    deadline = time.monotonic() + busy_timeout_s
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except DatabaseBusy:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _backup_before_upgrade(conn: Connection, path: Path) -> None:
