@@ -83,8 +83,6 @@ NOT_DELIVERED = (
 )
 
 
-
-
 def title_for(agent: str, cwd: str | None) -> str:
     """``("claude-code", "/home/me/myproject")`` -> ``"Claude Code · myproject"``."""
     name = AGENT_NAMES.get(agent, agent)

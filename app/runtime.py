@@ -223,7 +223,6 @@ class Runtime:
         from rltray.app import config
         from rltray.app.notifier import title_for
         from rltray.app.notify_policy import should_ask
-        from rltray.app.words import NOTIFICATION_CHARS, preview
 
         turn = self.service.store.get_turn(turn_id)
         if turn is None:
@@ -237,9 +236,8 @@ class Runtime:
             self.snoozed_until,
             turn.rating is not None,
         )
-        if ask:
-            body = preview(turn.response, NOTIFICATION_CHARS)
-            self.notifier.ask(turn.id, title_for(turn.agent, turn.cwd), body)
+        if ask:  # the notifier cuts the answer to a notification's preview
+            self.notifier.ask(turn.id, title_for(turn.agent, turn.cwd), turn.response)
 
     # -- the training gate -------------------------------------------------------------
 
