@@ -226,14 +226,6 @@ class Objective:
             return hyper
         return dataclasses.replace(hyper, **dict(self.loss_fields))
 
-    def advantages(self, ratings: Sequence[float], baseline: float, clip: float) -> list[float]:
-        """Per-example advantages (:func:`advantages`: EMA baseline, clipped, no z-norm)."""
-        return advantages(ratings, baseline, clip)
-
-    def class_weights(self, ratings: Sequence[float], advs: Sequence[float]) -> list[float]:
-        """Per-example weights (:func:`class_weights`: both classes push equally hard)."""
-        return class_weights(ratings, advs)
-
 
 #: The trainer's own objective (the default of ``train``): the preset's masks and KL.
 MISPO = Objective("mispo")

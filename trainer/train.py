@@ -57,7 +57,14 @@ from rltray.trainer.backends.base import Backend
 from rltray.trainer.drift import DriftSet
 from rltray.trainer.guard import Guard
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
-from rltray.trainer.objective import MISPO, Objective, ema_update, step_weights
+from rltray.trainer.objective import (
+    MISPO,
+    Objective,
+    advantages,
+    class_weights,
+    ema_update,
+    step_weights,
+)
 from rltray.trainer.presets import Hyper
 from rltray.trainer.round import Emit, Round
 
@@ -264,8 +271,8 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
     """
     hyper, guard, emit, kept = rnd.hyper, rnd.guard, rnd.emit, state.kept
     ratings = [rnd.examples[i].rating for i in kept]
-    adv = rnd.objective.advantages(ratings, rnd.job.baseline, float(hyper.adv_clip))
-    cls_w = rnd.objective.class_weights(ratings, adv)
+    adv = advantages(ratings, rnd.job.baseline, float(hyper.adv_clip))
+    cls_w = class_weights(ratings, adv)
     per_step = max(1, int(hyper.step_examples))
     steps_per_epoch = math.ceil(len(kept) / per_step)
     total = int(hyper.epochs) * steps_per_epoch
