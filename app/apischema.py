@@ -11,15 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from rltray.app.httpinput import Body, Comment, Id, Version, int_choice
-
-
-class RateBody(Body):
-    """Rate one turn by id: 1 good, -1 bad, with an optional comment."""
-
-    turn: Id
-    value: int_choice(1, -1)  # type: ignore[valid-type]
-    comment: Comment | None = None
+from rltray.app.httpinput import Body, Version
 
 
 class RollbackBody(Body):

@@ -51,8 +51,8 @@ def cmd_rate(ctx: Context, args: argparse.Namespace) -> int:
 
 def cmd_rate_turn(ctx: Context, args: argparse.Namespace) -> int:
     value = 1 if args.rating == "good" else -1
-    outcome = ctx.service().rate_turn(args.turn, value, comment=args.comment)
-    _said(ctx, "Rated", outcome)
+    outcome = ctx.service().rate(args.turn, value, comment=args.comment)
+    _said(ctx, "Rated" if outcome.changed else "Already rated", outcome)
     return ExitCode.OK
 
 

@@ -41,6 +41,7 @@ from rltray.app.spool import MAX_COMMENT
 
 INT64_MAX = 2**63 - 1  # SQLite's INTEGER: a bigger id cannot name a row, and binding it fails
 MAX_IDS = 10_000  # turns one bulk request may name (a page shows 50)
+SMALL_BODY = 64 * 1024  # the API's bodies; the largest real one: a rating with a 2,000-char comment
 MAX_NAME = 200  # a name's raw length (tags: the store's own rule then allows 40 characters)
 MAX_TEXT = 4096  # a setting's text, a search, a path
 # An id in a URL path: werkzeug's int converter with SQLite's range, so /api/turns/2**63 is
@@ -214,17 +215,22 @@ QUERY_ATTR = "rltray_query"
 
 
 def takes(
-    body: type[BaseModel] | None = None, query: type[Query] | None = None
+    body: type[BaseModel] | None = None,
+    query: type[Query] | None = None,
+    max_bytes: int | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Validate a Flask view's JSON body and/or query string; the view gets ``body=``/``query=``.
 
     The models stay on the view (``models_of``): the OpenAPI document is built
-    from them, so what is documented is what is checked.
+    from them, so what is documented is what is checked. ``max_bytes``: a body
+    larger than this is refused (413) before it is read.
     """
 
     def wrap(view: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(view)
         def checked(**kwargs: Any) -> Any:
+            if max_bytes is not None:
+                request.max_content_length = min(max_bytes, request.max_content_length or max_bytes)
             if query is not None:
                 kwargs["query"] = parse_query(query, request.args)
             if body is not None:

@@ -151,6 +151,7 @@ class Notifier:
         self._desktop: Any = None  # the DesktopNotifier
         self._capabilities: frozenset[Any] = frozenset()
         self._probed = False  # the server answered get_capabilities() once
+        self._shown: dict[int, str] = {}  # turn id -> the notification asking about it
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -207,6 +208,17 @@ class Notifier:
         with self._lock:
             if self._usable("ask"):
                 self._submit(self._ask(turn_id, title, preview(body, NOTIFICATION_CHARS)))
+
+    def withdraw(self, turn_ids: list[int]) -> None:
+        """Take down the rating notifications of these turns; returns at once.
+
+        The service calls this whenever a turn's rating changes anywhere (the
+        CLI, the agent's ``/rl``, the settings window), so a stale notification
+        does not sit on screen inviting a second, contrary answer.
+        """
+        with self._lock:
+            if self._state == "running":
+                self._submit(self._withdraw(list(turn_ids)))
 
     def tell(self, title: str, body: str) -> None:
         """A plain notification without buttons (the tray's answer to a click); returns at once."""
@@ -299,6 +311,7 @@ class Notifier:
                 on_replied=lambda text: self._rated(turn_id, -1, text),
             )
         delivered = await self._send(
+            turn_id,
             title=title,
             message=body,
             buttons=(
@@ -306,6 +319,7 @@ class Notifier:
                 Button("Bad", lambda: self._rated(turn_id, -1, None), identifier=BAD),
             ),
             reply_field=reply,
+            on_dismissed=lambda: self._shown.pop(turn_id, None),
         )
         if not delivered:
             logger.info("the rating notification for turn %s was not delivered", turn_id)
@@ -338,11 +352,25 @@ class Notifier:
                 self._waiting.discard(future)
             _resolve(future, ok)
 
-    async def _send(self, **kwargs: Any) -> bool:
-        """desktop-notifier's send, True only if ``on_dispatched`` fired (send never raises)."""
+    async def _withdraw(self, turn_ids: list[int]) -> None:
+        for turn_id in turn_ids:
+            identifier = self._shown.pop(turn_id, None)
+            if identifier is not None and self._desktop is not None:
+                try:
+                    await self._desktop.clear(identifier)
+                except Exception:  # already gone, or a server that cannot close one
+                    logger.debug("could not withdraw the notification of turn %s", turn_id)
+
+    async def _send(self, turn_id: int | None = None, **kwargs: Any) -> bool:
+        """desktop-notifier's send, True only if ``on_dispatched`` fired (send never raises).
+
+        A rating notification (``turn_id``) is remembered until answered or withdrawn.
+        """
         dispatched = asyncio.Event()
-        await self._desktop.send(on_dispatched=dispatched.set, **kwargs)
+        identifier = await self._desktop.send(on_dispatched=dispatched.set, **kwargs)
         if dispatched.is_set():
+            if turn_id is not None:
+                self._shown[turn_id] = identifier
             self._problem("send", None)
             return True
         self._problem("send", NOT_DELIVERED)
@@ -350,6 +378,7 @@ class Notifier:
         return False
 
     def _rated(self, turn_id: int, value: int, comment: str | None) -> None:
+        self._shown.pop(turn_id, None)  # answered: the server took it down
         text = comment.strip() if comment else None
         try:
             self._on_rating(turn_id, value, text or None)

@@ -76,6 +76,7 @@ class Runtime:
         self._stopping = threading.Event()
         self._worker = threading.Thread(target=self._run, name="rltray-worker", daemon=True)
         self._ordinal = 0  # turns seen, for "ask about every Nth turn"
+        self._rating_mark: tuple[int, str] | None = None  # store.rating_changes' last mark
         self.snoozed_until: datetime | None = None
         self.gate_reason = "not checked yet"  # the scheduler gate's last word, for status lines
         self._manual_run: str | None = None  # the run "Train now" started, if any
@@ -137,6 +138,9 @@ class Runtime:
         self._wake.set()
         self._work.put(None)
         self._unpublish()  # first: a CLI must not find a service that is going away
+        if self.notifier is not None:
+            with contextlib.suppress(ValueError):
+                self.service.rating_listeners.remove(self.notifier.withdraw)
         for part, how in (
             (self.scheduler, "shutdown"),
             (self._observer, "stop"),
@@ -177,6 +181,7 @@ class Runtime:
                 self._safely(job)
             if not self._stopping.is_set():
                 self._safely(self._ingest)
+                self._safely(self._notice_outside_ratings)
                 self._safely(self._backup_if_due)
 
     def _safely(self, job: Callable[[], None]) -> None:
@@ -194,8 +199,13 @@ class Runtime:
         for turn_id in report.new_turns:
             self._ordinal += 1
             self._maybe_ask(turn_id, report.durations.get(turn_id))
-        if report.turns or report.commands:
-            self.service.changed()
+
+    def _notice_outside_ratings(self) -> None:
+        """Ratings given by another process (`rltray good`, a second window) reach the
+        listeners too: their notifications are withdrawn, the tray redraws."""
+        turns, self._rating_mark = self.service.store.rating_changes(self._rating_mark)
+        if turns:
+            self.service.changed(rated=turns)
 
     def _backup_if_due(self) -> None:
         """The daily database copy: a service that runs for weeks opens the database once."""
@@ -213,9 +223,10 @@ class Runtime:
 
         self.notifier = Notifier(on_rating)
         self.notifier.start()
+        self.service.rating_listeners.append(self.notifier.withdraw)
 
     def _rate_from_notification(self, turn_id: int, value: int, comment: str | None) -> None:
-        self.service.rate_turn(turn_id, value, comment=comment, source="notification")
+        self.service.rate(turn_id, value, comment=comment, source="notification")
 
     def _maybe_ask(self, turn_id: int, seconds: float | None = None) -> None:
         if self.notifier is None:

@@ -10,8 +10,9 @@ can run in one test.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,8 @@ class RateOutcome:
     turn: Turn
     rating: Rating
     changed: bool = True  # False when the turn already had exactly this rating
+    # a notification's click refused: the turn was rated elsewhere after it was shown
+    stale: bool = False
 
 
 class AlreadyRated(NothingToDo):
@@ -57,6 +60,8 @@ class Service:
         # Called (from any thread) when what a window shows may have changed: a new
         # turn, a rating, training progress. The tray's refresh() is one.
         self.listeners: list[Callable[[], None]] = []
+        # Called with the ids of turns whose rating changed, wherever it changed.
+        self.rating_listeners: list[Callable[[list[int]], None]] = []
 
     @classmethod
     def open(cls, env: dict[str, str] | None = None) -> Service:
@@ -74,8 +79,15 @@ class Service:
     # -- capture -------------------------------------------------------------
 
     def ingest(self, progress: Callable[[int, int], None] | None = None) -> spool.IngestReport:
-        """Move every waiting hook record into the database (safe to call any time)."""
-        return spool.ingest(self.paths, self.store, progress=progress)
+        """Move every waiting hook record into the database (safe to call any time).
+
+        ``/rl`` commands among them rate by app/rating.py's rules inside the spool's
+        transaction; their turns are told to the rating listeners here.
+        """
+        report = spool.ingest(self.paths, self.store, progress=progress)
+        if report.turns or report.commands:
+            self.changed(rated=report.rated)
+        return report
 
     def pending_spool(self) -> int:
         return instance.count_records(self.paths.spool_incoming)
@@ -83,7 +95,7 @@ class Service:
     def rejected_spool(self) -> int:
         return instance.count_records(self.paths.spool_rejected)
 
-    # -- rating --------------------------------------------------------------
+    # -- rating: every face's intents (the rules: app/rating.py) -------------------
 
     def rate_newest(
         self,
@@ -95,9 +107,9 @@ class Service:
     ) -> RateOutcome:
         """Rate the turn captured last: the answer the user just read.
 
-        Never an older one: when the newest turn is already rated, say so, and
-        change its rating only when asked (``change``), so a `rltray good` after
-        a `/rl good` cannot land on another project's answer.
+        Never an older one: when the newest turn is already rated otherwise, say
+        so and change it only when asked (``change``), so a `rltray good` after a
+        `/rl bad` cannot quietly flip another project's answer.
         """
         _check_value(value)
         turn = self.store.newest_turn()
@@ -106,29 +118,42 @@ class Service:
                 "No turn has been captured yet: finish a turn in Claude Code or Codex first "
                 "(run `rltray hooks status` to check that capture works)."
             )
-        if turn.rating is not None and not change:
-            given = word(turn.rating.value)
-            if turn.rating.value == value and not comment:
-                return RateOutcome(turn, turn.rating, changed=False)
+        if turn.rating is not None and turn.rating.value != value and not change:
             raise AlreadyRated(
-                f"The newest turn ({turn.id}) is already rated {given}. "
+                f"The newest turn ({turn.id}) is already rated {word(turn.rating.value)}. "
                 f"To change it, run `rltray {word(value)} --last`"
                 + (" with your comment" if comment else "")
                 + f", or `rltray rate {turn.id} {word(value)}`."
             )
-        return self.rate_turn(turn.id, value, comment=comment, source=source)
+        return self.rate(turn.id, value, comment=comment, source=source)
 
-    def rate_turn(
+    def rate(
         self, turn_id: int, value: int, *, comment: str | None = None, source: str = "cli"
     ) -> RateOutcome:
-        """Rate (or re-rate) one turn by id; the earlier rating stays in the history."""
+        """Rate or re-rate one turn; no ``comment`` keeps the one it has (app/rating.py)."""
+        from rltray.app import rating
+
         _check_value(value)
-        turn = self.store.get_turn(turn_id)
-        if turn is None:
-            raise UserError(f"There is no turn {turn_id}; `rltray turns` lists them.")
-        rating = self.store.rate(turn.id, value, source, comment=comment)
-        self.changed()
-        return RateOutcome(turn, rating)
+        turn = self._turn(turn_id)
+        applied = rating.apply(self.store, turn.id, value, source, comment)
+        if applied.stale:
+            self.store.log_event(
+                "rating",
+                f"a click on an older notification for turn {turn.id} was ignored: it was "
+                f"rated {word(applied.rating.value)} in the {applied.rating.source} since",
+            )
+        if applied.changed:
+            self.changed(rated=[turn.id])
+        return RateOutcome(turn, applied.rating, applied.changed, applied.stale)
+
+    def unrate(self, turn_id: int, source: str = "cli") -> RateOutcome | None:
+        """Withdraw one turn's rating (the history keeps it); None when it had none."""
+        turn = self._turn(turn_id)
+        withdrawn = self.store.undo(source, turn_id=turn.id)
+        if withdrawn is None:
+            return None
+        self.changed(rated=[turn.id])
+        return RateOutcome(turn, withdrawn)
 
     def undo(self, source: str = "cli") -> RateOutcome:
         """Withdraw the rating given last; the history keeps it.
@@ -144,11 +169,80 @@ class Service:
                 f"Your last rating (turn {latest.turn_id}, {word(latest.value)}) was already "
                 "withdrawn; there is nothing else to undo."
             )
-        rating = self.store.undo(source, turn_id=latest.turn_id)
-        turn = self.store.get_turn(latest.turn_id)
-        assert rating is not None and turn is not None  # ratings reference turns by foreign key
+        outcome = self.unrate(latest.turn_id, source)
+        assert outcome is not None  # the rating is active: it was just read
+        return outcome
+
+    def rate_many(self, turn_ids: Iterable[int], value: int, source: str = "web") -> int:
+        """Rate (1, -1) or unrate (0) many turns in one transaction; returns how many changed.
+
+        Ids of turns deleted meanwhile are skipped: a selection made a minute ago
+        must not fail as a whole for one of them.
+        """
+        from rltray.app import rating
+
+        if value != 0:
+            _check_value(value)
+        changed: list[int] = []
+        with self.store.batch():
+            for turn_id in turn_ids:
+                if self.store.get_turn(turn_id) is None:
+                    continue
+                if value == 0:
+                    done = self.store.undo(source, turn_id=turn_id) is not None
+                else:
+                    done = rating.apply(self.store, turn_id, value, source).changed
+                if done:
+                    changed.append(turn_id)
+        self.changed(rated=changed)
+        return len(changed)
+
+    def comment(self, turn_id: int, text: str | None) -> Rating:
+        """Change the comment of a turn's rating ("" or None removes it); not a new rating."""
+        self._turn(turn_id)
+        rating = self.store.set_comment(turn_id, text)  # StoreError when it has no rating
         self.changed()
-        return RateOutcome(turn, rating)
+        return rating
+
+    # -- turns: tags and deletion ------------------------------------------------------
+
+    def set_tags(self, turn_id: int, tags: Iterable[str]) -> list[str]:
+        """Make a turn carry exactly these tags (new names join the tag list)."""
+        self._turn(turn_id)
+        names = self.store.set_turn_tags(turn_id, tags)
+        self.changed()
+        return names
+
+    def tag_turns(self, turn_ids: Iterable[int], tag: str, on: bool = True) -> int:
+        """Add (or remove) one tag on many turns; returns how many changed."""
+        count = self.store.tag_turns(turn_ids, tag, on=on)
+        self.changed()
+        return count
+
+    def add_tag(self, name: str) -> str:
+        stored = self.store.add_tag(name)
+        self.changed()
+        return stored
+
+    def remove_tag(self, name: str) -> None:
+        """Delete a tag from the list and from every turn."""
+        if not self.store.remove_tag(name):
+            raise UserError(f"There is no tag {name!r}.")
+        self.changed()
+
+    def delete_turns(self, turn_ids: Iterable[int], where: str) -> int:
+        """Delete turns for real (app/store_turns.py says what stays); ``where``: for the log."""
+        ids = list(turn_ids)
+        count = self.store.delete_turns(ids)
+        self.store.log_event("ratings", f"deleted {count} turns in {where}")
+        self.changed(rated=ids)
+        return count
+
+    def _turn(self, turn_id: int) -> Turn:
+        turn = self.store.get_turn(turn_id)
+        if turn is None:
+            raise UserError(f"There is no turn {turn_id}; it may have been deleted.")
+        return turn
 
     # -- reporting -----------------------------------------------------------
 
@@ -187,11 +281,19 @@ class Service:
         return self.store.iter_export()
 
 
-    def changed(self) -> None:
-        """Tell every listener that the state may have changed; a failing one is skipped."""
-        for listener in list(self.listeners):
+    def changed(self, rated: Iterable[int] = ()) -> None:
+        """Tell every listener that the state may have changed; a failing one is skipped.
+
+        ``rated``: turns whose rating changed (given, changed, withdrawn, deleted),
+        for the rating listeners (the runtime withdraws their open notifications).
+        """
+        turns = list(rated)
+        calls: list[Callable[[], None]] = list(self.listeners)
+        if turns:
+            calls += [functools.partial(listener, turns) for listener in self.rating_listeners]
+        for call in calls:
             try:
-                listener()
+                call()
             except Exception:  # a window's problem must not break ingest or training
                 log.exception("a state listener failed")
 
@@ -301,14 +403,6 @@ class Service:
             # why automatic training gave up (failure budget used up), with the log tail
             "stopped": budget_stop(self.runs(limit=50), self.paths.runs),
         }
-
-    # -- what the API and notifications call -----------------------------------
-
-    def rate_by_id(
-        self, turn_id: int, value: int, comment: str | None = None, source: str = "web"
-    ) -> dict[str, Any]:
-        outcome = self.rate_turn(turn_id, value, comment=comment, source=source)
-        return {"turn": outcome.turn.id, "value": outcome.rating.value}
 
     def ingest_now(self) -> dict[str, Any]:
         report = self.ingest()

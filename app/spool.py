@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltray.app import rating
 from rltray.app.hooks.capture_core import rl_command
 from rltray.app.scrub import scrub
 from rltray.app.store_base import parse_iso
@@ -62,10 +63,12 @@ class IngestReport:
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
     new_turns: list[int] = field(default_factory=list)  # ids stored by this pass (to ask about)
+    rated: list[int] = field(default_factory=list)  # turns whose rating a /rl command changed
     durations: dict[int, float] = field(default_factory=dict)  # seconds each new turn took
 
     def merge(self, other: IngestReport) -> None:
         self.new_turns.extend(other.new_turns)
+        self.rated.extend(other.rated)
         self.durations.update(other.durations)
         self.turns += other.turns
         self.duplicates += other.duplicates
@@ -271,6 +274,7 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
     command, target = rec["command"], rec["target_turn"]
     where = f"{rec['agent']} session {rec['session']}"
     turn = None
+    changed = False
     if command != "status" and target is None:
         store.log_event("command", f"/rl {command} with no captured turn in {where}; nothing done")
     elif command != "status":
@@ -280,12 +284,16 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
                 f"/rl {command} names turn {target!r} of {where}, which was never stored."
             )
         if command == "undo":
-            if store.undo("agent", turn_id=turn.id) is None:
+            changed = store.undo("agent", turn_id=turn.id) is not None
+            if not changed:
                 store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
         else:
             when = datetime.fromisoformat(rec["captured_at"])
-            store.rate(turn.id, 1 if command == "good" else -1, "agent", rec["comment"], at=when)
+            value = 1 if command == "good" else -1
+            changed = rating.apply(store, turn.id, value, "agent", rec["comment"], at=when).changed
     store.mark_command_applied(name, command, None if turn is None else turn.id)
+    if changed and turn is not None:
+        report.rated.append(turn.id)
     if turn is not None and rec.get("event") == "codex-notify":
         # The prompt hook did not take it (Codex's hooks not trusted yet): tell the user
         # that the `$rl` that went to the model still rated the answer before it.

@@ -27,7 +27,7 @@ from typing import Any
 from rltray.app import dbopen, migrations
 
 BUSY_TIMEOUT_S = 10.0
-SOURCES = ("cli", "agent", "notification", "tray", "web")
+SOURCES = ("cli", "agent", "notification", "tray", "web", "api")
 
 
 class StoreError(Exception):

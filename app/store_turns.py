@@ -332,6 +332,25 @@ class TurnsAndRatings(StoreBase):
         )
         return _rating(rows[0]) if rows else None
 
+    def rating_changes(self, mark: tuple[int, str] | None) -> tuple[list[int], tuple[int, str]]:
+        """Turns whose rating changed since ``mark``, and the mark to pass next time.
+
+        For a process that did not make the change (the running rltray when the
+        CLI or another window rated): a new rating row has a higher id, and a
+        withdrawal without a new rating (undo) a later ``withdrawn_at``. ``None``
+        takes today's mark and reports nothing.
+        """
+        rows = self._read(
+            "SELECT COALESCE(MAX(id), 0), COALESCE(MAX(withdrawn_at), '') FROM ratings"
+        )
+        now: tuple[int, str] = (int(rows[0][0]), str(rows[0][1]))
+        if mark is None or now == mark:
+            return [], now
+        changed = self._read(
+            "SELECT DISTINCT turn_id FROM ratings WHERE id > ? OR withdrawn_at > ?", mark
+        )
+        return [int(r[0]) for r in changed], now
+
     def command_applied(self, record: str) -> bool:
         """Whether the `/rl` command record of this name was already applied."""
         return bool(self._read("SELECT 1 FROM applied_commands WHERE record = ?", (record,)))

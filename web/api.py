@@ -30,16 +30,16 @@ ABOUT = (
     "window may call these routes too."
 )
 
-MAX_BODY = 64 * 1024  # the largest real body is a rating with a 2,000-character comment
-
 bp = Blueprint(TAG, __name__)
 
 
 @bp.before_request
 def cap_body() -> None:
-    """The API's bodies are small: refuse more than ``MAX_BODY`` before reading it (the
+    """The API's bodies are small: refuse more than ``SMALL_BODY`` before reading it (the
     pages' own cap, for the settings forms, is the app's ``MAX_CONTENT_LENGTH``)."""
-    request.max_content_length = MAX_BODY
+    from rltray.app.httpinput import SMALL_BODY
+
+    request.max_content_length = SMALL_BODY
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def settings_window(runtime: Runtime, body: SettingsWindowBody) -> dict[str, str
 
 def routes() -> list[Route]:
     """The API's route table: what the blueprint serves and what the document lists."""
-    from rltray.app.apischema import RateBody, RollbackBody, SettingsWindowBody, SnoozeBody
+    from rltray.app.apischema import RollbackBody, SettingsWindowBody, SnoozeBody
     from rltray.app.httpinput import NoBody
     from rltray.web.adapters import version_rows
 
@@ -82,8 +82,6 @@ def routes() -> list[Route]:
               lambda rt, _: rt.service.ingest_now(), NoBody),
         Route("POST", "/api/rollback", RollbackBody.__doc__ or "",
               lambda rt, b: rt.service.rollback(b.version), RollbackBody),
-        Route("POST", "/api/rate", RateBody.__doc__ or "",
-              lambda rt, b: rt.service.rate_by_id(b.turn, b.value, b.comment), RateBody),
         Route("POST", "/api/snooze", SnoozeBody.__doc__ or "",
               lambda rt, b: rt.snooze(b.until), SnoozeBody),
         Route("POST", "/api/settings-window", SettingsWindowBody.__doc__ or "",

@@ -16,7 +16,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request
 from rltray.app.errors import UserError
-from rltray.app.httpinput import ID_PATH, takes
+from rltray.app.httpinput import ID_PATH, SMALL_BODY, takes
 from rltray.app.store import TurnFilter
 from rltray.web.ratings_input import (
     PAGE_SIZE,
@@ -31,7 +31,7 @@ from rltray.web.ratings_input import (
     TurnListQuery,
     TurnQuery,
 )
-from rltray.web.state import state
+from rltray.web.state import rating_source, state
 
 bp = Blueprint("ratings", __name__)
 
@@ -179,17 +179,18 @@ def api_get(turn_id: int) -> Any:
 
 
 @bp.post(f"/api/turns/<{ID_PATH}:turn_id>/rating")
-@takes(body=RateTurnBody)
+@takes(body=RateTurnBody, max_bytes=SMALL_BODY)
 def api_rate(turn_id: int, body: RateTurnBody) -> Any:
-    """Rate a turn (1 good, -1 bad) or withdraw its rating (0); the history keeps every one."""
+    """Rate a turn (1 good, -1 bad) or withdraw its rating (0); the history keeps every one.
+
+    The same rules as every other way to rate (app/rating.py): the same rating
+    again changes nothing, another one keeps the comment unless a new one is given.
+    """
     service = state().service
     if body.value == 0:
-        service.store.undo("web", turn_id=turn_id)
+        service.unrate(turn_id, rating_source())
     else:
-        comment = body.comment
-        if comment is None and (current := service.store.active_rating(turn_id)) is not None:
-            comment = current.comment  # re-rating keeps what the user wrote
-        service.rate_turn(turn_id, body.value, comment=comment, source="web")
+        service.rate(turn_id, body.value, comment=body.comment, source=rating_source())
     return _one(turn_id)
 
 
@@ -197,7 +198,7 @@ def api_rate(turn_id: int, body: RateTurnBody) -> Any:
 @takes(body=CommentBody)
 def api_comment(turn_id: int, body: CommentBody) -> Any:
     """Change the comment of a turn's active rating."""
-    state().service.store.set_comment(turn_id, body.comment)
+    state().service.comment(turn_id, body.comment)
     return _one(turn_id)
 
 
@@ -205,8 +206,11 @@ def api_comment(turn_id: int, body: CommentBody) -> Any:
 @takes(body=TagsBody)
 def api_tags(turn_id: int, body: TagsBody) -> Any:
     """Make a turn carry exactly these tags."""
-    state().service.store.set_turn_tags(turn_id, body.tags)
+    state().service.set_tags(turn_id, body.tags)
     return _one(turn_id)
+
+
+BULK_VALUES = {"good": 1, "bad": -1, "unrate": 0}
 
 
 @bp.post("/api/turns/bulk")
@@ -215,30 +219,14 @@ def api_bulk(body: BulkBody) -> Any:
     """One action on a selection: good, bad, unrate, tag / untag (with ``tag``), delete."""
     ids, action = body.ids, body.action
     service = state().service
-    store = service.store
     if action == "delete":
-        count = store.delete_turns(ids)
-        store.log_event("ratings", f"deleted {count} turns in the ratings browser")
-        return jsonify({"action": action, "changed": count})
-    if action in ("tag", "untag"):
+        changed = service.delete_turns(ids, "the ratings browser")
+    elif action in ("tag", "untag"):
         if body.tag is None:
             raise UserError("Name the tag to add or remove.")
-        changed = store.tag_turns(ids, body.tag, on=action == "tag")
-        return jsonify({"action": action, "changed": changed})
-    changed = 0
-    with store.batch():
-        for turn_id in ids:
-            if store.get_turn(turn_id) is None:
-                continue
-            if action == "unrate":
-                changed += store.undo("web", turn_id=turn_id) is not None
-            else:
-                value = 1 if action == "good" else -1
-                current = store.active_rating(turn_id)
-                if current is not None and current.value == value:
-                    continue
-                store.rate(turn_id, value, "web", comment=current.comment if current else None)
-                changed += 1
+        changed = service.tag_turns(ids, body.tag, on=action == "tag")
+    else:
+        changed = service.rate_many(ids, BULK_VALUES[action], rating_source())
     return jsonify({"action": action, "changed": changed})
 
 
@@ -252,14 +240,12 @@ def api_tag_list() -> Any:
 @takes(body=TagNameBody)
 def api_tag_add(body: TagNameBody) -> Any:
     """Add a tag to the list."""
-    return jsonify({"name": state().service.store.add_tag(body.name)})
+    return jsonify({"name": state().service.add_tag(body.name)})
 
 
 @bp.post("/api/tags/delete")
 @takes(body=TagNameBody)
 def api_tag_delete(body: TagNameBody) -> Any:
     """Remove a tag from the list and from every turn."""
-    name = body.name
-    if not state().service.store.remove_tag(name):
-        raise UserError(f"There is no tag {name!r}.")
-    return jsonify({"removed": name})
+    state().service.remove_tag(body.name)
+    return jsonify({"removed": body.name})

@@ -45,3 +45,11 @@ def state() -> WebState:
     from flask import current_app
 
     return current_app.extensions[KEY]
+
+
+def rating_source() -> str:
+    """Who a rating from this request comes from: ``api`` for a bearer-token caller (the
+    guard already checked the token), ``web`` for a signed-in settings window."""
+    from flask import request
+
+    return "api" if request.headers.get("Authorization") is not None else "web"

@@ -38,6 +38,10 @@ def api(runtime: Any) -> Any:
     return app.test_client()
 
 
+def rating_of(turn: int) -> str:
+    return f"/api/turns/{turn}/rating"
+
+
 def post(api: Any, path: str, body: Any = None, raw: bytes | None = None) -> Any:
     data = raw if raw is not None else json.dumps(body).encode()
     return api.post(path, data=data, headers=AUTH, content_type="application/json")
@@ -66,33 +70,33 @@ def refused_and_nothing_stored(api: Any, service: Service, path: str, body: Any 
 
 def test_a_comment_that_is_an_object_is_refused(api, service, turn) -> None:
     message = refused_and_nothing_stored(
-        api, service, "/api/rate", {"turn": turn, "value": 1, "comment": {"x": 1}}
+        api, service, rating_of(turn), {"value": 1, "comment": {"x": 1}}
     )
     assert "comment" in message
 
 
-def test_a_turn_that_is_not_a_number_is_refused(api, service, turn) -> None:
-    message = refused_and_nothing_stored(api, service, "/api/rate", {"turn": "x", "value": 1})
-    assert message == "turn should be a valid integer."
+def test_a_value_that_is_not_a_number_is_refused(api, service, turn) -> None:
+    message = refused_and_nothing_stored(api, service, rating_of(turn), {"value": "x"})
+    assert message.startswith("value should be")
+    refused_and_nothing_stored(api, service, "/api/turns/x/rating", {"value": 1}, status=404)
 
 
 def test_a_list_body_is_refused(api, service, turn) -> None:
-    message = refused_and_nothing_stored(api, service, "/api/rate", [turn, 1])
+    message = refused_and_nothing_stored(api, service, rating_of(turn), [1])
     assert "must be a JSON object" in message
 
 
 def test_json_nested_too_deep_is_refused(api, service, turn) -> None:
     deep = b"[" * 20_000 + b"]" * 20_000  # 40 KB: under the body cap, over any nesting limit
-    assert refused_and_nothing_stored(api, service, "/api/rate", raw=deep) == (
+    assert refused_and_nothing_stored(api, service, rating_of(turn), raw=deep) == (
         "The request body is nested too deeply."
     )
     hundred_k = b"[" * 100_000 + b"]" * 100_000  # the attack as measured: over the body cap too
-    refused_and_nothing_stored(api, service, "/api/rate", raw=hundred_k, status=413)
+    refused_and_nothing_stored(api, service, rating_of(turn), raw=hundred_k, status=413)
 
 
 def test_an_id_outside_sqlites_int64_is_refused(api, service, turn) -> None:
-    message = refused_and_nothing_stored(api, service, "/api/rate", {"turn": 2**63, "value": 1})
-    assert "turn" in message
+    refused_and_nothing_stored(api, service, rating_of(2**63), {"value": 1}, status=404)
     refused_and_nothing_stored(api, service, "/api/rollback", {"version": "v" + "9" * 20})
 
 
@@ -100,14 +104,14 @@ def test_an_id_outside_sqlites_int64_is_refused(api, service, turn) -> None:
 
 
 def test_bodies_and_comments_are_capped(api, service, turn) -> None:
-    huge = {"turn": turn, "value": 1, "comment": "x" * 1024 * 1024}  # the API stored 64 MiB
-    message = refused_and_nothing_stored(api, service, "/api/rate", huge, status=413)
+    huge = {"value": 1, "comment": "x" * 1024 * 1024}  # the API stored 64 MiB
+    message = refused_and_nothing_stored(api, service, rating_of(turn), huge, status=413)
     assert "KiB" in message
-    long = {"turn": turn, "value": 1, "comment": "x" * (MAX_COMMENT + 1)}
-    assert refused_and_nothing_stored(api, service, "/api/rate", long) == (
+    long = {"value": 1, "comment": "x" * (MAX_COMMENT + 1)}
+    assert refused_and_nothing_stored(api, service, rating_of(turn), long) == (
         f"comment should have at most {MAX_COMMENT} characters."
     )
-    ok = post(api, "/api/rate", {"turn": turn, "value": 1, "comment": "x" * MAX_COMMENT})
+    ok = post(api, rating_of(turn), {"value": 1, "comment": "x" * MAX_COMMENT})
     assert ok.status_code == 200
     assert service.store.active_rating(turn).comment == "x" * MAX_COMMENT
 
@@ -118,12 +122,12 @@ def test_bodies_and_comments_are_capped(api, service, turn) -> None:
 @pytest.mark.parametrize(
     ("path", "body"),
     [
-        ("/api/rate", {"turn": 1, "value": True}),  # a bool is not a rating
-        ("/api/rate", {"turn": 1.0, "value": 1}),  # nor a float an id
-        ("/api/rate", {"turn": "1", "value": 1}),  # nor text
-        ("/api/rate", {"turn": 1, "value": 2}),
-        ("/api/rate", {"turn": 1, "value": 1, "extra": 1}),  # unknown fields are refused
-        ("/api/rate", {"value": 1}),
+        ("/api/turns/1/rating", {"value": True}),  # a bool is not a rating
+        ("/api/turns/1/rating", {"value": 1.0}),  # nor a float
+        ("/api/turns/1/rating", {"value": "1"}),  # nor text
+        ("/api/turns/1/rating", {"value": 2}),
+        ("/api/turns/1/rating", {"value": 1, "extra": 1}),  # unknown fields are refused
+        ("/api/turns/1/rating", {}),
         ("/api/rollback", {"version": 1.5}),
         ("/api/rollback", {"version": ["v1"]}),
         ("/api/snooze", {"until": {}}),
@@ -131,7 +135,7 @@ def test_bodies_and_comments_are_capped(api, service, turn) -> None:
         ("/api/settings-window", {"page": []}),
         ("/api/settings-window", {"page": "setup", "open": "yes"}),
         ("/api/train", {"now": True}),  # a route without a body takes none
-        ("/api/rate", "not an object"),
+        ("/api/turns/1/rating", "not an object"),
     ],
 )
 def test_malformed_bodies_are_one_sentence(api, service, turn, path, body) -> None:
@@ -139,16 +143,18 @@ def test_malformed_bodies_are_one_sentence(api, service, turn, path, body) -> No
 
 
 def test_text_that_is_not_json_is_refused(api, service, turn) -> None:
-    message = refused_and_nothing_stored(api, service, "/api/rate", raw=b'{"turn": 1,')
+    message = refused_and_nothing_stored(api, service, rating_of(turn), raw=b'{"value": 1,')
     assert message.startswith("The request body is not valid JSON")
     # a lone surrogate cannot be stored as UTF-8; json.loads would let it through to SQLite
-    lone = b'{"turn": %d, "value": 1, "comment": "\\ud800"}' % turn
-    refused_and_nothing_stored(api, service, "/api/rate", raw=lone)
+    lone = b'{"value": 1, "comment": "\\ud800"}'
+    refused_and_nothing_stored(api, service, rating_of(turn), raw=lone)
 
 
 def test_well_formed_requests_still_work(api, service, turn) -> None:
-    rated = post(api, "/api/rate", {"turn": turn, "value": -1, "comment": "wrong file"})
-    assert rated.status_code == 200 and rated.get_json() == {"turn": turn, "value": -1}
+    rated = post(api, rating_of(turn), {"value": -1, "comment": "wrong file"})
+    assert rated.status_code == 200
+    assert rated.get_json()["rating"]["value"] == -1
+    assert service.store.active_rating(turn).source == "api"  # not "web": a script rated
     assert post(api, "/api/ingest", raw=b"").status_code == 200  # no body at all
     assert post(api, "/api/pause", {}).status_code == 200
     assert api.get("/api/status", headers=AUTH).status_code == 200
@@ -156,4 +162,4 @@ def test_well_formed_requests_still_work(api, service, turn) -> None:
 
 def test_http_errors_keep_the_one_shape(api) -> None:
     assert_refused(api.get("/api/nothing", headers=AUTH), 404)
-    assert_refused(api.get("/api/rate", headers=AUTH), 405)
+    assert_refused(api.get("/api/turns/1/rating", headers=AUTH), 405)

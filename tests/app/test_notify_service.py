@@ -93,3 +93,41 @@ def test_a_turn_rated_with_rl_before_the_service_saw_it_is_not_asked_about(
     assert asked(notification_server) == ["fresh answer"]
     rating = service.store.turn_by_source_key("codex:s1:t1").rating  # type: ignore[union-attr]
     assert rating is not None and rating.source == "agent"
+
+
+def wait_closed(server: NotificationServer, notification_id: int, timeout: float = 15.0) -> None:
+    with server.service.changed:
+        assert server.service.changed.wait_for(
+            lambda: notification_id in server.service.closed, timeout
+        ), f"notification {notification_id} is still on screen: {server.service.closed}"
+
+
+def test_a_rating_given_elsewhere_takes_the_notification_down(
+    service: Service, notification_server: NotificationServer, start_runtime: Any
+) -> None:
+    """Rated in the terminal (another process) or the window: the question is withdrawn,
+    and a click that still arrives on the stale bubble does not override the answer."""
+    config.set_value(service.paths, "notify.ask", "every")
+    start_runtime(service, scheduler=False, api=False)
+    spool(service.paths.home, "t1", "first answer")
+    (first,) = notification_server.wait_for_calls(1)
+    turn = service.store.turn_by_source_key("codex:s1:t1").id  # type: ignore[union-attr]
+    with Service(Paths.from_env()) as cli:  # `rltray bad` in a terminal
+        cli.rate(turn, -1)
+    wait_closed(notification_server, first.id)
+
+    spool(service.paths.home, "t2", "second answer")
+    second = notification_server.wait_for_calls(2)[1]
+    other = service.store.turn_by_source_key("codex:s1:t2").id  # type: ignore[union-attr]
+    with Service(Paths.from_env()) as cli:
+        cli.rate(other, -1, comment="wrong file")
+    notification_server.invoke_action(second.id, "good")  # before rltray noticed the CLI
+    time.sleep(1.0)
+    rating = service.store.active_rating(other)
+    assert rating is not None and (rating.value, rating.source) == (-1, "cli")
+
+    spool(service.paths.home, "t3", "third answer")
+    third = notification_server.wait_for_calls(3)[2]
+    own = service.store.turn_by_source_key("codex:s1:t3").id  # type: ignore[union-attr]
+    service.rate(own, 1, source="web")  # the settings window, in this process
+    wait_closed(notification_server, third.id, timeout=5.0)

@@ -62,13 +62,14 @@ def test_every_route_is_in_the_document_and_nothing_else(api, runtime) -> None:
 def test_the_document_says_what_the_routes_check(api) -> None:
     doc = served(api)
     schemas = doc["components"]["schemas"]
-    rate = doc["paths"]["/api/rate"]["post"]
-    assert rate["security"] == [{"bearer": []}, {"session": [], "csrf": []}]
+    rate = doc["paths"]["/api/turns/{turn_id}/rating"]["post"]
+    assert rate["security"] == [{"session": [], "csrf": []}, {"bearer": []}]
     ref = rate["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     body = schemas[ref.rsplit("/", 1)[1]]
-    assert body["additionalProperties"] is False and body["required"] == ["turn", "value"]
-    assert body["properties"]["turn"] == {"type": "integer", "minimum": 1,
-                                          "maximum": INT64_MAX, "title": "Turn"}  # fmt: skip
+    assert body["additionalProperties"] is False and body["required"] == ["value"]
+    assert body["properties"]["value"]["enum"] == [1, -1, 0]
+    (param,) = rate["parameters"]
+    assert param["in"] == "path" and param["schema"]["maximum"] == INT64_MAX
     comment = body["properties"]["comment"]["anyOf"][0]
     assert comment == {"type": "string", "maxLength": MAX_COMMENT}
     turn = doc["paths"]["/api/turns/{turn_id}"]["get"]

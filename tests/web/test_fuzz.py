@@ -58,8 +58,8 @@ def turns(service: Service) -> list[int]:
                "response": f"A{k}.", "context": [], "cwd": "/work",
                "captured_at": f"2025-03-01T10:00:0{k}Z"}  # fmt: skip
         ids.append(service.store.add_turn(rec)[0])
-    service.rate_turn(ids[0], 1, comment="right", source="web")
-    service.rate_turn(ids[1], -1, source="web")
+    service.rate(ids[0], 1, comment="right", source="web")
+    service.rate(ids[1], -1, source="web")
     service.store.set_turn_tags(ids[0], ["kept"])
     return ids
 

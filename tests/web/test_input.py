@@ -42,7 +42,7 @@ def refused(service: Any, request: Any, status: int = 400) -> str:
 @pytest.fixture
 def rated(service, add_turns) -> int:
     (turn_id,) = add_turns(1)
-    service.rate_turn(turn_id, 1, comment="kept", source="web")
+    service.rate(turn_id, 1, comment="kept", source="web")
     return turn_id
 
 

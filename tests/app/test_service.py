@@ -1,0 +1,188 @@
+"""The service's intents: one rule set for a rating wherever it comes from, and every
+change told to the listeners (issue 21 part 3).
+
+Real parts: a Service over a real SQLite file; `/rl` commands go through the
+real spool as hook records; a second Service over the same folder stands in
+for the CLI process beside a running rltray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app.errors import UserError
+from rltray.app.paths import Paths
+from rltray.app.service import AlreadyRated, Service
+
+
+def add_turn(service: Service, turn: str = "t1", session: str = "s1") -> int:
+    rec = {"agent": "codex", "session": session, "turn": turn, "prompt": f"prompt {turn}",
+           "response": f"answer {turn}", "context": [], "cwd": "/work/shop",
+           "captured_at": "2026-11-22T10:00:00Z"}  # fmt: skip
+    return service.store.add_turn(rec)[0]
+
+
+def rl(service: Service, command: str, turn: str, comment: str | None = None) -> None:
+    """`/rl <command>` typed in Codex about ``turn``, as the hook spools it; then ingest."""
+    record = {"v": 1, "kind": "command", "agent": "codex", "session": "s1",
+              "command": command, "target_turn": turn,
+              "captured_at": "2026-11-22T10:00:05Z", "comment": comment}  # fmt: skip
+    incoming = service.paths.spool_incoming
+    incoming.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns():020d}-{os.getpid()}-cmd.json"
+    (incoming / name).write_text(json.dumps(record))
+    report = service.ingest()
+    assert report.commands == 1 and not report.rejected, report.messages
+
+
+def history(service: Service, turn_id: int) -> list[tuple[int, str | None, str, bool]]:
+    return [(r.value, r.comment, r.source, r.active) for r in service.store.rating_history(turn_id)]
+
+
+# -- one rule set --------------------------------------------------------------------------
+
+
+def test_the_same_rating_again_changes_nothing(service: Service) -> None:
+    turn = add_turn(service)
+    assert service.rate(turn, 1).changed
+    again = service.rate(turn, 1, source="web")
+    assert not again.changed
+    assert history(service, turn) == [(1, None, "cli", True)]
+
+
+def test_a_new_comment_on_the_same_rating_changes_it_in_place(service: Service) -> None:
+    turn = add_turn(service)
+    service.rate(turn, -1)
+    outcome = service.rate(turn, -1, comment="wrong file")
+    assert outcome.changed
+    assert history(service, turn) == [(-1, "wrong file", "cli", True)]
+
+
+def test_changing_the_rating_keeps_the_comment_unless_a_new_one_is_given(
+    service: Service,
+) -> None:
+    turn = add_turn(service)
+    service.rate(turn, -1, comment="used the old API")
+    service.rate(turn, 1, source="web")
+    assert history(service, turn)[-1] == (1, "used the old API", "web", True)
+    service.rate(turn, -1, comment="no, really", source="web")
+    assert [h[3] for h in history(service, turn)] == [False, False, True]
+    assert history(service, turn)[-1] == (-1, "no, really", "web", True)
+
+
+def test_rl_good_and_rltray_good_follow_the_same_rules(service: Service) -> None:
+    """Both rate an already-rated turn the same way: /rl names its turn, so it may change
+    it (keeping the comment); the same value again is no new line in the history."""
+    turn = add_turn(service, "t1")
+    service.rate(turn, -1, comment="broke the build")
+    rl(service, "good", "t1")
+    assert history(service, turn)[-1] == (1, "broke the build", "agent", True)
+    rl(service, "good", "t1")  # the same again: nothing new
+    assert len(history(service, turn)) == 2
+    # `rltray good` means the newest turn: the same value again is not an error either
+    assert not service.rate_newest(1).changed
+    with pytest.raises(AlreadyRated, match="--last"):
+        service.rate_newest(-1)
+    assert service.rate_newest(-1, change=True).rating.value == -1
+
+
+def test_a_notification_click_never_overrides_a_rating_given_since(service: Service) -> None:
+    turn = add_turn(service)
+    service.rate(turn, -1, source="cli")  # the user answered in the terminal first
+    outcome = service.rate(turn, 1, source="notification")  # then clicked the old bubble
+    assert outcome.stale and not outcome.changed
+    assert history(service, turn) == [(-1, None, "cli", True)]
+    assert any("older notification" in e["message"] for e in service.store.events(limit=5))
+    # a notification may still change its own answer, and rates an unrated turn
+    other = add_turn(service, "t2")
+    service.rate(other, 1, source="notification")
+    assert service.rate(other, -1, source="notification").changed
+
+
+def test_ratings_record_where_they_came_from(service: Service) -> None:
+    turn = add_turn(service)
+    service.rate(turn, 1, source="api")
+    assert service.store.active_rating(turn).source == "api"  # type: ignore[union-attr]
+
+
+def test_an_unknown_turn_is_one_sentence(service: Service) -> None:
+    with pytest.raises(UserError, match="no turn 99"):
+        service.rate(99, 1)
+    with pytest.raises(UserError, match="no turn 99"):
+        service.unrate(99)
+
+
+def test_rate_many_skips_deleted_turns_and_counts_what_changed(service: Service) -> None:
+    a, b, c = add_turn(service, "a"), add_turn(service, "b"), add_turn(service, "c")
+    service.rate(a, 1)
+    assert service.rate_many([a, b, 4242], 1) == 1  # a already good, 4242 gone
+    assert service.rate_many([a, b, c], 0) == 2  # c had none
+    assert service.store.active_rating(a) is None and service.store.active_rating(b) is None
+
+
+# -- every intent tells the listeners --------------------------------------------------------
+
+
+INTENTS: dict[str, Callable[[Service, int], Any]] = {
+    "rate": lambda s, t: s.rate(t, 1),
+    "rate_newest": lambda s, t: s.rate_newest(-1),
+    "unrate": lambda s, t: (s.rate(t, 1), s.unrate(t)),
+    "undo": lambda s, t: (s.rate(t, 1), s.undo()),
+    "rate_many": lambda s, t: s.rate_many([t], -1),
+    "comment": lambda s, t: (s.rate(t, 1), s.comment(t, "why")),
+    "set_tags": lambda s, t: s.set_tags(t, ["refactor"]),
+    "tag_turns": lambda s, t: s.tag_turns([t], "refactor"),
+    "add_tag": lambda s, t: s.add_tag("later"),
+    "remove_tag": lambda s, t: (s.add_tag("later"), s.remove_tag("later")),
+    "delete_turns": lambda s, t: s.delete_turns([t], "a test"),
+    "rl": lambda s, t: rl(s, "good", "t1"),
+}
+RATES = {"rate", "rate_newest", "unrate", "undo", "rate_many", "comment", "delete_turns", "rl"}
+
+
+@pytest.mark.parametrize("intent", sorted(INTENTS))
+def test_every_intent_tells_the_listeners(service: Service, intent: str) -> None:
+    turn = add_turn(service)
+    told: list[str] = []
+    rated: list[list[int]] = []
+    service.listeners.append(lambda: told.append("changed"))
+    service.rating_listeners.append(rated.append)
+    INTENTS[intent](service, turn)
+    assert told, f"{intent} changed the data and told nobody"
+    if intent in RATES - {"comment"}:
+        assert [turn] in rated, f"{intent} did not name the turn whose rating changed"
+
+
+def test_a_listener_that_fails_does_not_stop_the_rating(service: Service) -> None:
+    turn = add_turn(service)
+
+    def broken(_turns: list[int]) -> None:
+        raise RuntimeError("a window went away")
+
+    service.rating_listeners.append(broken)
+    assert service.rate(turn, 1).changed
+    assert service.store.active_rating(turn) is not None
+
+
+def test_another_process_sees_which_turns_were_rated(service: Service, rltray_home: Path) -> None:
+    """What the running rltray learns from the store when the CLI (another Service over the
+    same folder) rates or withdraws: exactly those turns, once."""
+    a, b = add_turn(service, "a"), add_turn(service, "b")
+    seen, mark = service.store.rating_changes(None)
+    assert seen == []
+    with Service(Paths.from_env()) as cli:
+        cli.rate(a, 1)
+    seen, mark = service.store.rating_changes(mark)
+    assert seen == [a]
+    assert service.store.rating_changes(mark)[0] == []
+    service.rate(b, -1)
+    with Service(Paths.from_env()) as cli:
+        cli.undo()
+    seen, mark = service.store.rating_changes(mark)
+    assert sorted(seen) == [b]
