@@ -11,7 +11,7 @@ import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from rltray.app.scheduler import Decision, should_train
+from rltray.app.scheduler import Decision, Facts, should_train
 
 if TYPE_CHECKING:
     from rltray.app.runtime import Runtime
@@ -26,30 +26,29 @@ def decide(runtime: Runtime, now: datetime | None = None) -> Decision:
     from rltray.app.outcome import failure_streak
 
     service = runtime.service
-    settings = config.load_config(service.paths)
+    settings = service.settings()
     training = settings.training
-    runner = service.runner()
-    untrained = service.store.counts()["untrained"]
     recent = service.runs(limit=50)
     finished = [r["finished_at"] for r in recent[:5] if r["finished_at"]]
-    last_run = datetime.fromisoformat(finished[0]) if finished else None
     needs_idle = training.require_idle_minutes > 0
-    return should_train(
-        now or datetime.now(timezone.utc).astimezone(),
-        idle.idle_seconds() if needs_idle else None,
-        idle.on_ac_power(),
-        untrained,
-        training.min_ratings,
-        config.parse_quiet_hours(settings.notify.quiet_hours),
-        not training.automatic,
-        last_run,
-        runner.running(),
+    facts = Facts(
+        now=now or datetime.now(timezone.utc).astimezone(),
+        untrained=service.store.counts()["untrained"],
+        threshold=training.min_ratings,
+        idle_s=idle.idle_seconds() if needs_idle else None,
+        on_ac=idle.on_ac_power(),
+        quiet_hours=config.parse_quiet_hours(settings.notify.quiet_hours),
+        paused=not training.automatic,
+        last_run=datetime.fromisoformat(finished[0]) if finished else None,
+        running=service.runner().running(),
         idle_needed_s=training.require_idle_minutes * 60.0,
         require_ac=training.require_ac_power,
         min_gap_s=MIN_GAP_S,
         manual_run=runtime.manual_run_going(),
         failures=failure_streak(recent),
+        settings_problem=service.settings_problem(),
     )
+    return should_train(facts)
 
 
 def gate(runtime: Runtime) -> None:

@@ -94,6 +94,9 @@ def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     active = training["active_version"]
     table.add_row("active version", "base model" if active is None else f"v{active}")
     table.add_row("data folder", plain(status["data_folder"]))
+    problem = status.get("settings_problem")
+    if problem:  # the last valid settings are in effect meanwhile
+        table.add_row("settings", plain(f"config.toml is not in effect: {problem}"))
     stopped = training.get("stopped")
     if stopped:  # the failure budget is used up: say why, with the trainer's log tail
         table.add_row("training stopped", plain(f"{stopped['message']}; last: {stopped['cause']}"))

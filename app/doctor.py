@@ -270,12 +270,13 @@ def _hook_log(service: Service) -> Check:
 
 
 def _config(service: Service) -> Check:
-    from rltray.app import config
-
-    try:
-        config.load_config(service.paths)
-    except config.ConfigError as exc:
-        return Check("settings", FAIL, str(exc), f"fix or delete {service.paths.config}")
+    problem = service.settings_problem()
+    if problem is not None:
+        return Check(
+            "settings", FAIL, problem,
+            f"fix or delete {service.paths.config}; until then rltray keeps its last valid "
+            "settings and trains nothing on its own",
+        )
     where = service.paths.config if service.paths.config.exists() else "defaults (no file yet)"
     return Check("settings", OK, str(where))
 
@@ -286,9 +287,7 @@ def _ollama(service: Service) -> Check:
     import urllib.error
     import urllib.request
 
-    from rltray.app import config
-
-    cfg = config.load_config(service.paths).ollama
+    cfg = service.settings().ollama
     model = cfg.model.strip()
     if not model:
         return Check("ollama", OK, "not used: set ollama.model to publish each version there")
@@ -324,9 +323,8 @@ def _gguf_base(service: Service) -> Check:
     found the same way here without importing the trainer.
     """
     import platformdirs
-    from rltray.app import config
 
-    base = Path(config.load_config(service.paths).training.base_model).expanduser()
+    base = Path(service.settings().training.base_model).expanduser()
     if not base.is_file():
         return Check("training base", OK, "a Hugging Face folder or id (no GGUF to convert)")
     override = os.environ.get("RLTRAY_GGUF_CACHE")

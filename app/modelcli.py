@@ -200,7 +200,6 @@ def launcher_script(env: dict[str, str], tag: str) -> str:
 
 
 def cmd_use(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app import config
 
     service = ctx.service(ingest=False)
     written = Written(service.paths.home)
@@ -217,7 +216,7 @@ def cmd_use(ctx: Context, args: argparse.Namespace) -> int:
         return ExitCode.OK if not kept else ExitCode.ERROR
     if args.agent is None:
         raise UserError("Say which agent: `rltray use codex` or `rltray use claude-code`.")
-    cfg = config.load_config(service.paths)
+    cfg = service.settings(strict=True)
     tag = resolve_tag(service, args.version)
     host = cfg.ollama.host
     if args.agent == "codex":
@@ -248,9 +247,9 @@ def cmd_use(ctx: Context, args: argparse.Namespace) -> int:
 def _export_process(
     service: Service, args: list[str], run: Callable[..., Any] = subprocess.run
 ) -> dict[str, Any]:
-    from rltray.app import config, jobbuild
+    from rltray.app import jobbuild
 
-    python = jobbuild.training_python(config.load_config(service.paths).training)
+    python = jobbuild.training_python(service.settings(strict=True).training)
     proc = run([python, "-m", "rltray.trainer.export", *args], capture_output=True, text=True)
     lines = [ln for ln in (proc.stdout or "").splitlines() if ln.startswith("{")]
     if not lines:
@@ -264,9 +263,7 @@ def _export_process(
 
 def _base_gguf(service: Service) -> str:
     """The GGUF the version was trained on / Ollama serves, for the GGUF formats."""
-    from rltray.app import config
-
-    cfg = config.load_config(service.paths)
+    cfg = service.settings(strict=True)
     base = Path(cfg.training.base_model).expanduser()
     if base.is_file():
         return str(base)

@@ -206,6 +206,8 @@ class Runtime:
         turns, self._rating_mark = self.service.store.rating_changes(self._rating_mark)
         if turns:
             self.service.changed(rated=turns)
+        elif self.service.settings_changed_on_disk():  # `rltray config set`, an editor
+            self.service.changed()
 
     def _backup_if_due(self) -> None:
         """The daily database copy: a service that runs for weeks opens the database once."""
@@ -231,14 +233,13 @@ class Runtime:
     def _maybe_ask(self, turn_id: int, seconds: float | None = None) -> None:
         if self.notifier is None:
             return
-        from rltray.app import config
         from rltray.app.notifier import title_for
         from rltray.app.notify_policy import should_ask
 
         turn = self.service.store.get_turn(turn_id)
         if turn is None:
             return
-        settings = config.load_config(self.service.paths).notify
+        settings = self.service.settings().notify  # the last valid copy while the file is broken
         ask, _reason = should_ask(
             seconds,
             self._ordinal,

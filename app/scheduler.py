@@ -88,35 +88,49 @@ def _duration(seconds: float) -> str:
     return f"{int(-(-seconds // 1))} s"
 
 
-def should_train(
-    now: datetime,
-    idle_s: float | None,
-    on_ac: bool | None,
-    untrained: int,
-    threshold: int,
-    quiet_hours: QuietHours | None,
-    paused: bool,
-    last_run: datetime | None,
-    running: bool,
-    *,
-    idle_needed_s: float,
-    require_ac: bool,
-    min_gap_s: float = 600,
-    manual_run: bool = False,
-    failures: int = 0,
-    budget: int = FAILURE_BUDGET,
-) -> Decision:
-    """Decide whether the gate starts a run, stops the running one, or waits — and say why.
+@dataclass(frozen=True)
+class Facts:
+    """What the gate knows at one tick (``autotrain.decide`` gathers them).
 
     ``now`` and ``last_run`` are local wall-clock times of the same kind (both
     naive or both aware); ``last_run`` is when the previous run ended, so a run
-    that fails at once is not retried in a tight loop. A clock that jumped back
-    before ``last_run`` does not hold training back. ``manual_run`` says the
-    running trainer was started with Train now and is the user's to stop.
-    ``failures`` counts the failed or rejected rounds in a row since the last
-    Train now (``outcome.failure_streak``): at ``budget`` no round starts on its
-    own any more, however long the user stays idle.
+    that fails at once is not retried in a tight loop. ``idle_s`` / ``on_ac``:
+    None when the desktop cannot say. ``manual_run``: the running trainer was
+    started with Train now and is the user's to stop. ``failures`` counts the
+    failed or rejected rounds in a row since the last Train now
+    (``outcome.failure_streak``). ``settings_problem``: config.toml does not
+    validate (the sentence), so no round starts on its own.
     """
+
+    now: datetime
+    untrained: int
+    threshold: int
+    idle_s: float | None = None
+    on_ac: bool | None = None
+    quiet_hours: QuietHours | None = None
+    paused: bool = False
+    last_run: datetime | None = None
+    running: bool = False
+    idle_needed_s: float = 0.0
+    require_ac: bool = False
+    min_gap_s: float = 600.0
+    manual_run: bool = False
+    failures: int = 0
+    budget: int = FAILURE_BUDGET
+    settings_problem: str | None = None
+
+
+def should_train(facts: Facts) -> Decision:
+    """Decide whether the gate starts a run, stops the running one, or waits — and say why.
+
+    A clock that jumped back before ``last_run`` does not hold training back. At
+    ``budget`` failures in a row no round starts on its own any more, however
+    long the user stays idle.
+    """
+    f = facts
+    now, idle_s, on_ac, running, manual_run = f.now, f.idle_s, f.on_ac, f.running, f.manual_run
+    untrained, threshold, last_run = f.untrained, f.threshold, f.last_run
+    idle_needed_s, require_ac = f.idle_needed_s, f.require_ac
     on_mains = on_ac is not False
     idle_matters = idle_needed_s > 0
     if running:
@@ -130,20 +144,22 @@ def should_train(
             return Decision(False, True, "you are back; training stopped until you are idle")
         return Decision(False, False, "training now")
 
-    if paused:
+    if f.paused:
         return Decision(False, False, "paused")
-    if failures >= budget:
-        return Decision(False, False, budget_message(failures))
+    if f.settings_problem:
+        return Decision(False, False, "config.toml has a problem; fix it to train again")
+    if f.failures >= f.budget:
+        return Decision(False, False, budget_message(f.failures))
     if untrained < threshold:
         missing = threshold - untrained
         return Decision(False, False, f"waiting for {missing} more rating{'s' * (missing != 1)}")
-    end = quiet_hours_end(now, quiet_hours)
+    end = quiet_hours_end(now, f.quiet_hours)
     if end is not None:
         return Decision(False, False, f"quiet hours until {end:%H:%M}")
     if last_run is not None:
         since = (now - last_run).total_seconds()
-        if 0 <= since < min_gap_s:
-            wait = _duration(min_gap_s - since)
+        if 0 <= since < f.min_gap_s:
+            wait = _duration(f.min_gap_s - since)
             return Decision(False, False, f"waiting {wait} more after the last run")
     if require_ac and not on_mains:
         return Decision(False, False, "on battery")

@@ -19,11 +19,14 @@ from typing import TYPE_CHECKING, Any
 from rltray.app import instance, spool
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.paths import Paths
+from rltray.app.settings import Settings
 from rltray.app.words import parse_version, word
 
 log = logging.getLogger(__name__)
+SETUP_DONE = "setup-done"  # in the data folder once the setup wizard was finished
 
 if TYPE_CHECKING:
+    from rltray.app.config import Config
     from rltray.app.publisher import Publisher
     from rltray.app.store import Rating, Store, Turn
     from rltray.app.training import TrainingRunner
@@ -59,6 +62,7 @@ class Service:
         self._runner: TrainingRunner | None = None
         # Called (from any thread) when what a window shows may have changed: a new
         # turn, a rating, training progress. The tray's refresh() is one.
+        self._settings = Settings(self.paths, on_problem=self._settings_broke)
         self.listeners: list[Callable[[], None]] = []
         # Called with the ids of turns whose rating changed, wherever it changed.
         self.rating_listeners: list[Callable[[list[int]], None]] = []
@@ -270,6 +274,7 @@ class Service:
                 for name, info in sorted(by_agent.items())
             },
             "data_folder": str(self.paths.home),
+            "settings_problem": self.settings_problem(),
             "service_running": service_running,
             "training": self.training_status(next_training),
         }
@@ -297,17 +302,81 @@ class Service:
             except Exception:  # a window's problem must not break ingest or training
                 log.exception("a state listener failed")
 
+    # -- setup and the event log ------------------------------------------------
+
+    def needs_setup(self) -> bool:
+        """True until the setup wizard was finished once here (the first run opens it)."""
+        return not (self.paths.home / SETUP_DONE).exists()
+
+    def finish_setup(self) -> None:
+        (self.paths.home / SETUP_DONE).write_text("done\n", encoding="utf-8")
+        self.note("setup", "setup wizard finished")
+        self.changed()
+
+    def note(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        """Record what the user did or should know in the event log (the dashboard lists it)."""
+        self.store.log_event(kind, message, data)
+
+    # -- settings ------------------------------------------------------------
+
+    def settings(self, strict: bool = False) -> Config:
+        """The settings in effect: config.toml, or its last valid copy while it is broken.
+
+        ``strict``: a broken file raises its ConfigError instead (a one-shot command
+        that acts on a setting, like `rltray use`, must not act on an old copy).
+        """
+        current = self._settings.current()
+        if strict and self._settings.problem is not None:
+            from rltray.app.config import ConfigError
+
+            raise ConfigError(self._settings.problem)
+        return current
+
+    def settings_changed_on_disk(self) -> bool:
+        """Re-read config.toml if another process changed it; whether it did."""
+        return self._settings.refresh()
+
+    def settings_problem(self) -> str | None:
+        """Why config.toml is not in effect now (its sentence, with the line), or None."""
+        return self._settings.problem
+
+    def set_setting(self, key: str, value: Any) -> Any:
+        """Change one setting (validated as `rltray config set` does); returns the new value."""
+        errors, _changed = self.save_settings({key: value})
+        if errors:
+            from rltray.app.config import ConfigError
+
+            raise ConfigError(errors[key])
+        return self.settings().get(key)
+
+    def save_settings(
+        self,
+        values: dict[str, Any],
+        *,
+        all_or_nothing: bool = False,
+        refuse: Callable[[str, Any], str | None] | None = None,
+    ) -> tuple[dict[str, str], list[str]]:
+        """Set many keys (``Settings.save_many``); logs and tells the listeners what changed."""
+        errors, changed = self._settings.save_many(
+            values, all_or_nothing=all_or_nothing, refuse=refuse
+        )
+        if changed:
+            self.store.log_event("settings", "changed " + ", ".join(changed))
+            self.changed()
+        return errors, changed
+
+    def _settings_broke(self, problem: str) -> None:
+        self.store.log_event("settings", f"config.toml is not in effect: {problem}")
+        self.changed()
+
     # -- training ------------------------------------------------------------
 
     def runner(self) -> TrainingRunner:
         """The one training runner of this data folder's service (created on first use)."""
         if self._runner is None:
-            from rltray.app import config
             from rltray.app.training import TrainingRunner
 
-            def load() -> config.Config:
-                return config.load_config(self.paths)
-
+            load = self.settings
             if self.publisher is None:
                 # reads ollama.model at each publish: a no-op while it is empty, and a
                 # model set later in the settings takes effect without a restart
@@ -338,9 +407,7 @@ class Service:
 
     def set_automatic(self, on: bool) -> dict[str, Any]:
         """Pause or resume automatic training (kept in config.toml, so it survives restarts)."""
-        from rltray.app import config
-
-        config.set_value(self.paths, "training.automatic", on)
+        self.set_setting("training.automatic", on)
         self.store.log_event("training", "automatic training " + ("resumed" if on else "paused"))
         return {"automatic": on}
 
@@ -348,6 +415,24 @@ class Service:
         """Make an older version active (default: the active one's parent; 0: the base model)."""
         target = self.runner().rollback(parse_version(version))
         return {"active": None if target is None else target.version}
+
+    def delete_version(self, version: int) -> None:
+        """Delete an old version's files and row (never the active one's)."""
+        import shutil
+        from pathlib import Path
+
+        gone = self.store.delete_adapter(version)
+        folder = Path(gone.path)
+        if folder.is_dir() and folder.resolve().parent == self.paths.adapters.resolve():
+            shutil.rmtree(folder, ignore_errors=True)
+            # an empty folder of the same name stays, so the number is never given to a new
+            # version (runs name their version by number; adapterversions.next_version)
+            folder.mkdir()
+            (folder / "DELETED.txt").write_text(
+                f"v{version} was deleted in the settings window; its files are gone.\n", "utf-8"
+            )
+        self.note("adapters", f"deleted v{version}", {"version": version})
+        self.changed()
 
     def versions(self) -> list[dict[str, Any]]:
         """Every version, newest first; ``published``: Ollama tag, path taken, quant, size."""
@@ -389,12 +474,11 @@ class Service:
 
         ``next_training``: the running gate's reason; None when no rltray runs one.
         """
-        from rltray.app import config
         from rltray.app.outcome import budget_stop
 
         active = self.store.active_adapter()
         return {
-            "automatic": config.load_config(self.paths).training.automatic,
+            "automatic": self.settings().training.automatic,
             "next_training": next_training
             or "rltray is not running, so nothing trains on its own (start it: `rltray run`)",
             "running": self._runner is not None and self._runner.running(),

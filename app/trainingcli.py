@@ -218,8 +218,8 @@ def cmd_config(ctx: Context, args: argparse.Namespace) -> int:
         return ExitCode.OK
     if args.value is None:
         raise config.ConfigError(f"`rltray config set {args.key}` needs a value.")
-    new = config.set_value(paths, args.key, args.value)
-    ctx.say(f"{args.key} = {json.dumps(new.get(args.key))} (saved in {paths.config})")
+    new = ctx.service().set_setting(args.key, args.value)  # logged; a running tray re-reads
+    ctx.say(f"{args.key} = {json.dumps(new)} (saved in {paths.config})")
     return ExitCode.OK
 
 

@@ -288,9 +288,7 @@ class Tray:
         return "Training paused; it resumes from its checkpoint at the next idle time."
 
     def _toggle_automatic(self) -> str:
-        from rltray.app import config
-
-        paused = not config.load_config(self.service.paths).training.automatic
+        paused = not self.service.settings().training.automatic
         self.service.set_automatic(paused)  # paused now → resume, and the other way round
         return "Automatic training resumed." if paused else "Automatic training paused."
 

@@ -43,9 +43,8 @@ def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
 
 def _first_run(ctx: Context, runtime: Runtime) -> None:
     """Open the setup wizard by itself until it was finished once for this data folder."""
-    from rltray.web.wizard import needs_setup
 
-    if needs_setup(runtime.service.paths.home):
+    if runtime.service.needs_setup():
         try:
             runtime.open_settings("setup")
         except Exception as exc:  # the tray works without the window; say how to get it

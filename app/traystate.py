@@ -48,18 +48,15 @@ class TrayState:
 
 def snapshot(runtime: Runtime) -> TrayState:
     """Read everything the tray shows; never raises (a failing read becomes a problem line)."""
-    from rltray.app import config
-
     service = runtime.service
     problems: list[str] = []
-    try:
-        settings = config.load_config(service.paths)
-        paused = not settings.training.automatic
-        if not settings.training.base_model:
-            problems.append("No model is set up for training (Open settings → Model).")
-    except Exception as exc:  # a config the user broke: show it, keep the tray up
-        paused = False
-        problems.append(str(exc))
+    settings = service.settings()  # the last valid copy while config.toml is broken
+    paused = not settings.training.automatic
+    broken = service.settings_problem()
+    if broken:  # say it, keep the tray, capture and notifications up
+        problems.append(f"config.toml is not in effect: {broken}")
+    if not settings.training.base_model:
+        problems.append("No model is set up for training (Open settings → Model).")
     status = runtime.status()
     training = status["training"]
     progress = training.get("progress") or {}

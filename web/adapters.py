@@ -9,7 +9,6 @@ the API's ``/api/versions``. Deleting removes an old version's files and row
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +60,5 @@ def page() -> Any:
 @takes(body=VersionBody)
 def api_delete(body: VersionBody) -> Any:
     """Delete an old version's files and row (never the active one)."""
-    service = state().service
-    version = body.version
-    gone = service.store.delete_adapter(version)
-    folder = Path(gone.path)
-    if folder.is_dir() and folder.resolve().parent == service.paths.adapters.resolve():
-        shutil.rmtree(folder, ignore_errors=True)
-        # an empty folder of the same name stays, so the number is never given to a new
-        # version (runs name their version by number; adapterversions.next_version)
-        folder.mkdir()
-        (folder / "DELETED.txt").write_text(
-            f"v{version} was deleted in the settings window; its files are gone.\n", "utf-8"
-        )
-    service.store.log_event("adapters", f"deleted v{version}", {"version": version})
-    return jsonify({"deleted": version})
+    state().service.delete_version(body.version)
+    return jsonify({"deleted": body.version})

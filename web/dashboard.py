@@ -52,15 +52,11 @@ def run_row(run: Any) -> dict[str, Any]:
 
 def summary() -> dict[str, Any]:
     """Everything the dashboard shows, as plain data (also served as JSON)."""
-    from rltray.app import config
 
     service = state().service
     store = service.store
     counts = store.counts()
-    try:
-        threshold = config.load_config(service.paths).training.min_ratings
-    except config.ConfigError:
-        threshold = config.TrainingSettings().min_ratings
+    threshold = service.settings().training.min_ratings
     since = (datetime.now(timezone.utc) - timedelta(days=DAYS)).date().isoformat()
     days = store.ratings_per_day(since=since)
     runs = [run_row(r) for r in reversed(store.list_runs(limit=RUNS))]

@@ -47,42 +47,21 @@ def _form_value(setting: Any, form: Any) -> Any:
 def save_values(
     values: dict[str, Any], *, all_or_nothing: bool = False
 ) -> tuple[dict[str, str], list[str]]:
-    """Set each given key; returns (errors by key, keys changed).
+    """Set each given key through the service; returns (errors by key, keys changed).
 
     The settings page keeps the valid keys of a form with a bad one (the user
     sees the rest saved); ``all_or_nothing`` (the JSON API) puts the old values
-    back when any key is refused, so a refused request changes nothing.
+    back when any key is refused, so a refused request changes nothing. A
+    program path may not be set from a web page (``program_setting_refusal``).
     """
-    from rltray.app import config
     from rltray.web.security import program_setting_refusal
 
-    paths = state().service.paths
-    errors: dict[str, str] = {}
-    changed: list[str] = []
-    known = {s.key: s for s in config.describe()}
-    snapshot = config.load_config(paths)
-    for key, value in values.items():
-        if key not in known:
-            errors[key] = f"There is no setting {key[:60]!r}."
-            continue
-        refused = program_setting_refusal(paths.home, key, value)
-        if refused:
-            errors[key] = refused
-            continue
-        try:
-            before = config.load_config(paths).get(key)
-            after = config.set_value(paths, key, value).get(key)
-        except config.ConfigError as exc:
-            errors[key] = str(exc)
-            continue
-        if before != after:
-            changed.append(key)
-    if errors and all_or_nothing and changed:
-        config.save_config(paths, snapshot)
-        changed = []
-    if changed:
-        state().service.store.log_event("settings", "changed " + ", ".join(changed))
-    return errors, changed
+    service = state().service
+    return service.save_settings(
+        values,
+        all_or_nothing=all_or_nothing,
+        refuse=lambda key, value: program_setting_refusal(service.paths.home, key, value),
+    )
 
 
 def masked_secret() -> dict[str, Any]:
@@ -102,11 +81,15 @@ def _page(errors: dict[str, str] | None = None, form: Any = None, status: int = 
     from rltray.app import config
 
     settings = config.describe()
-    try:
-        current = config.load_config(state().service.paths)
-        load_error = ""
-    except config.ConfigError as exc:
-        current, load_error = config.Config(), str(exc)
+    service = state().service
+    current = service.settings()  # the last valid copy while the file is broken
+    problem = service.settings_problem()
+    load_error = (
+        f"{problem} Until it is fixed, rltray uses the values shown here (the last valid "
+        "ones) and trains nothing on its own; saving is refused."
+        if problem
+        else ""
+    )
     sections: dict[str, list[dict[str, Any]]] = {}
     for s in settings:
         value = current.get(s.key)
@@ -136,7 +119,7 @@ def save() -> Any:
     from rltray.app import config
 
     values = {}
-    current = config.load_config(state().service.paths)
+    current = state().service.settings()
     for s in config.describe():
         text = _form_value(s, request.form)
         if text is None:
@@ -157,13 +140,13 @@ def save_secret() -> Any:
     secrets = state().secrets
     if request.form.get("action") == "remove":
         secrets.delete(SECRET)
-        state().service.store.log_event("settings", "removed the Hugging Face token")
+        state().service.note("settings", "removed the Hugging Face token")
         return redirect(url_for("settings.page", saved="token-removed"), code=303)
     token = "".join((request.form.get("hf_token") or "").split())
     if not token:
         return _page({"hf_token": "Paste a token first (it starts with hf_)."}, request.form, 400)
     secrets.set(SECRET, token)
-    state().service.store.log_event("settings", "saved a Hugging Face token")
+    state().service.note("settings", "saved a Hugging Face token")
     return redirect(url_for("settings.page", saved="token"), code=303)
 
 
@@ -175,7 +158,7 @@ def api_list() -> Any:
     """Every setting with its value, default, type, help and range."""
     from rltray.app import config
 
-    current = config.load_config(state().service.paths)
+    current = state().service.settings()
     return jsonify(
         {
             "settings": [

@@ -20,7 +20,6 @@ from rltray.web.settings import save_values
 from rltray.web.state import state
 
 bp = Blueprint("wizard", __name__)
-DONE_MARKER = "setup-done"
 ENV_JOB = "trainer environment"
 #: (name, what it does, what it measurably did): SmolLM2-135M-Instruct, 64 ratings of
 #: a hidden preference with a base rate of 0.31 (bench/README.md, learning_smollm2.py).
@@ -54,21 +53,16 @@ PRESETS = (
 )
 
 
-def needs_setup(home: Path) -> bool:
-    """True until the wizard was finished once for this data folder (first run opens it)."""
-    return not (home / DONE_MARKER).exists()
-
-
 @bp.get("/setup")
 def page() -> Any:
     from rltray.app import config
 
-    current = config.load_config(state().service.paths)
+    current = state().service.settings()
     return render_template(
         "wizard.html",
         presets=PRESETS,
         current=current,
-        first_run=needs_setup(state().service.paths.home),
+        first_run=state().service.needs_setup(),
         settings={s.key: s for s in config.describe()},
     )
 
@@ -123,7 +117,7 @@ def api_agent_action(name: str, action: str) -> Any:
     if action == "install" and not agent.detect():
         raise UserError(agent.not_found_report().lines[0])
     report = agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
-    service.store.log_event("hooks", f"hooks {action} for {name} (settings window)")
+    service.note("hooks", f"hooks {action} for {name} (settings window)")
     return jsonify({"lines": report.lines, "agents": agent_rows()})
 
 
@@ -151,9 +145,8 @@ def _memory() -> int | None:
 @bp.post("/api/setup/models")
 def api_models() -> Any:
     """Model folders found here and Ollama's models (a POST: it asks Ollama, a request out)."""
-    from rltray.app import config
 
-    current = config.load_config(state().service.paths)
+    current = state().service.settings()
     roots = _roots()
     folder = (request.get_json(silent=True) or {}).get("folder")  # a JSON object or none
     folder = folder.strip() if isinstance(folder, str) else ""
@@ -187,7 +180,6 @@ def api_models() -> Any:
 @bp.post("/api/setup/model")
 def api_choose_model() -> Any:
     """Save the trainable model (and the Ollama model it pairs with); explain any mismatch."""
-    from rltray.app import config
 
     body = request.get_json(silent=True) or {}
     path = str(body.get("path") or "").strip()
@@ -199,7 +191,7 @@ def api_choose_model() -> Any:
     ollama_name = str(body.get("ollama") or "").strip()
     problems: list[str] = []
     if ollama_name:
-        listed = models.ollama_models(_ollama_host(config.load_config(state().service.paths)))
+        listed = models.ollama_models(_ollama_host(state().service.settings()))
         match = next((m for m in listed["models"] if m["name"] == ollama_name), None)
         if match is None:
             problems.append(f"Ollama has no model {ollama_name!r} now; it was saved anyway.")
@@ -221,9 +213,8 @@ def api_backend() -> Any:
     """What the trainer interpreter can train with (a POST: it runs that interpreter, once at
     a time, and answers from a short-lived cache: a page that fired fifty of these would
     otherwise start fifty torch imports)."""
-    from rltray.app import config
 
-    current = config.load_config(state().service.paths)
+    current = state().service.settings()
     python = machine.trainer_python(current.training.python)
     info = state().probes.probe(python)
     job = state().jobs.running(ENV_JOB)
@@ -271,14 +262,11 @@ def api_trainer_env() -> Any:
         return jsonify(running.as_dict())
     extra = list(state().options.get("env_cli_args") or [])
     steps = [("Building the trainer environment", cli_argv("trainer-env", "create", *extra))]
-    paths = state().service.paths
-    store = state().service.store
+    service = state().service
 
     def done(job: Any) -> None:
-        from rltray.app import config
-
-        python = config.load_config(paths).training.python
-        store.log_event("setup", f"created the trainer environment for {python}")
+        python = service.settings().training.python
+        service.note("setup", f"created the trainer environment for {python}")
         job.result = {"python": python}
 
     return jsonify(jobs.start(ENV_JOB, steps, on_done=done).as_dict())
@@ -321,7 +309,5 @@ def api_test_notification() -> Any:
 
 @bp.post("/api/setup/finish")
 def api_finish() -> Any:
-    service = state().service
-    (service.paths.home / DONE_MARKER).write_text("done\n", encoding="utf-8")
-    service.store.log_event("setup", "setup wizard finished")
+    state().service.finish_setup()
     return jsonify({"done": True})

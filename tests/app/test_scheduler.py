@@ -17,6 +17,7 @@ from rltray.app.config import parse_quiet_hours
 from rltray.app.outcome import FAILURE_BUDGET, failure_streak
 from rltray.app.scheduler import (
     Decision,
+    Facts,
     Scheduler,
     in_quiet_hours,
     quiet_hours_end,
@@ -54,7 +55,7 @@ def decide(now: datetime, **overrides: Any) -> Decision:
         "require_ac": True,
     }
     args.update(overrides)
-    return should_train(now, **args)
+    return should_train(Facts(now, **args))
 
 
 AFTERNOON = datetime(2026, 11, 23, 15, 0)

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from rltray.app import config
 from rltray.web import models
-from rltray.web.wizard import needs_setup
 
 from tests.web.webtesting import post_json, write_model_folder
 
@@ -24,9 +23,9 @@ def test_the_page_has_six_steps(client, service) -> None:
         assert f". {step}</h2>" in page
     for preset in ("careful", "balanced", "aggressive", "custom"):
         assert f'value="{preset}"' in page
-    assert needs_setup(service.paths.home)
+    assert service.needs_setup()
     assert post_json(client, "/api/setup/finish").get_json() == {"done": True}
-    assert not needs_setup(service.paths.home)
+    assert not service.needs_setup()
 
 
 def test_agents_install_uninstall_and_first_event(client, service, add_turns) -> None:
