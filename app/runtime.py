@@ -79,6 +79,7 @@ class Runtime:
         self._rating_mark: tuple[int, str] | None = None  # store.rating_changes' last mark
         self.snoozed_until: datetime | None = None
         self.gate_reason = "not checked yet"  # the scheduler gate's last word, for status lines
+        self._gate_stale = False  # something it depends on changed since: ask again when read
         self._manual_run: str | None = None  # the run "Train now" started, if any
         self.web: WebServer | None = None  # the settings web app, started on first use
         self._web_lock = threading.Lock()  # the tray and the API thread may both open it
@@ -113,6 +114,8 @@ class Runtime:
 
                 self.scheduler = Scheduler(lambda: autotrain.gate(self))
                 self.scheduler.start()
+                self._gate_stale = True
+                self.service.listeners.append(self._gate_changed)
             if api:
                 self._start_api()
             self.running = True
@@ -138,6 +141,8 @@ class Runtime:
         self._wake.set()
         self._work.put(None)
         self._unpublish()  # first: a CLI must not find a service that is going away
+        with contextlib.suppress(ValueError):
+            self.service.listeners.remove(self._gate_changed)
         if self.notifier is not None:
             with contextlib.suppress(ValueError):
                 self.service.rating_listeners.remove(self.notifier.withdraw)
@@ -255,6 +260,10 @@ class Runtime:
 
     def set_gate_reason(self, reason: str) -> None:
         self.gate_reason = reason
+        self._gate_stale = False
+
+    def _gate_changed(self) -> None:
+        self._gate_stale = True
 
     def train_now(self, wait: bool = False) -> dict[str, Any]:
         """Start (or resume) a round now, whatever the schedule says (tray, API)."""
@@ -278,8 +287,24 @@ class Runtime:
         return self.service.training_status(next_training=self.next_training())
 
     def next_training(self) -> str | None:
-        """The gate's reason while this runtime runs the scheduler; None otherwise."""
-        return self.gate_reason if self.running else None
+        """The gate's reason while this runtime runs the scheduler; None otherwise.
+
+        Asked again when what it depends on changed since the last tick (a rating,
+        a finished run, a setting), so the tray never shows "training now" after a
+        run or "waiting for 32 more" beside a count that says otherwise. Only the
+        reason: starting or stopping a round stays the scheduler's tick.
+        """
+        if not self.running:
+            return None
+        if self._gate_stale and self.scheduler is not None:
+            from rltray.app import autotrain
+
+            self._gate_stale = False
+            try:
+                self.gate_reason = autotrain.decide(self).reason
+            except Exception as exc:  # the tick reports it the same way
+                self.gate_reason = f"training check failed: {exc}"
+        return self.gate_reason
 
     def snooze(self, until: str | None) -> dict[str, Any]:
         """Stop asking for ratings for an hour (``"hour"``), ``"tomorrow"``, or no longer (None).

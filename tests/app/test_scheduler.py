@@ -368,3 +368,22 @@ def test_slow_gate_is_not_stacked() -> None:
 def test_interval_must_be_positive() -> None:
     with pytest.raises(ValueError, match="interval_s"):
         Scheduler(lambda: None, interval_s=0)
+
+
+def test_the_status_line_follows_a_rating_without_waiting_for_the_next_tick(
+    service: Any, start_runtime: Any
+) -> None:
+    """The running rltray's "next training" line is the gate's answer for the data as it
+    is now: a rating given between two ticks (60 s apart) changes it at once."""
+    service.set_setting("training.min_ratings", 4)
+    service.set_setting("training.require_idle_minutes", 0)
+    rec = {"agent": "codex", "session": "s1", "prompt": "p", "response": "r", "context": [],
+           "cwd": "/w", "captured_at": "2026-11-22T10:00:00Z"}  # fmt: skip
+    ids = [service.store.add_turn({**rec, "turn": f"t{i}"})[0] for i in range(3)]
+    runtime = start_runtime(service, notifications=False, api=False)
+    assert runtime.status()["training"]["next_training"] == "waiting for 4 more ratings"
+    service.rate(ids[0], 1)
+    service.rate(ids[1], -1)
+    assert runtime.status()["training"]["next_training"] == "waiting for 2 more ratings"
+    service.set_automatic(False)
+    assert runtime.status()["training"]["next_training"] == "paused"
