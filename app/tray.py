@@ -313,8 +313,44 @@ def run_tray(runtime: Runtime, ready: Callable[[Tray], None] | None = None) -> N
     import signal
 
     tray = Tray(runtime)
+
+    def stop(*_: object) -> None:
+        tray.stop()
+
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(ValueError, OSError):
-                signal.signal(signum, lambda *_: tray.stop())
-    tray.run(ready)
+                signal.signal(signum, stop)
+
+    def on_ready(shown: Tray) -> None:
+        _reclaim_ctrl_c(shown.icon, stop)
+        if ready is not None:
+            ready(shown)
+
+    tray.run(on_ready)
+
+
+GTK_BACKENDS = ("pystray._appindicator", "pystray._gtk")
+
+
+def _reclaim_ctrl_c(icon: Any, handler: Callable[..., None]) -> None:
+    """Put rltray's Ctrl+C handler back after pystray's GTK backends took it.
+
+    They set SIGINT to SIG_DFL when their loop starts ("do not inhibit
+    ctrl+c"), so Ctrl+C killed rltray outright (exit 130): no trainer paused
+    with a checkpoint, its run left "running", the settings window left open on
+    a dead server. ``signal.signal`` works on the main thread only, which is the
+    GTK loop's: hand it there. Other backends keep the handler run_tray set.
+    """
+    if type(icon).__module__ not in GTK_BACKENDS:
+        return
+    import signal
+
+    from gi.repository import GLib
+
+    def claim() -> bool:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGINT, handler)
+        return False  # once
+
+    GLib.idle_add(claim)

@@ -316,3 +316,53 @@ def test_the_first_run_opens_the_setup_wizard_and_later_runs_do_not(
         time.sleep(2)  # the first run's window was asked for at this point already
         children = [" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(True)]
         assert not any("rltray.web.window" in c for c in children) and not seen.exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals and process groups")
+@pytest.mark.parametrize("how", ["ctrl-c", "quit-signal"])
+def test_ctrl_c_stops_the_tray_as_sigterm_does_and_closes_its_settings_window(
+    display: str,
+    session_bus: PrivateSessionBus,
+    notification_server: NotificationServer,
+    watcher: tuple[FakeWatcher, BusThread],
+    rltray_home: Path,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """Ctrl+C in the terminal reaches the whole foreground process group: rltray, its
+    settings window and any trainer. rltray must still stop as it does on SIGTERM —
+    exit 0, "rltray stopped.", the window closed (not left pointing at a dead server)."""
+    import psutil
+
+    fake_watcher, _thread = watcher
+    browser = tmp_path / "browser"  # a window that stays open until closed
+    browser.write_text("#!/bin/sh\nexec sleep 300\n")
+    browser.chmod(0o755)
+    env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator",
+           "BROWSER": str(browser), "PYWEBVIEW_GUI": "none-such"}  # fmt: skip
+    log = tmp_path / "tray.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltray.app.cli", "run"],
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+        start_new_session=True,  # its own group, as a terminal gives a foreground job
+    )  # fmt: skip
+    try:
+        fake_watcher.wait_for_item()
+        (window,) = wait_until(
+            lambda: [p for p in psutil.Process(proc.pid).children(recursive=True)
+                     if "rltray.web.window" in " ".join(p.cmdline())],
+            what="the setup window",
+        )  # fmt: skip
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)  # only rltray: the window must be closed by it
+        assert proc.wait(30) == 0, log.read_text()
+        assert "rltray stopped." in log.read_text()
+        wait_until(lambda: not window.is_running() or window.status() == "zombie",
+                   timeout=10, what="the settings window to close")  # fmt: skip
+        assert not Paths.from_env().endpoint.exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
