@@ -22,8 +22,9 @@ MIN_GAP_S = 600.0
 
 def decide(runtime: Runtime, now: datetime | None = None) -> Decision:
     """What the gate would do right now, with its reason (the tray's status line)."""
-    from rltray.app import config, idle
-    from rltray.app.outcome import failure_streak
+    from rltray.app import config
+    from rltray.app.desktop import idle
+    from rltray.app.training.outcome import failure_streak
 
     service = runtime.service
     settings = service.settings()

@@ -216,14 +216,14 @@ class Runtime:
 
     def _backup_if_due(self) -> None:
         """The daily database copy: a service that runs for weeks opens the database once."""
-        from rltray.app import dbbackup
+        from rltray.app.store import backup as dbbackup
 
         self.service.store.backup_if_due(dbbackup.take_if_due)
 
     # -- notifications ---------------------------------------------------------------
 
     def _start_notifier(self) -> None:
-        from rltray.app.notifier import Notifier
+        from rltray.app.desktop.notifier import Notifier
 
         def on_rating(turn_id: int, value: int, comment: str | None) -> None:
             self.submit(lambda: self._rate_from_notification(turn_id, value, comment))
@@ -238,8 +238,8 @@ class Runtime:
     def _maybe_ask(self, turn_id: int, seconds: float | None = None) -> None:
         if self.notifier is None:
             return
-        from rltray.app.notifier import title_for
-        from rltray.app.notify_policy import should_ask
+        from rltray.app.desktop.notifier import title_for
+        from rltray.app.desktop.notify_policy import should_ask
 
         turn = self.service.store.get_turn(turn_id)
         if turn is None:
@@ -312,7 +312,7 @@ class Runtime:
         Kept by the running rltray only: a restart asks again, which is what
         someone who restarted rltray most likely wants.
         """
-        from rltray.app.notify_policy import snooze_for, snooze_until_tomorrow
+        from rltray.app.desktop.notify_policy import snooze_for, snooze_until_tomorrow
 
         if not self.running:
             raise UserError("rltray is not running, so there are no notifications to snooze.")

@@ -39,7 +39,7 @@ from datetime import datetime, timedelta, timezone
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
-from rltray.app.outcome import FAILURE_BUDGET, budget_message
+from rltray.app.training.outcome import FAILURE_BUDGET, budget_message
 
 QuietHours = tuple[tuple[int, int], tuple[int, int]]
 

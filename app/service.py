@@ -27,9 +27,9 @@ SETUP_DONE = "setup-done"  # in the data folder once the setup wizard was finish
 
 if TYPE_CHECKING:
     from rltray.app.config import Config
-    from rltray.app.publisher import Publisher
     from rltray.app.store import Rating, Store, Turn
     from rltray.app.training import TrainingRunner
+    from rltray.app.training.publisher import Publisher
 
 @dataclass(frozen=True)
 class RateOutcome:
@@ -235,7 +235,7 @@ class Service:
         self.changed()
 
     def delete_turns(self, turn_ids: Iterable[int], where: str) -> int:
-        """Delete turns for real (app/store_turns.py says what stays); ``where``: for the log."""
+        """Delete turns for real (app/store/turns.py says what stays); ``where``: for the log."""
         ids = list(turn_ids)
         count = self.store.delete_turns(ids)
         self.store.log_event("ratings", f"deleted {count} turns in {where}")
@@ -380,7 +380,7 @@ class Service:
             if self.publisher is None:
                 # reads ollama.model at each publish: a no-op while it is empty, and a
                 # model set later in the settings takes effect without a restart
-                from rltray.app.publisher import OllamaPublisher
+                from rltray.app.training.publisher import OllamaPublisher
 
                 self.publisher = OllamaPublisher(self.store, self.paths, load)
             self._runner = TrainingRunner(
@@ -436,7 +436,7 @@ class Service:
 
     def versions(self) -> list[dict[str, Any]]:
         """Every version, newest first; ``published``: Ollama tag, path taken, quant, size."""
-        from rltray.app.publisher import describe as describe_publication
+        from rltray.app.training.publisher import describe as describe_publication
 
         return [
             {
@@ -474,7 +474,7 @@ class Service:
 
         ``next_training``: the running gate's reason; None when no rltray runs one.
         """
-        from rltray.app.outcome import budget_stop
+        from rltray.app.training.outcome import budget_stop
 
         active = self.store.active_adapter()
         return {

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rltray.app import rating
 from rltray.app.hooks.capture_core import rl_command
 from rltray.app.scrub import scrub
-from rltray.app.store_base import parse_iso
+from rltray.app.store.base import parse_iso
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths

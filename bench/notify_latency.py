@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "app"))
 
 from dbus_fixtures import NotificationServer, PrivateSessionBus, missing_dbus_daemon
-from rltray.app.notifier import Notifier
+from rltray.app.desktop.notifier import Notifier
 
 TITLE = "Claude Code · myproject"
 BODY = "Done: the parser now handles empty tables and the tests pass. " * 4

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rltray.app import dbrepair
 from rltray.app.paths import Paths
 from rltray.app.store import Store
+from rltray.app.store import repair as dbrepair
 
 BIG = 4
 

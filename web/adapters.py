@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, jsonify, render_template
-from rltray.app.httpinput import Body, Version, takes
+from rltray.app.api.input import Body, Version, takes
 from rltray.web.state import state
 
 bp = Blueprint("adapters", __name__)

@@ -18,8 +18,8 @@ from flask import Blueprint, jsonify, request
 from rltray.web.state import state
 
 if TYPE_CHECKING:
-    from rltray.app.apischema import SettingsWindowBody
-    from rltray.app.httpinput import Body
+    from rltray.app.api.input import Body
+    from rltray.app.api.schema import SettingsWindowBody
     from rltray.app.runtime import Runtime
 
 API_VERSION = "1"  # the OpenAPI document's info.version: raise it when a route changes meaning
@@ -37,7 +37,7 @@ bp = Blueprint(TAG, __name__)
 def cap_body() -> None:
     """The API's bodies are small: refuse more than ``SMALL_BODY`` before reading it (the
     pages' own cap, for the settings forms, is the app's ``MAX_CONTENT_LENGTH``)."""
-    from rltray.app.httpinput import SMALL_BODY
+    from rltray.app.api.input import SMALL_BODY
 
     request.max_content_length = SMALL_BODY
 
@@ -61,8 +61,8 @@ def settings_window(runtime: Runtime, body: SettingsWindowBody) -> dict[str, str
 
 def routes() -> list[Route]:
     """The API's route table: what the blueprint serves and what the document lists."""
-    from rltray.app.apischema import RollbackBody, SettingsWindowBody, SnoozeBody
-    from rltray.app.httpinput import NoBody
+    from rltray.app.api.input import NoBody
+    from rltray.app.api.schema import RollbackBody, SettingsWindowBody, SnoozeBody
     from rltray.web.adapters import version_rows
 
     return [
@@ -90,7 +90,7 @@ def routes() -> list[Route]:
 
 
 def _register() -> None:
-    from rltray.app.httpinput import takes
+    from rltray.app.api.input import takes
 
     for route in routes():
 
@@ -122,7 +122,7 @@ def openapi() -> dict[str, Any]:
 def openapi_document(app: Any) -> dict[str, Any]:
     """This app's document: the API's routes and the settings pages' JSON routes, each with
     the credentials it takes (the bearer token, or the session cookie + CSRF token)."""
-    from rltray.app.openapi import Surface, document
+    from rltray.app.api.openapi import Surface, document
     from rltray.web.apidoc import web_surface
 
     api_surface = Surface(

@@ -1,4 +1,4 @@
-"""The settings pages' part of the OpenAPI document (``app/openapi.py``).
+"""The settings pages' part of the OpenAPI document (``app/api/openapi.py``).
 
 The document is served at ``/api/openapi.json`` (``web/api.py``) and read from the
 app's own url_map, so the routes described are the ones ``create_app`` registers
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltray.app.openapi import Surface
+from rltray.app.api.openapi import Surface
 from rltray.web.security import COOKIE, CSRF_HEADER
 
 if TYPE_CHECKING:

@@ -213,8 +213,8 @@ def fail(status: int, code: str, message: str) -> Any:
 
 
 def _install_errors(app: Flask) -> None:
+    from rltray.app.api.input import JSONObjectRequest
     from rltray.app.errors import UserError
-    from rltray.app.httpinput import JSONObjectRequest
     from rltray.app.store import StoreError
     from werkzeug.exceptions import HTTPException
 

@@ -3,7 +3,7 @@
 The service never imports torch or mlx (tests/app/test_light_imports.py), so
 the trainer interpreter is asked in a child process: a few lines that import
 what is there and print JSON. A separate trainer environment is built by
-`rltray trainer-env create` (app/trainerenv.py), run by the wizard as a
+`rltray trainer-env create` (app/cli/trainerenv.py), run by the wizard as a
 `web.jobs` job that shows pip's real progress.
 """
 

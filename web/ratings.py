@@ -15,8 +15,8 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request
+from rltray.app.api.input import ID_PATH, SMALL_BODY, takes
 from rltray.app.errors import UserError
-from rltray.app.httpinput import ID_PATH, SMALL_BODY, takes
 from rltray.app.store import TurnFilter
 from rltray.web.ratings_input import (
     PAGE_SIZE,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import Field
-from rltray.app.httpinput import (
+from rltray.app.api.input import (
     INT64_MAX,
     MAX_IDS,
     MAX_TEXT,

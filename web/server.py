@@ -3,7 +3,7 @@
 One ``WebServer`` per Runtime (kept on it, stopped with it); the running rltray
 names its port in ``endpoint.json`` and gives its guard the API's bearer token
 (``web/api.py``). It binds
-127.0.0.1 only, on a port the OS picks (``app/httpserve.py``: capped
+127.0.0.1 only, on a port the OS picks (``app/api/serve.py``: capped
 connections, idle timeout, body cap), tells its ``Guard`` that port (so a
 request naming another Host is refused), and hands out one-time launch URLs.
 The window is its own process (``python -m rltray.web.window``): pywebview and
@@ -31,7 +31,7 @@ class WebServer:
         self, runtime: Runtime, options: dict[str, Any] | None = None,
         api_token: str | None = None,
     ) -> None:
-        from rltray.app.httpserve import LocalServer
+        from rltray.app.api.serve import LocalServer
         from rltray.web.app import create_app
 
         self.guard = Guard(api_token=api_token)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from flask import Blueprint, jsonify, redirect, render_template, request, url_for
 from pydantic import ConfigDict, Field, RootModel
-from rltray.app.httpinput import Name, SettingValue, takes
+from rltray.app.api.input import Name, SettingValue, takes
 from rltray.web.state import state
 
 bp = Blueprint("settings", __name__)

@@ -237,7 +237,7 @@ def _env_folder() -> Path:
 
 def _planned_packages() -> list[str]:
     """What `rltray trainer-env create` would install here (its plan), for the page."""
-    from rltray.app import trainerenv_plan
+    from rltray.app.training.trainerenv import plan as trainerenv_plan
 
     try:
         chosen = trainerenv_plan.plan()
@@ -250,7 +250,7 @@ def _planned_packages() -> list[str]:
 def api_trainer_env() -> Any:
     """Build the trainer environment with `rltray trainer-env create`; poll /api/jobs/<id>.
 
-    The one implementation (app/trainerenv.py: built beside, proven by a real
+    The one implementation (app/cli/trainerenv.py: built beside, proven by a real
     training step, swapped in, training.python recorded) runs as a child process;
     its pip "Progress N of M" lines drive the page's bar.
     """
@@ -289,7 +289,7 @@ def api_test_notification() -> Any:
     notifier = state().runtime.notifier
     own = notifier is None
     if own:
-        from rltray.app.notifier import Notifier
+        from rltray.app.desktop.notifier import Notifier
 
         notifier = Notifier(lambda *_: None)
         notifier.start().result(10)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rltray.app import autostart
+from rltray.app.desktop import autostart
 
 
 def env_for(home: Path) -> dict[str, str]:

@@ -267,7 +267,7 @@ def test_doctor_does_not_claim_everything_works_without_hooks(
 ) -> None:
     """Bug pinned: doctor said "Everything … works" with no hooks installed, and its fix
     `pip install 'rltray[torch]'` lost `[torch]` to markup."""
-    from rltray.app import doctor
+    from rltray.app.cli import doctor
 
     missing = doctor.Check(
         "training: torch", doctor.WARN, "missing [red]peft", "pip install 'rltray[torch]'"
@@ -283,8 +283,9 @@ def test_the_service_lock_is_private(rltray_home: Path) -> None:
     """Bug pinned: rltray.lock was created 0644."""
     import threading
 
-    from rltray.app import headless, instance
-    from rltray.app.context import Context
+    from rltray.app import instance
+    from rltray.app.cli import headless
+    from rltray.app.cli.context import Context
     from rltray.app.paths import Paths
 
     stop = threading.Event()

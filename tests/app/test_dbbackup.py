@@ -10,10 +10,11 @@ from pathlib import Path
 
 import dbdamage
 import pytest
-from rltray.app import dbbackup, dbopen, migrations
 from rltray.app.errors import DatabaseDamaged
 from rltray.app.paths import Paths
-from rltray.app.store import Store
+from rltray.app.store import Store, migrations
+from rltray.app.store import backup as dbbackup
+from rltray.app.store import opening as dbopen
 
 
 def turns_in(db: Path) -> int:

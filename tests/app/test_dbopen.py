@@ -12,11 +12,13 @@ from pathlib import Path
 
 import dbdamage
 import pytest
-from rltray.app import cli, dbbackup, dbopen, migrations
+from rltray.app import cli
 from rltray.app import store as store_mod
 from rltray.app.errors import DatabaseBusy, DatabaseDamaged, DatabaseMissing, ExitCode
 from rltray.app.paths import Paths
-from rltray.app.store import Store
+from rltray.app.store import Store, migrations
+from rltray.app.store import backup as dbbackup
+from rltray.app.store import opening as dbopen
 
 
 def raw(path: Path) -> sqlite3.Connection:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import dbdamage
 import pytest
-from rltray.app import dbpages, dbpagescan
 from rltray.app.paths import Paths
 from rltray.app.store import Store
+from rltray.app.store import pages as dbpages
+from rltray.app.store import pagescan as dbpagescan
 
 VALUES = [
     None, 0, 1, -1, 127, 128, -129, 32767, 2**23, -(2**23), 2**31, 2**47, -(2**47),

@@ -9,10 +9,14 @@ from pathlib import Path
 
 import dbdamage
 import pytest
-from rltray.app import cli, dbbackup, dbopen, dbrepair, dbsalvage, instance
+from rltray.app import cli, instance
 from rltray.app.errors import ExitCode, UserError
 from rltray.app.paths import Paths
 from rltray.app.store import Store
+from rltray.app.store import backup as dbbackup
+from rltray.app.store import opening as dbopen
+from rltray.app.store import repair as dbrepair
+from rltray.app.store import salvage as dbsalvage
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:

@@ -20,11 +20,13 @@ from pathlib import Path
 
 import dbdamage
 import pytest
-from rltray.app import cli, dbbackup, dbsalvage, migrations, sessionstate, spool
+from rltray.app import cli, sessionstate, spool
 from rltray.app.errors import ExitCode
 from rltray.app.hooks import capture, capture_core
 from rltray.app.paths import Paths
-from rltray.app.store import Store
+from rltray.app.store import Store, migrations
+from rltray.app.store import backup as dbbackup
+from rltray.app.store import salvage as dbsalvage
 
 SESSION = "019a4e2c-7b1d-7f00-9c3e-5d2a1b0c9e8f"
 PROMPT = "please rename fetch_user to get_user in the billing module"

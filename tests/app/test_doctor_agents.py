@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from rltray.app.doctor import OK, WARN
-from rltray.app.doctor_agents import agent_version_checks
+from rltray.app.cli.doctor import OK, WARN
+from rltray.app.cli.doctor.agents import agent_version_checks
 from rltray.app.hooks.claude_code import ClaudeCode
 from rltray.app.hooks.codex import Codex
 

@@ -22,9 +22,9 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
 )
 from rltray.app.cli import main
-from rltray.app.context import Context
-from rltray.app.doctor import FAIL, OK, WARN, Check, collect
-from rltray.app.notifier import NO_BUS, NO_SERVER
+from rltray.app.cli.context import Context
+from rltray.app.cli.doctor import FAIL, OK, WARN, Check, collect
+from rltray.app.desktop.notifier import NO_BUS, NO_SERVER
 from rltray.app.paths import Paths
 from rltray.app.service import Service
 

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from rltray.app import config, doctor
+from rltray.app import config
+from rltray.app.cli import doctor
 from rltray.app.paths import Paths
 from rltray.app.service import Service
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rltray.app.httpserve import LocalServer
+from rltray.app.api.serve import LocalServer
 
 from tests.app.test_cli import spool_turn
 from tests.app.test_serve import call, serve_env, wait_for_endpoint

@@ -3,7 +3,7 @@
 The D-Bus tests start a private ``dbus-daemon`` (dbus_fixtures.PrivateSessionBus: no
 service activation, so nothing installed on the host can answer in the fakes' place)
 and export fake Mutter IdleMonitor / freedesktop ScreenSaver objects with
-dbus-fast on an asyncio loop thread; ``rltray.app.idle`` then queries them
+dbus-fast on an asyncio loop thread; ``rltray.app.desktop.idle`` then queries them
 through jeepney exactly as on a desktop. The X11 tests start their own Xvfb
 and reset its idle counter with xdotool. Each test that needs a binary skips
 with the package to install when it is missing.
@@ -28,8 +28,8 @@ from dbus_fast.aio import MessageBus
 from dbus_fast.annotations import DBusUInt32, DBusUInt64
 from dbus_fast.service import ServiceInterface, method
 from dbus_fixtures import PrivateSessionBus, missing_dbus_daemon
-from rltray.app import idle
-from rltray.app.idle import IdleProvider, IdleUnavailable, probe_idle
+from rltray.app.desktop import idle
+from rltray.app.desktop.idle import IdleProvider, IdleUnavailable, probe_idle
 
 LINUX_CHAIN = ["Mutter IdleMonitor", "freedesktop ScreenSaver", "X11 XScreenSaver"]
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rltray.app import jobbuild
 from rltray.app.config import TrainingSettings
 from rltray.app.errors import UserError
 from rltray.app.paths import Paths
 from rltray.app.store import Store
+from rltray.app.training import jobbuild
 from rltray.trainer.job import load_examples, load_job
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)

@@ -31,7 +31,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
     xvfb,
 )
-from rltray.app.notifier import (
+from rltray.app.desktop.notifier import (
     COMMENT_TITLE,
     NO_BUS,
     NO_BUTTONS,
@@ -369,7 +369,7 @@ def test_calls_before_start_fail_loudly_and_after_close_do_nothing(
 
 def test_importing_the_notifier_stays_light() -> None:
     code = (
-        "import sys, rltray.app.notifier, rltray.app.notify_policy\n"
+        "import sys, rltray.app.desktop.notifier, rltray.app.desktop.notify_policy\n"
         "heavy = {'torch', 'transformers', 'mlx', 'desktop_notifier', 'dbus_fast'}\n"
         "print(sorted(heavy & set(sys.modules)))"
     )

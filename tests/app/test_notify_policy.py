@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from rltray.app.config import NotifySettings
-from rltray.app.notify_policy import (
+from rltray.app.desktop.notify_policy import (
     in_quiet_hours,
     should_ask,
     snooze_for,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import schemathesis
 from flask import Flask, jsonify
-from rltray.app.httpinput import INT64_MAX, Body, Comment, Id, takes
-from rltray.app.openapi import Surface, document
+from rltray.app.api.input import INT64_MAX, Body, Comment, Id, takes
+from rltray.app.api.openapi import Surface, document
 from rltray.app.spool import MAX_COMMENT
 from rltray.web.app import create_app
 

@@ -1,7 +1,7 @@
 """How a finished round is told: the gate's verdict, a failure's cause, the failure budget.
 
 Runs are the dicts ``Service.runs()`` gives, with the metrics the runner records
-(app/adapterversions.py merges the trainer's ``done`` line into them).
+(app/training/versions.py merges the trainer's ``done`` line into them).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rltray.app import outcome
+from rltray.app.training import outcome
 
 
 def done(accepted: bool = True, **metrics: Any) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from rltray.app import config
 from rltray.app.paths import Paths
-from rltray.app.publisher import OllamaPublisher, PublishError
 from rltray.app.service import Service
+from rltray.app.training.publisher import OllamaPublisher, PublishError
 
 pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
 pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
@@ -145,7 +145,7 @@ def test_versions_table_shows_tag_and_path(fake: FakeOllama, capsys) -> None:
 
 def test_the_version_line_says_how_much_of_the_adapter_is_served() -> None:
     """Issue 20: the merge's delivered share and llama.cpp's check, with each version."""
-    from rltray.app.publisher import describe
+    from rltray.app.training.publisher import describe
 
     pub = {"tag": "m-rltray:v1", "path": "merged", "quantization": "F16 merged layers",
            "size": 2e8, "base_size": 1e8, "delivered": {"min": 0.97, "mean": 0.994},

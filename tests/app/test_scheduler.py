@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from rltray.app.config import parse_quiet_hours
-from rltray.app.outcome import FAILURE_BUDGET, failure_streak
 from rltray.app.scheduler import (
     Decision,
     Facts,
@@ -23,6 +22,7 @@ from rltray.app.scheduler import (
     quiet_hours_end,
     should_train,
 )
+from rltray.app.training.outcome import FAILURE_BUDGET, failure_streak
 
 NIGHT = parse_quiet_hours("22:00-08:00")
 LUNCH = parse_quiet_hours("12:00-13:30")

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from rltray.app import migrations, store_turns
 from rltray.app.paths import Paths
-from rltray.app.store import Store, StoreError
+from rltray.app.store import Store, StoreError, migrations
+from rltray.app.store import turns as store_turns
 
 
 def raw(path: Path) -> sqlite3.Connection:

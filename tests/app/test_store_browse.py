@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from rltray.app import jobbuild
 from rltray.app.store import Store, StoreError, TurnFilter
+from rltray.app.training import jobbuild
 
 
 def _fill(store: Store, make_turn) -> list[int]:

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rltray.app import adapterversions, jobbuild, outcome
 from rltray.app.config import Config, TrainingSettings
 from rltray.app.errors import NothingToDo
 from rltray.app.paths import Paths
-from rltray.app.publisher import Publisher
 from rltray.app.store import Store
-from rltray.app.training import TrainingBusy, TrainingRunner
+from rltray.app.training import TrainingBusy, TrainingRunner, jobbuild, outcome
+from rltray.app.training import versions as adapterversions
+from rltray.app.training.publisher import Publisher
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 GOOD = [

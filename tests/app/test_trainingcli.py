@@ -216,7 +216,8 @@ def test_status_shows_why_automatic_training_stopped(
     fake_trainer: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 20 item 13: after 3 failed rounds in a row, status says so with the log tail."""
-    from rltray.app import autotrain, traystate
+    from rltray.app import autotrain
+    from rltray.app.desktop import traystate
 
     monkeypatch.setenv("FAKE_MODE", "crash")
     rate(fake_trainer, 48, 0)

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 from rltray.app import config
+from rltray.app.desktop.tray import Tray, why_no_tray
+from rltray.app.desktop.trayicon import draw
+from rltray.app.desktop.traystate import ATTENTION, IDLE, TRAINING, snapshot
 from rltray.app.paths import Paths
 from rltray.app.runtime import Runtime, compose
 from rltray.app.service import Service
-from rltray.app.tray import Tray, why_no_tray
-from rltray.app.trayicon import draw
-from rltray.app.traystate import ATTENTION, IDLE, TRAINING, snapshot
 
 
 @pytest.fixture(autouse=True)

@@ -18,9 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from rltray.app import config, trainerenv_build, trainerenv_plan, trainerenv_python
+from rltray.app import config
 from rltray.app.paths import Paths
-from rltray.app.trainerenv_plan import (
+from rltray.app.training.trainerenv import build as trainerenv_build
+from rltray.app.training.trainerenv import plan as trainerenv_plan
+from rltray.app.training.trainerenv import python as trainerenv_python
+from rltray.app.training.trainerenv.plan import (
     CPU_INDEX,
     CUDA_INDEX,
     TORCH_PIN,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rltray.app.adapterversions import next_version
+from rltray.app.training.versions import next_version
 
 from tests.web.webtesting import post_json
 

@@ -147,7 +147,7 @@ def test_a_leaked_cookie_or_api_token_does_not_serve_another_user(
         assert status == 403 and "another user" in json.loads(body)["error"]["message"]
     finally:
         server.stop()
-    from rltray.app.apiclient import ApiClient
+    from rltray.app.api.client import ApiClient
 
     running = start_runtime(service)
     try:

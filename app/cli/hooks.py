@@ -1,0 +1,74 @@
+"""`rltray hooks install|uninstall|status`: the terminal face of the agent installers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rltray.app.errors import ExitCode, UserError
+
+if TYPE_CHECKING:
+    from rltray.app.cli.context import Context
+
+
+def run(ctx: Context, action: str, agent_name: str) -> int:
+    from rltray.app.hooks import registry
+
+    agents = registry.all_agents() if agent_name == "all" else [registry.get(agent_name)]
+    service = ctx.service()
+    if action == "status":
+        return _status(ctx, agents)
+    if action == "install":
+        _refuse_when_nothing_to_install(agents, agent_name)
+    for agent in agents:
+        report = (
+            agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
+        )
+        ctx.say((agent.display_name, "bold"))
+        for line in report.lines:
+            ctx.say(f"  {line}")
+    service.store.log_event("hooks", f"hooks {action} for {agent_name}")
+    return ExitCode.OK
+
+
+def _refuse_when_nothing_to_install(agents: list, agent_name: str) -> None:
+    """An install that would install nothing is a failure the user must see, not exit 0."""
+    missing = [a for a in agents if not a.detect()]
+    if agent_name != "all" and missing:
+        raise UserError(missing[0].not_found_report().lines[0], ExitCode.NOT_AVAILABLE)
+    if len(missing) == len(agents):
+        names = " nor ".join(a.display_name for a in agents)
+        raise UserError(
+            f"Neither {names} was found on this machine (no config folder, no program on "
+            "PATH); nothing installed. Install an agent, then run `rltray hooks install` again.",
+            ExitCode.NOT_AVAILABLE,
+        )
+
+
+def _status(ctx: Context, agents: list) -> int:
+    from rich.table import Table
+    from rich.text import Text
+    from rltray.app.words import local_time
+
+    service = ctx.service()
+    arrived = service.status()["agents"]
+    table = Table("agent", "hooks", "events arrived")
+    notes: list[str] = []
+    for agent in agents:
+        st = agent.status(service.paths)
+        pieces = ", ".join(f"{k} {'✓' if v else '✗'}" for k, v in st.pieces.items())
+        info = arrived.get(agent.name)
+        if info:
+            events = f"{info['turns']} turns, last {local_time(info['last_event_at'])}"
+        else:
+            events = "never"
+        table.add_row(
+            Text(agent.display_name),
+            Text(pieces or ("installed" if st.installed else "not installed")),
+            Text(events),
+        )
+        notes += st.notes
+    ctx.out.print(table)
+    # Notes are instructions (trust the hooks in /hooks): full lines, not a wrapped cell.
+    for note in notes:
+        ctx.say(note)
+    return ExitCode.OK

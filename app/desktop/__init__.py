@@ -1,0 +1,1 @@
+"""The desktop session: the tray, notifications, idle time, autostart, D-Bus, opening files."""

@@ -1,0 +1,413 @@
+"""Build a trainer job folder (``runs/<id>/``) from the store: which ratings, which parent.
+
+Why a module of its own: choosing the round's data is the part of training that
+decides what the model learns, and it is pure bookkeeping, so it is written as
+small functions over plain rows (:func:`select`, :func:`split_heldout`,
+:func:`example_line`) that tests call without a trainer, plus one
+:func:`build_job` that reads the store and writes the files.
+
+What a round holds (TRAINER-SPEC "Optimisation" and "Evaluation"):
+
+* **fresh** ratings: active and never trained on, oldest first — all of them,
+  so a backlog always drains;
+* minus the **standing held-out set** (:func:`split_heldout`): ratings once held
+  out stay held out (``ratings.heldout_at``, set when a job is built), and each
+  round adds ~15% of its new ratings per class (newest good ones, newest bad
+  ones), at least enough to reach the gate's minimum of each class
+  (``evaluate.MIN_HELDOUT_PER_CLASS``) but never more than half of a class's new
+  ones. The gate's evidence so grows round after round instead of spending half
+  of one round's good ratings on 4 + 4; past :data:`HELDOUT_CAP_PER_CLASS` the
+  oldest rotate into training. Until both classes reach the minimum, the gate
+  decides on drift and sanity alone and says so (:attr:`BuiltJob.notes` says it
+  up front). The standing set is not "new": it never starts a round;
+* plus a **replay** share of already-trained ratings, newest first
+  (``replay_share`` x the fresh training count), so a round does not forget
+  what earlier rounds taught. Replayed lines carry ``"replay": true`` so the
+  trainer does not count their rewards into the EMA baseline a second time.
+
+A response the store marks ``truncated`` (cut off when captured) is passed on
+as ``"truncated": true``: the trainer then never trains its end-of-turn token.
+
+Only the fresh training ratings are marked trained, and only when the gate
+accepts the adapter (the runner does that, from ``ratings.json``).
+
+The files follow the trainer's contract (ARCHITECTURE "Trainer job", trainer/job.py):
+``job.json``, ``examples.jsonl``, ``heldout.jsonl``, all 0600 in a 0700 folder.
+``ratings.json`` is ours (the job refuses unknown keys): the rating ids of each
+part and the parent version, so a resumed run — even after the tray restarted —
+knows what to mark. Nothing here imports the trainer: the job file is the contract.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import platform
+import secrets
+import sys
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rltray.app.errors import ExitCode, NothingToDo, UserError
+from rltray.app.fileio import write_private_atomic
+from rltray.app.store.base import parse_iso
+
+if TYPE_CHECKING:
+    from rltray.app.paths import Paths
+    from rltray.app.store import Adapter, Store
+
+ROLES = ("system", "user", "assistant")  # the trainer's job.ROLES
+JOB_FILE = "job.json"
+EXAMPLES_FILE = "examples.jsonl"
+HELDOUT_FILE = "heldout.jsonl"
+MANIFEST_FILE = "ratings.json"
+#: Fewest held-out ratings of each class the trainer's gate compares AUROC on
+#: (the trainer's ``evaluate.MIN_HELDOUT_PER_CLASS``: fewer is noise, not evidence).
+MIN_HELDOUT_PER_CLASS = 4
+DEFAULT_REPLAY_SHARE = 0.25
+DEFAULT_HELDOUT_FRACTION = 0.15
+#: Most held-out ratings per class the standing set keeps before the oldest rotate
+#: into training. 32 + 32 rejects a round-1 adapter at true held-out AUROC 0.35 in
+#: over 90% of simulated rounds where 8 + 8 does in about half (``bench/gate_power.py``),
+#: and scoring 64 turns stays a small part of a round's forward passes.
+HELDOUT_CAP_PER_CLASS = 32
+
+
+class TrainingSettingsLike(Protocol):
+    """What job building reads from ``config.TrainingSettings``."""
+
+    base_model: str
+    backend: str
+    preset: str
+    trust_remote_code: bool
+    python: str
+
+
+class TrainingNotSetUp(UserError):
+    """No interpreter that can train: one sentence naming what to set up."""
+
+    exit_code = ExitCode.NOT_AVAILABLE
+
+
+class NotEnoughRatings(NothingToDo):
+    """Too few new ratings for a round; the message says how many there are."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Store rows (``Store.training_examples`` dicts) split into the round's parts."""
+
+    train: list[dict[str, Any]]
+    heldout: list[dict[str, Any]]
+    replay: list[dict[str, Any]]
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (rating id, why)
+    notes: list[str] = field(default_factory=list)
+    #: Untrained ratings not in the standing held-out set: what a round starts on.
+    new_count: int = 0
+
+
+@dataclass(frozen=True)
+class BuiltJob:
+    """A written job folder and which ratings went where (``ratings.json``)."""
+
+    run_id: str
+    folder: Path
+    out: Path
+    fresh_ids: tuple[int, ...]
+    heldout_ids: tuple[int, ...]
+    replay_ids: tuple[int, ...]
+    parent_version: int | None
+    base_model: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def job_path(self) -> Path:
+        return self.folder / JOB_FILE
+
+    def manifest(self) -> dict[str, Any]:
+        """``ratings.json``: paths relative to the run folder, so the data folder can move."""
+        d = asdict(self)
+        del d["folder"]
+        d["out"] = os.path.relpath(self.out, self.folder)
+        return d
+
+
+def example_line(row: Mapping[str, Any], *, replay: bool = False) -> dict[str, Any] | None:
+    """One ``examples.jsonl`` object for a store row, or None when the trainer would refuse it.
+
+    Refused rows (empty response, unreadable time) would fail the whole job
+    (trainer/job.py validates every line), so they are left out and reported.
+    Context messages with another role or shape are dropped for the same reason.
+    """
+    response, prompt, rated_at = row.get("response"), row.get("prompt"), row.get("rated_at")
+    if not isinstance(response, str) or not response.strip() or not isinstance(prompt, str):
+        return None
+    if not isinstance(rated_at, str) or not _is_iso(rated_at):
+        return None
+    messages = [
+        {"role": m["role"], "content": m["content"]}
+        for m in row.get("context") or []
+        if isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)
+    ]
+    line: dict[str, Any] = {
+        "id": f"rating-{int(row['rating_id'])}",
+        "messages": messages,
+        "prompt": prompt,
+        "response": response,
+        "rating": 1 if int(row["rating"]) > 0 else -1,
+        "rated_at": rated_at,
+    }
+    if row.get("truncated"):
+        line["truncated"] = True
+    if replay:
+        line["replay"] = True
+    return line
+
+
+def split_heldout(
+    fresh: Sequence[Mapping[str, Any]],
+    fraction: float = DEFAULT_HELDOUT_FRACTION,
+    min_per_class: int = MIN_HELDOUT_PER_CLASS,
+    cap_per_class: int = HELDOUT_CAP_PER_CLASS,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(train, held-out) from untrained rows oldest first; both lists stay oldest first.
+
+    Rows with ``heldout_at`` set form the **standing held-out set**: held out in an
+    earlier round, they stay held out, so the gate's evidence grows round after
+    round. Per class, the new rows add ``round(fraction x new)`` of their newest.
+    When that leaves a class below ``min_per_class`` (the fewest the gate tests
+    on) and *both* classes can reach it with at most half of their new rows,
+    they are topped up to it — half of a round's ratings are spent only when that
+    makes the gate's test possible now. Past ``cap_per_class`` the oldest
+    held-out rows of a class rotate into training: the set stays recent and a
+    rating is not held back for ever.
+    """
+    rows = [dict(r) for r in fresh]
+    parts = []
+    for good in (True, False):
+        cls = [i for i, r in enumerate(rows) if (int(r["rating"]) > 0) == good]
+        standing = [i for i in cls if rows[i].get("heldout_at")]
+        new = [i for i in cls if not rows[i].get("heldout_at")]
+        parts.append((standing, new, min(round(fraction * len(new)), len(new) // 2)))
+    top_up = all(len(s) + len(n) // 2 >= min_per_class for s, n, _ in parts)
+    held: set[int] = set()
+    for standing, new, add in parts:
+        if top_up:
+            add = max(add, min_per_class - len(standing))
+        chosen = sorted(standing + new[len(new) - add :] if add > 0 else standing)
+        held.update(chosen[max(0, len(chosen) - cap_per_class) :])
+    train = [r for i, r in enumerate(rows) if i not in held]
+    return train, [r for i, r in enumerate(rows) if i in held]
+
+
+def select(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    replay_share: float = DEFAULT_REPLAY_SHARE,
+    heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+) -> Selection:
+    """Split every active rating (oldest first) into training, held-out and replay parts."""
+    usable: list[dict[str, Any]] = []
+    skipped: list[tuple[int, str]] = []
+    for row in rows:
+        if example_line(row) is None:
+            skipped.append((int(row["rating_id"]), "empty response or unreadable rating time"))
+        else:
+            usable.append(dict(row))
+    fresh = [r for r in usable if r.get("trained_run_id") is None]
+    train, heldout = split_heldout(fresh, heldout_fraction)
+    older = [r for r in usable if r.get("trained_run_id") is not None]
+    count = round(max(0.0, replay_share) * len(train))
+    replay = list(reversed(older))[:count]  # newest first
+    replay.sort(key=lambda r: (r["rated_at"], r["rating_id"]))
+    notes = []
+    good = sum(1 for r in heldout if int(r["rating"]) > 0)
+    standing = sum(1 for r in heldout if r.get("heldout_at"))
+    if min(good, len(heldout) - good) < MIN_HELDOUT_PER_CLASS:
+        notes.append(
+            f"held out {good} good and {len(heldout) - good} bad ratings, fewer than "
+            f"{MIN_HELDOUT_PER_CLASS} of each, so the gate decides on drift and sanity alone "
+            "this round"
+        )
+    elif standing:
+        notes.append(
+            f"held out {good} good and {len(heldout) - good} bad ratings, {standing} of them "
+            "kept from earlier rounds"
+        )
+    if skipped:
+        notes.append(f"left out {len(skipped)} ratings with an empty response or time")
+    new_count = sum(1 for r in fresh if not r.get("heldout_at"))
+    return Selection(train, heldout, replay, skipped, notes, new_count)
+
+
+def resolve_backend(setting: str, plat: str | None = None, machine: str | None = None) -> str:
+    """``auto`` is mlx on Apple Silicon and torch everywhere else."""
+    if setting in ("torch", "mlx"):
+        return setting
+    plat = sys.platform if plat is None else plat
+    machine = platform.machine() if machine is None else machine
+    return "mlx" if plat == "darwin" and machine == "arm64" else "torch"
+
+
+def training_python(training: TrainingSettingsLike) -> str:
+    """The trainer's interpreter: ``training.python``, or ours when it has the backend's library.
+
+    Checked with ``importlib.util.find_spec`` so the tray never imports torch.
+    Another interpreter is only checked to exist: a broken one fails the run
+    with its log tail.
+    """
+    if training.python.strip():
+        path = Path(training.python).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise TrainingNotSetUp(
+                f"set up training first: the trainer interpreter {path} does not exist or "
+                "cannot run; fix training.python or empty it to use rltray's own Python"
+            )
+        return str(path)
+    module = "mlx" if resolve_backend(training.backend) == "mlx" else "torch"
+    if importlib.util.find_spec(module) is None:
+        raise TrainingNotSetUp(
+            f"set up training first: this Python has no {module}; run `rltray trainer-env create` "
+            "(or the setup wizard's Backend step) to build a trainer environment, or set "
+            "training.python to a Python that has it"
+        )
+    return sys.executable
+
+
+def new_run_id() -> str:
+    """Sortable and unique: ``20250101T120000Z-1a2b3c``."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
+
+
+def seed_for(run_id: str) -> int:
+    """A stable seed per run: rounds differ, and a resumed run keeps its numbers."""
+    return zlib.crc32(run_id.encode("utf-8"))
+
+
+def line_parent(active: Adapter | None, base_model: str) -> Adapter | None:
+    """The parent of a round on ``base_model``: the active version when it is of that base.
+
+    A version of another base is never a parent (its tensors belong to other
+    weights): after ``training.base_model`` changes, the round starts a new line
+    of versions from the new base, with baseline 0 (issue 20 item 11). The runner
+    asks this again when the round ends, to tell a new line from a rollback.
+    """
+    if active is None or active.base_model != base_model.strip():
+        return None
+    return active
+
+
+def build_job(
+    store: Store,
+    paths: Paths,
+    training: TrainingSettingsLike,
+    run_id: str,
+    *,
+    replay_share: float = DEFAULT_REPLAY_SHARE,
+    heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+    min_fresh: int = 1,
+    hyper: Mapping[str, Any] | None = None,
+    device: str = "auto",
+    seed: int | None = None,
+) -> BuiltJob:
+    """Write ``runs/<run_id>/`` for the next round and return what went in.
+
+    Raises UserError when no base model is chosen or the active adapter's
+    folder is gone, and :class:`NotEnoughRatings` below ``min_fresh`` new
+    ratings (the standing held-out set does not count) or with none left to train on.
+    """
+    base_model = training.base_model.strip()
+    if not base_model:
+        raise UserError("choose the model to train first (training.base_model is empty)")
+    sel = select(
+        store.training_examples(), replay_share=replay_share, heldout_fraction=heldout_fraction
+    )
+    fresh_count = sel.new_count  # the standing held-out set is not new: it never starts a round
+    if fresh_count < max(1, min_fresh) or not sel.train:
+        raise NotEnoughRatings(
+            f"{fresh_count} new ratings wait for training; a round starts at {max(1, min_fresh)}"
+        )
+    parent = line_parent(store.active_adapter(), base_model)
+    if parent is not None and not Path(parent.path).is_dir():
+        raise UserError(
+            f"the active adapter v{parent.version} is missing its folder {parent.path}; "
+            "roll back to another version first"
+        )
+    folder = paths.runs / run_id
+    folder.mkdir(mode=0o700, parents=True, exist_ok=False)
+    out = paths.adapters / f".run-{run_id}"  # renamed to adapters/vNNNN on accept
+    job = {
+        "v": 1,
+        "id": run_id,
+        "base_model": base_model,
+        "backend": resolve_backend(training.backend),
+        "device": device,
+        "preset": training.preset,
+        "hyper": dict(hyper or {}),
+        "examples": EXAMPLES_FILE,
+        "heldout": HELDOUT_FILE,
+        "parent_adapter": parent.path if parent is not None else None,
+        "out": os.path.relpath(out, folder),
+        "seed": seed_for(run_id) if seed is None else int(seed),
+        "baseline": float(parent.baseline or 0.0) if parent is not None else 0.0,
+        "trust_remote_code": bool(training.trust_remote_code),
+    }
+    examples = sorted(sel.train + sel.replay, key=lambda r: (r["rated_at"], r["rating_id"]))
+    replayed = {int(r["rating_id"]) for r in sel.replay}
+    _write_jsonl(folder / EXAMPLES_FILE, examples, replayed)
+    _write_jsonl(folder / HELDOUT_FILE, sel.heldout)
+    write_private_atomic(folder / JOB_FILE, (json.dumps(job, indent=1) + "\n").encode())
+    built = BuiltJob(
+        run_id=run_id,
+        folder=folder,
+        out=out,
+        fresh_ids=tuple(int(r["rating_id"]) for r in sel.train),
+        heldout_ids=tuple(int(r["rating_id"]) for r in sel.heldout),
+        replay_ids=tuple(int(r["rating_id"]) for r in sel.replay),
+        parent_version=parent.version if parent is not None else None,
+        base_model=base_model,
+        notes=tuple(sel.notes),
+    )
+    write_private_atomic(
+        folder / MANIFEST_FILE, (json.dumps(built.manifest(), indent=1) + "\n").encode()
+    )
+    store.mark_heldout(built.heldout_ids)  # once held out, held out: the evidence grows
+    return built
+
+
+def read_manifest(folder: Path) -> BuiltJob:
+    """The :class:`BuiltJob` a run folder was written with (for resume and reconcile)."""
+    folder = Path(folder)
+    raw = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    return BuiltJob(
+        run_id=raw["run_id"],
+        folder=folder,
+        out=Path(os.path.normpath(folder / raw["out"])),
+        fresh_ids=tuple(raw["fresh_ids"]),
+        heldout_ids=tuple(raw["heldout_ids"]),
+        replay_ids=tuple(raw["replay_ids"]),
+        parent_version=raw["parent_version"],
+        base_model=raw["base_model"],
+        notes=tuple(raw.get("notes", ())),
+    )
+
+
+def _write_jsonl(
+    path: Path, rows: Sequence[Mapping[str, Any]], replayed: set[int] | frozenset[int] = frozenset()
+) -> None:
+    lines = [example_line(r, replay=int(r["rating_id"]) in replayed) for r in rows]
+    text = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines if x is not None)
+    write_private_atomic(path, text.encode("utf-8"))
+
+
+def _is_iso(text: str) -> bool:
+    try:
+        parse_iso(text)
+    except ValueError:
+        return False
+    return True

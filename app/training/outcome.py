@@ -1,0 +1,204 @@
+"""What a finished round means, in words: the gate's verdict, a failure's cause, the failure budget.
+
+Why one module: `rltray train --wait`, `rltray runs`, the tray, `rltray status`
+and the dashboard all tell the user how a round ended, and they must say the
+same thing (issue 20 items 12 and 13: a rejected round once printed "done:
+done" because one face read a key nothing wrote). Everything here is a pure
+function of a run as ``Service.runs()`` gives it (``status``, ``metrics``,
+``error``, ``adapter_version``), except :func:`budget_stop`, which also reads
+the run's ``trainer.log``.
+
+The keys read are the ones the runner records (app/training/versions.py
+``apply_result`` merges the trainer's ``done`` line into the run's metrics):
+``accepted``, ``reasons``, ``preference``, ``gate_notes``, and the runner's own
+``kept_as`` / ``parent_version`` / ``active_before`` / ``new_line``. The gate's own
+sentences (reasons, notes) are shown as written, so a change in how the trainer
+judges needs no change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rltray.app.training.jobbuild import MIN_HELDOUT_PER_CLASS
+
+#: Failed or rejected rounds in a row after which the scheduler stops starting rounds
+#: (STYLE habit 6: bounded retries); *Train now* starts counting again.
+FAILURE_BUDGET = 3
+LOG_TAIL_LINES = 15
+
+_PREFERENCE = {
+    "better": "measurably better",
+    "unchanged": "not measurably worse; no measurable change on the held-out ratings",
+}
+
+
+_NO_ERROR = {
+    "paused": "paused at its checkpoint; `rltray train` resumes it",
+    "running": "still training",
+    "queued": "waiting to start",
+}
+
+
+def _metrics(run: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = run.get("metrics")
+    return m if isinstance(m, Mapping) else {}
+
+
+def accepted(run: Mapping[str, Any]) -> bool:
+    """The gate accepted the round's adapter (whether or not it was made active)."""
+    m = _metrics(run)
+    if run.get("status") != "done":
+        return False
+    return bool(m.get("accepted", run.get("adapter_version") is not None))
+
+
+def rejected(run: Mapping[str, Any]) -> bool:
+    """The round finished and the gate said no: nothing was registered."""
+    return run.get("status") == "done" and not accepted(run)
+
+
+def verdict(run: Mapping[str, Any]) -> str:
+    """The gate's verdict in one phrase: "measurably better", "rejected: …", and so on."""
+    m = _metrics(run)
+    if rejected(run):
+        reasons = [str(r) for r in m.get("reasons") or []]
+        return "rejected: " + ("; ".join(reasons) or "the gate gave no reason")
+    pref = m.get("preference")
+    if pref in _PREFERENCE:
+        return _PREFERENCE[str(pref)]
+    if pref == "unmeasured":
+        good, bad = m.get("heldout_good"), m.get("heldout_bad")
+        few = not isinstance(good, int) or not isinstance(bad, int)
+        if few or min(good, bad) < MIN_HELDOUT_PER_CLASS:
+            return "not measurably worse; too few held-out ratings to tell"
+        return "not measurably worse; the held-out preference was not measured"
+    if pref:
+        return f"not measurably worse (held-out preference: {pref})"
+    return "not measurably worse"
+
+
+def gate_notes(run: Mapping[str, Any]) -> list[str]:
+    """The gate's notes (what it measured and how), as the trainer wrote them."""
+    notes = _metrics(run).get("gate_notes") or []
+    return [str(n) for n in notes] if isinstance(notes, list) else [str(notes)]
+
+
+def cause(run: Mapping[str, Any]) -> str:
+    """Why a round did not give a version, in one line ('' for one that did).
+
+    A failed run's error starts with what the trainer said (its ``error`` line
+    or its exit code) and goes on with the log tail; the first line is the cause.
+    """
+    if run.get("status") == "done":
+        return verdict(run) if rejected(run) else ""
+    lines = (run.get("error") or "").strip().splitlines()
+    if lines:
+        return lines[0].strip()
+    return _NO_ERROR.get(str(run.get("status")), str(run.get("status")))
+
+
+def summary(run: Mapping[str, Any]) -> str:
+    """One cell for `rltray runs`: the verdict of a finished round, else its cause."""
+    if run.get("status") == "done":
+        text = verdict(run)
+        m = _metrics(run)
+        if accepted(run) and m.get("kept_as") == "candidate":
+            text += "; kept as a candidate, not made active"
+        return text
+    return cause(run)
+
+
+def accepted_sentence(run: Mapping[str, Any]) -> str:
+    """What an accepted round did to the versions, exactly (issue 20 item 11).
+
+    Reads what ``adapterversions._placement`` recorded: ``kept_as``,
+    ``parent_version``, ``active_before`` and ``new_line``.
+    """
+    m = _metrics(run)
+    v = run.get("adapter_version")
+    before = m.get("active_before") if isinstance(m.get("active_before"), Mapping) else None
+    if m.get("kept_as") == "candidate":
+        now = _name(before.get("version") if before else None)
+        return (
+            f"version v{v} is kept as a candidate, not made active: it was trained from "
+            f"{_name(m.get('parent_version'))}, but {now} became active while it trained "
+            f"(`rltray rollback {v}` makes it active)."
+        )
+    text = f"version v{v} is now active."
+    if m.get("new_line") and before:
+        text += (
+            f" It starts a new line of versions on {m.get('base_model')}, trained from that "
+            f"base model; v{before.get('version')} (trained on {before.get('base_model')}) "
+            "is no longer served."
+        )
+    return text
+
+
+def _name(version: Any) -> str:
+    return "the base model" if version is None else f"v{version}"
+
+
+def failure_streak(runs: Sequence[Mapping[str, Any]]) -> int:
+    """Failed or rejected rounds in a row, newest first (``runs`` newest first).
+
+    An accepted round ends the streak. A round started with *Train now*
+    (``metrics["by_hand"]``) counts, then ends it: the user's click resets the
+    budget, so only what failed since counts. Runs still going, paused or
+    cancelled by the user say nothing about the trainer and are skipped.
+    """
+    count = 0
+    for run in runs:
+        status = run.get("status")
+        if status == "failed" or rejected(run):
+            count += 1
+        elif status == "done":
+            return count
+        else:
+            continue
+        if _metrics(run).get("by_hand"):
+            return count
+    return count
+
+
+def budget_stop(
+    runs: Sequence[Mapping[str, Any]], runs_dir: Path, budget: int = FAILURE_BUDGET
+) -> dict[str, Any] | None:
+    """Why automatic training stopped (the streak reached ``budget``), or None.
+
+    ``runs`` newest first. Gives the count, the newest failed round's id and
+    cause, and the last lines of its trainer.log, for the tray, status and dashboard.
+    """
+    streak = failure_streak(runs)
+    if streak < budget:
+        return None
+    last = next(r for r in runs if r.get("status") == "failed" or rejected(r))
+    return {
+        "failures": streak,
+        "budget": budget,
+        "run": last.get("id"),
+        "cause": cause(last),
+        "log_tail": log_tail(runs_dir / str(last.get("id")) / "trainer.log", LOG_TAIL_LINES),
+        "message": budget_message(streak),
+    }
+
+
+def budget_message(streak: int) -> str:
+    """The one sentence every face shows when the budget is used up."""
+    return (
+        f"automatic training stopped after {streak} failed or rejected rounds in a row; "
+        "Train now tries again"
+    )
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a log file ('' when there is none)."""
+    from collections import deque
+
+    try:
+        with open(path, "rb") as fh:
+            return b"".join(deque(fh, maxlen=lines)).decode("utf-8", "replace").rstrip()
+    except OSError:
+        return ""

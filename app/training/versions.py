@@ -1,0 +1,297 @@
+"""Adapter versions: turn a finished round into ``adapters/vNNNN``, roll back, settle runs.
+
+Split from the runner (app/training/__init__.py) along its noun: the runner owns a
+process; this module owns what a result *means* for the store and the
+adapters folder. Plain functions over a Store and Paths, no state, so the
+runner, reconcile-after-a-crash and tests all apply a result the same way.
+
+Decisions kept here:
+
+* An accepted adapter is renamed from the trainer's ``adapters/.run-<id>`` to
+  ``adapters/vNNNN`` (same folder, so the rename is atomic) and registered
+  candidate-then-active with its parent and its EMA baseline, the fresh ratings
+  are marked trained and the run is ``done`` — one transaction; on a store
+  error the folder is renamed back.
+* A rejected adapter's folder is deleted and no version is registered: it is
+  never served, may be large, and dense version numbers keep Ollama tags
+  readable. The run row keeps the gate's reasons and metrics.
+* When the active version changed while the round trained (a rollback from
+  another process), the new adapter is kept as a ``candidate`` and not switched
+  in under the user. A round on a new ``training.base_model`` starts a new line
+  (no parent) and does become active over a version of the old base.
+* Only the fresh ratings the kept weights saw are marked trained (the trainer
+  lists the others as ``unseen_ids``); those wait for the next round.
+* A paused run trained from a parent that is no longer active is stale, so it
+  is ``cancelled`` whenever the active version changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rltray.app.errors import NothingToDo, UserError
+from rltray.app.training import jobbuild
+
+if TYPE_CHECKING:
+    from rltray.app.paths import Paths
+    from rltray.app.store import Adapter, Run, Store
+
+_VERSION_DIR = re.compile(r"^v(\d{4,})$")
+KILLED_TRAY = "the app stopped while this run was going"
+
+
+def folder_name(version: int) -> str:
+    return f"v{version:04d}"
+
+
+def describe(version: int | None) -> str:
+    return "the base model" if version is None else f"v{version}"
+
+
+def next_version(store: Store, adapters_dir: Path) -> int:
+    """One above every version in the store and every ``vNNNN`` folder on disk."""
+    taken = [a.version for a in store.list_adapters()]
+    with contextlib.suppress(OSError):
+        for p in adapters_dir.iterdir():
+            m = _VERSION_DIR.match(p.name)
+            if m:
+                taken.append(int(m.group(1)))
+    return max(taken, default=0) + 1
+
+
+def paused_runs(store: Store) -> list[Run]:
+    """Paused runs, newest first."""
+    return [r for r in store.list_runs(limit=100) if r.status == "paused"]
+
+
+def resumable_run(store: Store, paths: Paths, base_model: str) -> str | None:
+    """The newest paused run worth resuming; paused runs of another base model (the
+    settings changed) or without their folder are cancelled, since their checkpoints
+    can never give an adapter the user wants."""
+    keep = None
+    for run in paused_runs(store):
+        try:
+            same = jobbuild.read_manifest(paths.runs / run.id).base_model == base_model.strip()
+        except (OSError, ValueError, KeyError):
+            same = False
+        if same and keep is None:
+            keep = run.id
+        elif not same:
+            cancel_run(store, paths, run.id, "the model to train changed while it was paused")
+    return keep
+
+
+def cancel_run(
+    store: Store, paths: Paths, run_id: str, why: str, metrics: dict[str, Any] | None = None
+) -> None:
+    """Finish a run as ``cancelled`` and drop its checkpoint (its folder and log stay)."""
+    shutil.rmtree(paths.runs / run_id / "checkpoint", ignore_errors=True)
+    if metrics is None:
+        run = store.get_run(run_id)
+        metrics = run.metrics if run is not None else {}
+    store.finish_run(run_id, "cancelled", error=why, metrics=metrics)
+
+
+def apply_result(
+    store: Store,
+    paths: Paths,
+    built: jobbuild.BuiltJob,
+    done: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+) -> int | None:
+    """Record a ``done`` line (or its rltray.json); the version made active, else None."""
+    accepted = bool(done.get("accepted"))
+    merged: dict[str, Any] = {
+        **metrics,
+        **dict(done.get("metrics") or {}),
+        "accepted": accepted,
+        "reasons": list(done.get("reasons") or []),
+        "baseline": done.get("baseline"),
+    }
+    if not accepted:
+        # A rejected round changes nothing the next round reads: no version, so the
+        # active adapter's baseline stays; the trainer's number is not recorded.
+        merged["baseline"] = None
+        shutil.rmtree(built.out, ignore_errors=True)
+        store.finish_run(built.run_id, "done", metrics=merged)
+        return None
+    version = next_version(store, paths.adapters)
+    final = paths.adapters / folder_name(version)
+    os.rename(built.out, final)
+    try:
+        switch = _placement(store, built, version, merged)
+        seen = retired_ratings(built, done)
+        merged["trained"] = len(seen)
+        if len(seen) < len(built.fresh_ids):
+            merged["notes"] = [
+                *merged.get("notes", []),
+                f"the kept weights saw {len(seen)} of the {len(built.fresh_ids)} fresh ratings; "
+                "the others wait for the next round",
+            ]
+        with store.batch():
+            store.add_adapter(
+                built.base_model,
+                final,
+                parent_version=built.parent_version,
+                metrics=merged,
+                baseline=float(done.get("baseline") or 0.0),
+                version=version,
+            )
+            if switch:
+                store.set_adapter_status(version, "active")
+                for run in paused_runs(store):
+                    cancel_run(store, paths, run.id, f"v{version} was trained meanwhile")
+            store.mark_trained(seen, built.run_id)
+            store.finish_run(built.run_id, "done", metrics=merged, adapter_version=version)
+    except BaseException:
+        os.rename(final, built.out)
+        raise
+    return version if switch else None
+
+
+def _placement(store: Store, built: jobbuild.BuiltJob, version: int, merged: dict) -> bool:
+    """Whether the accepted ``version`` becomes active; records what happened in ``merged``.
+
+    It does when the version that would be its parent now (``jobbuild.line_parent``)
+    is still the one it was trained from. After ``training.base_model`` changed,
+    the parent was the new base (None) and the active version is of the old base,
+    which is no parent: the new version starts a new line and becomes active
+    (issue 20 item 11). Only a switch *within* the line while it trained (a
+    rollback from another process) keeps it as a candidate, not switched in
+    under the user.
+    """
+    active = store.active_adapter()
+    now_parent = jobbuild.line_parent(active, built.base_model)
+    switch = (now_parent.version if now_parent else None) == built.parent_version
+    merged.update(
+        base_model=built.base_model,
+        parent_version=built.parent_version,
+        active_before=None if active is None else {
+            "version": active.version, "base_model": active.base_model
+        },
+        kept_as="active" if switch else "candidate",
+        new_line=switch and active is not None and now_parent is None,
+    )  # fmt: skip
+    if not switch:
+        merged["notes"] = [
+            *merged.get("notes", []),
+            f"kept v{version} as a candidate: it was trained from "
+            f"{describe(built.parent_version)}, but {describe(active and active.version)} "
+            "became active while it trained",
+        ]
+    elif merged["new_line"]:
+        assert active is not None
+        merged["notes"] = [
+            *merged.get("notes", []),
+            f"v{version} starts a new line of versions on {built.base_model} from the base "
+            f"model; v{active.version} was trained on {active.base_model}",
+        ]
+    return switch
+
+
+def retired_ratings(built: jobbuild.BuiltJob, done: Mapping[str, Any]) -> list[int]:
+    """The fresh ratings an accepted round used up: only these are marked trained.
+
+    Issue 20 item 8: a drift-guard stop at step k keeps weights that saw only the
+    first k x step_examples ratings. The trainer lists the others as
+    ``unseen_ids`` (example ids like ``rating-12``, trainer/job.py ``TrainResult``);
+    they stay untrained so a later round trains them. An example the trainer
+    skipped because it can never fit is in neither of its lists and is retired
+    with the round, so this subtracts ``unseen_ids`` rather than keeping only
+    ``trained_ids``. An older trainer lists nothing: every fresh rating was seen.
+    """
+    unseen = done.get("unseen_ids")
+    if not isinstance(unseen, list):
+        return list(built.fresh_ids)
+    left = {str(item) for item in unseen}
+    return [i for i in built.fresh_ids if f"rating-{i}" not in left]
+
+
+def rollback(store: Store, paths: Paths, version: int | None = None) -> Adapter | None:
+    """Make ``version`` active: default the active one's parent, ``0`` the plain base model.
+
+    The next round reads its EMA baseline from the active adapter, so switching
+    restores the target's baseline (0 for the base model). Returns the adapter
+    now active.
+    """
+    active = store.active_adapter()
+    if version is None:
+        if active is None:
+            raise NothingToDo("Nothing to roll back: the base model is already in use.")
+        version = active.parent_version
+    elif version == 0:
+        version = None
+    target = None if version is None else store.get_adapter(version)
+    if version is not None:
+        if target is None or target.status == "rejected":
+            raise UserError(f"There is no usable adapter version {version}.")
+        if not Path(target.path).is_dir():
+            raise UserError(f"Adapter v{version}'s folder {target.path} is missing.")
+    if (active.version if active else None) == version:
+        raise NothingToDo(f"Nothing to do: {describe(version)} is already in use.")
+    with store.batch():
+        if active is not None:
+            store.set_adapter_status(active.version, "rolled-back")
+        if target is not None:
+            target = store.set_adapter_status(target.version, "active")
+        for run in paused_runs(store):
+            cancel_run(store, paths, run.id, f"rolled back to {describe(version)} while paused")
+        store.log_event("rollback", f"rolled back to {describe(version)}", {"version": version})
+    return target
+
+
+def settle_leftover(store: Store, paths: Paths, run: Run, timeout: float = 60.0) -> int | None:
+    """Settle a run a killed tray left ``running``; see ``TrainingRunner.reconcile``.
+
+    A trainer of it still alive is stopped first (it would pause on its own).
+    Its adapter fully written: apply it from ``rltray.json`` (returns the version
+    made active). A checkpoint: ``paused``, resumable. Otherwise ``failed``.
+    """
+    folder = paths.runs / run.id
+    stop_leftover(folder, timeout)
+    meta = finished_meta(folder, run.id)
+    if meta is not None:
+        return apply_result(store, paths, jobbuild.read_manifest(folder), meta, run.metrics)
+    if (folder / "checkpoint" / "state.json").is_file():
+        store.set_run_status(run.id, "paused")
+    else:
+        store.finish_run(run.id, "failed", metrics=run.metrics, error=KILLED_TRAY)
+    return None
+
+
+def finished_meta(folder: Path, run_id: str) -> dict[str, Any] | None:
+    """The result a trainer wrote before the tray died (its adapter's rltray.json), or None."""
+    try:
+        built = jobbuild.read_manifest(folder)
+        meta = json.loads((built.out / "rltray.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError):
+        return None
+    if not isinstance(meta, dict) or meta.get("job_id") != run_id:
+        return None
+    keys = ("accepted", "reasons", "metrics", "baseline", "trained_ids", "unseen_ids")
+    return {k: meta.get(k) for k in keys}
+
+
+def stop_leftover(folder: Path, timeout: float) -> None:
+    """SIGTERM, then kill, a trainer of this run folder that outlived its tray."""
+    import psutil
+
+    try:
+        pid = int((folder / "trainer.pid").read_text(encoding="utf-8"))
+        proc = psutil.Process(pid)
+        if not any(str(folder) in part for part in proc.cmdline()):
+            return  # the pid was reused by something else
+        proc.terminate()
+        proc.wait(timeout)
+    except psutil.TimeoutExpired:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    except (OSError, ValueError, psutil.Error):
+        return
