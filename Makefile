@@ -2,6 +2,8 @@
 # Both build .venv first; nothing else must be installed by hand.
 #   make run      the app (what the tray/CLI need) + the training extras this machine can use
 #   make test     everything: app, both training backends, bench and test tools
+#   make check    the fast suite while working: lint, import contracts, tests not marked
+#                 slow or ml (about a minute on 2 cores; `make test` before pushing)
 #   make install  links .venv/bin/rltray into ~/.local/bin so `rltray` is on PATH
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +16,7 @@ FULL   := $(VENV)/.test-installed
 TORCH  := torch==2.13.0
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test lint bench install venv clean package
+.PHONY: run test check lint bench install venv clean package
 
 venv: $(APP)
 
@@ -52,10 +54,17 @@ test: $(FULL)
 	  $(PIP) "llama-cpp-python==0.3.36" \
 	  || echo "llama-cpp-python did not build: the llama.cpp export tests will be skipped"
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
+
+check: $(FULL)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -m "not slow and not ml"
 
 lint: $(FULL)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 bench: $(FULL)
 	$(BIN)/python bench/hook_latency.py

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rltray.app.scheduler import Decision, Facts, should_train
 
 if TYPE_CHECKING:
-    from rltray.app.runtime import Runtime
+    from rltray.app.service import Service
+
+
+class Runtime(Protocol):
+    """What the gate needs of the running rltray (``runtime.Runtime``, which calls it)."""
+
+    service: Service
+
+    def manual_run_going(self) -> bool: ...
+
+    def set_gate_reason(self, reason: str) -> None: ...
 
 log = logging.getLogger(__name__)
 MIN_GAP_S = 600.0

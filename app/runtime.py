@@ -24,7 +24,7 @@ import queue
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rltray.app.errors import ExitCode, UserError
 
@@ -33,14 +33,37 @@ if TYPE_CHECKING:
 
     from rltray.app.service import Service
     from rltray.app.spool import IngestReport
-    from rltray.web.server import WebServer
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 5.0  # safety net for file systems that do not deliver change events
 
 
+class Served(Protocol):
+    """The one HTTP server, as the runtime uses it."""
+
+    port: int
+
+    def launch_url(self, page: str = "") -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class WebFace(Protocol):
+    """The settings web app, handed in by the face that builds the runtime
+    (``web.server.SettingsWeb``): the runtime never imports ``web/``."""
+
+    def serve(self, runtime: Runtime, api_token: str | None) -> Served: ...
+
+    def open_window(self, url: str, redirect_dir: str) -> subprocess.Popen[bytes]: ...
+
+
 def compose(
-    service: Service, *, notifications: bool = True, scheduler: bool = True, api: bool = True
+    service: Service,
+    web: WebFace | None = None,
+    *,
+    notifications: bool = True,
+    scheduler: bool = True,
+    api: bool = True,
 ) -> Runtime:
     """Build and start this data folder's running rltray (refuses when another one runs).
 
@@ -48,7 +71,7 @@ def compose(
     and the self-test all start rltray through here; ``Runtime.close()`` takes
     down what this started.
     """
-    runtime = Runtime(service)
+    runtime = Runtime(service, web)
     runtime.start(notifications=notifications, scheduler=scheduler, api=api)
     return runtime
 
@@ -60,8 +83,9 @@ class Runtime:
     settings`` with no tray running): the web server starts on first use.
     """
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, web: WebFace | None = None) -> None:
         self.service = service
+        self.web_face = web  # None: no settings app (the API and windows are refused)
         self.running = False  # start() succeeded and stop() has not run
         self.lock: Any = None
         self.notifier: Any = None
@@ -81,7 +105,7 @@ class Runtime:
         self.gate_reason = "not checked yet"  # the scheduler gate's last word, for status lines
         self._gate_stale = False  # something it depends on changed since: ask again when read
         self._manual_run: str | None = None  # the run "Train now" started, if any
-        self.web: WebServer | None = None  # the settings web app, started on first use
+        self.web: Served | None = None  # the settings web app, started on first use
         self._web_lock = threading.Lock()  # the tray and the API thread may both open it
         self.windows: list[subprocess.Popen[bytes]] = []  # settings windows this runtime opened
 
@@ -349,21 +373,22 @@ class Runtime:
 
     def open_settings(self, page: str = "") -> str:
         """Open the settings window (tray menu, `rltray settings`); returns its launch URL."""
-        from rltray.web.server import open_window
-
         url = self.settings_url(page)
         self.windows = [w for w in self.windows if w.poll() is None]
-        self.windows.append(open_window(url, str(self.service.paths.launch_pages)))
+        self.windows.append(self._face().open_window(url, str(self.service.paths.launch_pages)))
         return url
 
-    def _web_server(self) -> WebServer:
+    def _web_server(self) -> Served:
         """The one HTTP server (settings pages and the local API), started on first use."""
         with self._web_lock:
             if self.web is None:
-                from rltray.web.server import WebServer
-
-                self.web = WebServer(self, api_token=self.api_token).start()
+                self.web = self._face().serve(self, self.api_token)
             return self.web
+
+    def _face(self) -> WebFace:
+        if self.web_face is None:
+            raise UserError("This rltray was started without its settings app.")
+        return self.web_face
 
     def stop_web(self) -> None:
         with self._web_lock:

@@ -99,8 +99,9 @@ def runtime(service: Any) -> Iterator[Any]:
     """A Runtime over ``service`` that was never started: it serves the settings app and
     answers like a stopped rltray (what ``rltray settings`` builds with no tray running)."""
     from rltray.app.runtime import Runtime
+    from rltray.web.server import SettingsWeb
 
-    idle = Runtime(service)
+    idle = Runtime(service, SettingsWeb())
     yield idle
     idle.close()
 
@@ -113,11 +114,12 @@ def start_runtime() -> Iterator[Any]:
     that starts one must close it too: this fixture does, before the service.
     """
     from rltray.app.runtime import compose
+    from rltray.web.server import SettingsWeb
 
     started: list[Any] = []
 
     def start(service: Any, **parts: bool) -> Any:
-        started.append(compose(service, **parts))
+        started.append(compose(service, SettingsWeb(), **parts))
         return started[-1]
 
     yield start

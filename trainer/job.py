@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rltray.trainer.errors import JobError  # its home; importers of job.JobError keep working
+
 BACKENDS = ("torch", "mlx")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRESETS = ("careful", "balanced", "aggressive", "custom")
@@ -53,10 +55,6 @@ EXAMPLE_KEYS = (
     "truncated", "replay",
 )
 EXAMPLE_REQUIRED = ("id", "prompt", "response", "rating", "rated_at")
-
-
-class JobError(Exception):
-    """A job or input the user must fix; ``str(err)`` is one sentence, shown as is."""
 
 
 @dataclass(frozen=True)

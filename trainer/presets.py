@@ -149,7 +149,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rltray.trainer.job import JobError
+from rltray.trainer.errors import JobError
 
 #: Leaf names of the block linears for the llama family; ``"all-linear"`` means these
 #: (and their equivalents in other architectures), never embeddings or ``lm_head``.

@@ -5,7 +5,7 @@ from its arguments, so tests make as many apps as they like over real data
 folders; screens are blueprints (wizard, dashboard, ratings, adapters,
 settings) that reach the service through ``state()``; every refusal and error
 leaves through one place: a JSON body ``{"error": {"code", "message"}}``
-(``app/api.error_body``) under ``/api/``, the same sentence in a page elsewhere,
+(``web/errors.error_body``) under ``/api/``, the same sentence in a page elsewhere,
 never a stack trace.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltray.web.errors import error_body
 from rltray.web.security import (
     COOKIE,
     CSRF_FIELD,
@@ -183,11 +184,6 @@ LAUNCH_PAGE = (
 
 
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
-
-
-def error_body(code: str, message: str) -> dict[str, Any]:
-    """The one JSON error shape of every route."""
-    return {"error": {"code": code, "message": message}}
 
 
 def wants_json() -> bool:

@@ -85,3 +85,19 @@ def open_window(url: str, redirect_dir: str | None = None) -> subprocess.Popen[b
     except OSError:  # the window died at once; its exit code tells the caller
         pass
     return proc
+
+
+class SettingsWeb:
+    """What a runtime is given to serve the settings app and open its windows (``compose``).
+
+    The runtime sits below the faces (the house, ARCHITECTURE.md) and never
+    imports ``web/``; the faces that build one (the tray, the headless
+    service, `rltray settings`, the self-test) hand it this.
+    """
+
+    def serve(self, runtime: Runtime, api_token: str | None) -> WebServer:
+        return WebServer(runtime, api_token=api_token).start()
+
+    def open_window(self, url: str, redirect_dir: str) -> subprocess.Popen[bytes]:
+        return open_window(url, redirect_dir)
+

@@ -185,7 +185,7 @@ def api_save(body: SettingsBody) -> Any:
     """Save settings by key; a refused value saves none and names each bad key."""
     errors, changed = save_values(body.root, all_or_nothing=True)
     if errors:
-        from rltray.web.app import error_body
+        from rltray.web.errors import error_body
 
         first = next(iter(errors.values()))
         payload = error_body("invalid_setting", first)

@@ -35,8 +35,9 @@ def serve(ctx: Context, once: bool = False, stop: threading.Event | None = None)
     stop = stop or threading.Event()
     _install_signal_handlers(stop)
     from rltray.app.runtime import compose
+    from rltray.web.server import SettingsWeb
 
-    runtime = compose(service)
+    runtime = compose(service, SettingsWeb())
     runtime.on_ingest = lambda report: _report(ctx, report)
     port = runtime.api_port
     where = f"; local API on 127.0.0.1:{port}" if port is not None else ""

@@ -211,7 +211,7 @@ def tray(runtime: Runtime, env: dict[str, str]) -> tuple[str, str]:
     Runs on this (the main) thread, as the tray must. On Linux the icon counts
     as shown once the StatusNotifierWatcher lists one more item than before.
     """
-    from rltray.app.desktop.tray import Tray, why_no_tray
+    from rltray.app.tray import Tray, why_no_tray
 
     reason = why_no_tray(env)
     if reason is not None:
@@ -305,12 +305,13 @@ def scratch_runtime(env: dict[str, str]) -> Iterator[Runtime]:
     from rltray.app.paths import Paths
     from rltray.app.runtime import compose
     from rltray.app.service import Service
+    from rltray.web.server import SettingsWeb
 
     folder = Path(tempfile.mkdtemp(prefix="rltray-selftest-"))
     service = Service(Paths(folder))
     runtime = None
     try:
-        runtime = compose(service, notifications=False, scheduler=False, api=False)
+        runtime = compose(service, SettingsWeb(), notifications=False, scheduler=False, api=False)
         yield runtime
     finally:
         if runtime is not None:

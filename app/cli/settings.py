@@ -40,10 +40,10 @@ def _run(ctx: Context, args: argparse.Namespace, page: str) -> int:
 def _serve_here(ctx: Context, args: argparse.Namespace, page: str) -> int:
     """No rltray runs: serve the web app from this process while it is needed."""
     from rltray.app.runtime import Runtime
-    from rltray.web.server import open_window
+    from rltray.web.server import SettingsWeb, open_window
 
     service = ctx.service()
-    runtime = Runtime(service)  # not started: it only serves the settings app
+    runtime = Runtime(service, SettingsWeb())  # not started: it only serves the settings app
     url = runtime.settings_url(page)
     try:
         if args.print_url:

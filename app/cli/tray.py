@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.cli import headless
-    from rltray.app.desktop.tray import run_tray, why_no_tray
+    from rltray.app.tray import run_tray, why_no_tray
 
     reason = why_no_tray(ctx.env)
     if reason is not None:
@@ -26,8 +26,9 @@ def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
         )
         return headless.serve(ctx)
     from rltray.app.runtime import compose
+    from rltray.web.server import SettingsWeb
 
-    runtime = compose(ctx.service(ingest=False))
+    runtime = compose(ctx.service(ingest=False), SettingsWeb())
     ctx.say(
         f"rltray is running in the tray (data folder {runtime.service.paths.home}). "
         "Quit from its menu, or press Ctrl+C here.",

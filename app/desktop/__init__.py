@@ -1,1 +1,4 @@
-"""The desktop session: the tray, notifications, idle time, autostart, D-Bus, opening files."""
+"""The desktop session: notifications, idle time, autostart, D-Bus, opening files.
+
+The tray icon, a face that the runtime never imports, is ``app/tray/``.
+"""

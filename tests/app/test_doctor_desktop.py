@@ -45,9 +45,10 @@ def line(check: Check) -> str:
 @pytest.fixture
 def running(session_bus: PrivateSessionBus, rltray_home: Path) -> Iterator[Service]:
     from rltray.app.runtime import compose
+    from rltray.web.server import SettingsWeb
 
     service = Service(Paths.from_env())
-    runtime = compose(service, notifications=True, scheduler=False, api=True)
+    runtime = compose(service, SettingsWeb(), notifications=True, scheduler=False, api=True)
     try:
         yield service
     finally:
@@ -101,9 +102,10 @@ def test_without_a_keyring_doctor_says_the_token_is_in_the_endpoint_file(
     keyring.set_keyring(fail.Keyring())
     try:
         from rltray.app.runtime import compose
+        from rltray.web.server import SettingsWeb
 
         service = Service(Paths.from_env())
-        runtime = compose(service, notifications=True, scheduler=False, api=True)
+        runtime = compose(service, SettingsWeb(), notifications=True, scheduler=False, api=True)
         try:
             got = checks()
         finally:

@@ -13,9 +13,10 @@ import json, sys
 from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.app.runtime import compose
+from rltray.web.server import SettingsWeb
 from rltray.app import cli, autotrain
 service = Service(Paths.from_env())
-runtime = compose(service)
+runtime = compose(service, SettingsWeb())
 autotrain.gate(runtime)          # one scheduler tick: idle, power, decision
 runtime.status(); service.versions(); service.runs()
 runtime.close(); service.close()

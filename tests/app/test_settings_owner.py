@@ -77,7 +77,7 @@ def test_a_broken_file_keeps_the_last_valid_settings_and_is_reported_once(
 def test_status_doctor_and_the_tray_say_what_is_wrong(
     service: Service, runtime: Any
 ) -> None:
-    from rltray.app.desktop.traystate import snapshot
+    from rltray.app.tray.state import snapshot
 
     break_config(service.paths)
     code, out, err = cli("status")

@@ -170,9 +170,10 @@ def test_train_says_when_it_resumes_a_paused_round(
 def running_service(fake_trainer: Paths) -> Iterator[Service]:
     """The service as `rltray run` has it (its local API up), in this process."""
     from rltray.app.runtime import compose
+    from rltray.web.server import SettingsWeb
 
     service = Service(fake_trainer)
-    runtime = compose(service, notifications=False, scheduler=False, api=True)
+    runtime = compose(service, SettingsWeb(), notifications=False, scheduler=False, api=True)
     try:
         yield service
     finally:
@@ -217,7 +218,7 @@ def test_status_shows_why_automatic_training_stopped(
 ) -> None:
     """Issue 20 item 13: after 3 failed rounds in a row, status says so with the log tail."""
     from rltray.app import autotrain
-    from rltray.app.desktop import traystate
+    from rltray.app.tray import state as traystate
 
     monkeypatch.setenv("FAKE_MODE", "crash")
     rate(fake_trainer, 48, 0)

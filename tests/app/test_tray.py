@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 from rltray.app import config
-from rltray.app.desktop.tray import Tray, why_no_tray
-from rltray.app.desktop.trayicon import draw
-from rltray.app.desktop.traystate import ATTENTION, IDLE, TRAINING, snapshot
 from rltray.app.paths import Paths
 from rltray.app.runtime import Runtime, compose
 from rltray.app.service import Service
+from rltray.app.tray import Tray, why_no_tray
+from rltray.app.tray.icon import draw
+from rltray.app.tray.state import ATTENTION, IDLE, TRAINING, snapshot
+from rltray.web.server import SettingsWeb
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +40,7 @@ def runtime(rltray_home: Path, fake_python: str, monkeypatch) -> Iterator[Runtim
     config.set_value(paths, "training.base_model", "/models/tiny")
     config.set_value(paths, "training.python", fake_python)
     svc = Service(paths)
-    running = compose(svc, notifications=False, scheduler=False, api=False)
+    running = compose(svc, SettingsWeb(), notifications=False, scheduler=False, api=False)
     try:
         yield running
     finally:

@@ -13,12 +13,12 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rltray.app import instance
+from rltray.app.cli.doctor.check import FAIL, OK, WARN, Check
 from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -26,17 +26,8 @@ if TYPE_CHECKING:
     from rltray.app.paths import Paths
     from rltray.app.service import Service
 
-OK, WARN, FAIL = "ok", "warn", "fail"
 REPAIR = "rltray doctor --repair"
 BACKUP_STALE_DAYS = 3
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    state: str
-    detail: str
-    fix: str = ""
 
 
 MARK_STYLES = {OK: ("✓", "green"), WARN: ("!", "yellow"), FAIL: ("✗", "red")}

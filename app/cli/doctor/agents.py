@@ -12,11 +12,11 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rltray.app.cli.doctor import Check
+    from rltray.app.cli.doctor.check import Check
 
 
 def agent_version_checks(env: Mapping[str, str] | None = None) -> Iterator[Check]:
-    from rltray.app.cli.doctor import OK, WARN, Check
+    from rltray.app.cli.doctor.check import OK, WARN, Check
     from rltray.app.hooks import registry
 
     for agent in registry.all_agents(env=env):

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rltray.app.cli.doctor import OK, WARN, Check
+from rltray.app.cli.doctor.check import OK, WARN, Check
 
 if TYPE_CHECKING:
     from rltray.app.cli.context import Context
@@ -95,7 +95,7 @@ def _idle_and_power(ctx: Context, service: Service) -> Iterator[Check]:
 
 def _tray_and_autostart(ctx: Context, service: Service) -> Iterator[Check]:
     from rltray.app.desktop import autostart
-    from rltray.app.desktop.tray import tray_host_present, why_no_tray
+    from rltray.app.tray import tray_host_present, why_no_tray
 
     reason = why_no_tray(ctx.env)
     if reason:

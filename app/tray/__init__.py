@@ -23,8 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rltray.app.desktop.traystate import TrayState, snapshot
 from rltray.app.errors import UserError
+from rltray.app.tray.state import TrayState, snapshot
 
 if TYPE_CHECKING:
     from rltray.app.runtime import Runtime
@@ -86,7 +86,7 @@ class Tray:
 
     def __init__(self, runtime: Runtime) -> None:
         import pystray
-        from rltray.app.desktop import trayicon
+        from rltray.app.tray import icon as trayicon
 
         if not runtime.running:
             raise RuntimeError("start the runtime before its tray")
@@ -322,8 +322,10 @@ def run_tray(runtime: Runtime, ready: Callable[[Tray], None] | None = None) -> N
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(signum, stop)
 
+    claimed = _reclaim_ctrl_c(tray.icon, stop)
+
     def on_ready(shown: Tray) -> None:
-        _reclaim_ctrl_c(shown.icon, stop)
+        claimed.wait(5.0)  # the handler is back before anything (a window) starts
         if ready is not None:
             ready(shown)
 
@@ -333,17 +335,21 @@ def run_tray(runtime: Runtime, ready: Callable[[Tray], None] | None = None) -> N
 GTK_BACKENDS = ("pystray._appindicator", "pystray._gtk")
 
 
-def _reclaim_ctrl_c(icon: Any, handler: Callable[..., None]) -> None:
-    """Put rltray's Ctrl+C handler back after pystray's GTK backends took it.
+def _reclaim_ctrl_c(icon: Any, handler: Callable[..., None]) -> threading.Event:
+    """Put rltray's Ctrl+C handler back after pystray's GTK backends took it; the event
+    is set once it is back (at once for other backends, which keep run_tray's handler).
 
     They set SIGINT to SIG_DFL when their loop starts ("do not inhibit
     ctrl+c"), so Ctrl+C killed rltray outright (exit 130): no trainer paused
     with a checkpoint, its run left "running", the settings window left open on
     a dead server. ``signal.signal`` works on the main thread only, which is the
-    GTK loop's: hand it there. Other backends keep the handler run_tray set.
+    GTK loop's: an idle callback queued now runs there on the loop's first
+    turn, after pystray's reset.
     """
+    claimed = threading.Event()
     if type(icon).__module__ not in GTK_BACKENDS:
-        return
+        claimed.set()
+        return claimed
     import signal
 
     from gi.repository import GLib
@@ -351,6 +357,8 @@ def _reclaim_ctrl_c(icon: Any, handler: Callable[..., None]) -> None:
     def claim() -> bool:
         with contextlib.suppress(ValueError, OSError):
             signal.signal(signal.SIGINT, handler)
+        claimed.set()
         return False  # once
 
     GLib.idle_add(claim)
+    return claimed

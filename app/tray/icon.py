@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltray.app.desktop.traystate import ATTENTION, TRAINING
+from rltray.app.tray.state import ATTENTION, TRAINING
 
 if TYPE_CHECKING:
     from PIL.Image import Image
