@@ -7,8 +7,8 @@ the hook command that now starts the bundle's executable instead of a Python.
 What runs: the PyInstaller bundle built from this tree (tests/packaging/
 bundlebuild.py: reused while the sources are unchanged, else built first),
 under Xvfb with a private dbus-daemon, the fake notification server
-(tests/app/dbus_fixtures.py) and the fake StatusNotifierWatcher
-(tests/app/traybus.py), each run in a fresh temporary HOME and data folder.
+(tests/support/dbus_fixtures.py) and the fake StatusNotifierWatcher
+(tests/support/traybus.py), each run in a fresh temporary HOME and data folder.
 
 * cold start to tray icon: from exec of `rltray run` to the watcher receiving
   RegisterStatusNotifierItem (a fresh process each time; the files are in the
@@ -37,12 +37,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "app"))
-sys.path.insert(0, str(ROOT / "tests" / "packaging"))
+sys.path.insert(0, str(ROOT))  # tests.support
 
-from bundlebuild import CACHE, build  # noqa: E402
-from dbus_fixtures import BusThread, NotificationServer, PrivateSessionBus, xvfb  # noqa: E402
-from traybus import WATCHER, WATCHER_PATH, FakeWatcher  # noqa: E402
+from tests.support.bundlebuild import CACHE, build  # noqa: E402
+from tests.support.dbus_fixtures import BusThread, NotificationServer, PrivateSessionBus, xvfb  # noqa: E402
+from tests.support.traybus import WATCHER, WATCHER_PATH, FakeWatcher  # noqa: E402
 
 
 def fresh_env(base: dict[str, str], root: Path) -> dict[str, str]:

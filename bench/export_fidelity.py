@@ -43,12 +43,18 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "trainer" / "export"))
+sys.path.insert(0, str(ROOT))  # tests.support
 sys.path.insert(0, str(ROOT / "packaging"))
 
 def table(args: argparse.Namespace, model: Path, work: Path) -> dict[str, Any]:
-    from exportkit import measured_delivered, merge_as_before, rewrite_base, trained_size_adapter
     from rltray.trainer.export import fidelity, merge
+
+    from tests.support.exportkit import (
+        measured_delivered,
+        merge_as_before,
+        rewrite_base,
+        trained_size_adapter,
+    )
 
     use_llama = not args.no_llama and fidelity.llama_cpp_missing() is None
     every = args.every
@@ -110,13 +116,14 @@ def random_adapter_vs_peft(model: Path, work: Path, b_std: float) -> dict[str, A
     """The earlier check: a large random adapter, llama.cpp's logit shift against PEFT's."""
     import gguf
     import torch
-    from exportkit import cosine as cos
-    from exportkit import llama_logits as llama
-    from exportkit import smollm2_random_adapter
     from peft import PeftModel
     from rltray.trainer import gguf_base
     from rltray.trainer.export import gguf_adapter, merge
     from transformers import AutoModelForCausalLM
+
+    from tests.support.exportkit import cosine as cos
+    from tests.support.exportkit import llama_logits as llama
+    from tests.support.exportkit import smollm2_random_adapter
 
     hf = gguf_base.materialize(model, cache=work / "cache")
     leaves = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -3,7 +3,7 @@
 Why: the rating prompt should appear while the answer is still on screen; the
 target is a median under 300 ms from ``ask()`` to the server. This measures
 rltray's part (thread hand-off, desktop-notifier, dbus-fast, the bus daemon)
-against the fake server from tests/app/dbus_fixtures.py on a private
+against the fake server from tests/support/dbus_fixtures.py on a private
 dbus-daemon, so no real desktop is touched; a real server adds its own drawing
 time on top.
 
@@ -31,10 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "app"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 
-from dbus_fixtures import NotificationServer, PrivateSessionBus, missing_dbus_daemon
 from rltray.app.desktop.notifier import Notifier
+
+from tests.support.dbus_fixtures import NotificationServer, PrivateSessionBus, missing_dbus_daemon
 
 TITLE = "Claude Code · myproject"
 BODY = "Done: the parser now handles empty tables and the tests pass. " * 4

@@ -8,7 +8,7 @@ RSS, ≤ 0.2% of one core over 60 s, no torch / transformers / mlx loaded).
 What runs: `rltray run` as a child process (the real tray under Xvfb with a fake
 StatusNotifierWatcher when Xvfb and PyGObject are present, else the headless
 service, said in the output), on a private D-Bus with the fake notification
-server from tests/app/dbus_fixtures.py, in a temporary HOME with the Claude Code
+server from tests/support/dbus_fixtures.py, in a temporary HOME with the Claude Code
 hooks installed by `rltray hooks install`. Each turn runs the installed
 UserPromptSubmit and Stop commands exactly as Claude Code does; the latency is
 from starting the Stop hook to the Notify call arriving at the server.
@@ -31,10 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "app"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 
 import psutil
-from dbus_fixtures import BusThread, NotificationServer, PrivateSessionBus, xvfb
+
+from tests.support.dbus_fixtures import BusThread, NotificationServer, PrivateSessionBus, xvfb
 
 HEAVY = ("torch", "transformers", "mlx", "peft")
 
@@ -101,7 +102,7 @@ def measure(turns: int, idle_s: float, tray: bool) -> dict[str, object]:
         display_ctx = xvfb() if tray else None
         try:
             if display_ctx is not None:
-                from traybus import WATCHER, WATCHER_PATH, FakeWatcher
+                from tests.support.traybus import WATCHER, WATCHER_PATH, FakeWatcher
 
                 env["DISPLAY"] = display_ctx.__enter__()
                 env["PYSTRAY_BACKEND"] = "appindicator"

@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-
-from fakemodel import FakeModel
-from realagents import Agents, Unavailable, install
+from tests.support.fakemodel import FakeModel
+from tests.support.realagents import Agents, Unavailable, install
 
 _REAL_ENV = dict(os.environ)  # read before the autouse fixture moves HOME
 

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakemodel import TOOL_OUTPUT, FakeModel
-from realagents import Agents, Terminal, wait_until
 from rltray.app import spool
 from rltray.app.paths import Paths
 from rltray.app.store import Store
+
+from tests.support.fakemodel import TOOL_OUTPUT, FakeModel
+from tests.support.realagents import Agents, Terminal, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -15,18 +15,19 @@ from pathlib import Path
 
 import keyring
 import pytest
-from dbus_fixtures import (  # noqa: F401 (the two fixtures)
-    NotificationServer,
-    PrivateSessionBus,
-    notification_server_fixture,
-    session_bus_fixture,
-)
 from rltray.app.cli import main
 from rltray.app.cli.context import Context
 from rltray.app.cli.doctor import FAIL, OK, WARN, Check, collect
 from rltray.app.desktop.notifier import NO_BUS, NO_SERVER
 from rltray.app.paths import Paths
 from rltray.app.service import Service
+
+from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    NotificationServer,
+    PrivateSessionBus,
+    notification_server_fixture,
+    session_bus_fixture,
+)
 
 
 def checks() -> dict[str, Check]:
@@ -142,8 +143,8 @@ def test_a_desktop_without_a_tray_host_is_named(
     monkeypatch.setenv("DISPLAY", ":0")  # only looked at, never opened
     tray = checks()["tray"]
     assert tray.state == WARN and "StatusNotifierWatcher" in tray.detail
-    from dbus_fixtures import BusThread
-    from traybus import WATCHER, WATCHER_PATH, FakeWatcher
+    from tests.support.dbus_fixtures import BusThread
+    from tests.support.traybus import WATCHER, WATCHER_PATH, FakeWatcher
 
     thread = BusThread(session_bus.address)
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,8 @@ from rltray.app.paths import Paths
 from rltray.app.service import Service
 
 pytest.importorskip("gguf", reason="the fake Ollama reads GGUF headers with the gguf package")
-_TESTS = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(_TESTS))
-sys.path.insert(0, str(_TESTS / "trainer" / "export"))
-from fixtures.fake_ollama import FakeOllama  # noqa: E402
-from tinygguf import build_tiny_gguf  # noqa: E402
+from tests.support.fake_ollama import FakeOllama
+from tests.support.tinygguf import build_tiny_gguf
 
 
 @pytest.fixture

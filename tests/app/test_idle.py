@@ -27,9 +27,10 @@ from dbus_fast import DBusError
 from dbus_fast.aio import MessageBus
 from dbus_fast.annotations import DBusUInt32, DBusUInt64
 from dbus_fast.service import ServiceInterface, method
-from dbus_fixtures import PrivateSessionBus, missing_dbus_daemon
 from rltray.app.desktop import idle
 from rltray.app.desktop.idle import IdleProvider, IdleUnavailable, probe_idle
+
+from tests.support.dbus_fixtures import PrivateSessionBus, missing_dbus_daemon
 
 LINUX_CHAIN = ["Mutter IdleMonitor", "freedesktop ScreenSaver", "X11 XScreenSaver"]
 

@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,6 @@ from rltray.app.cli import main
 from rltray.app.errors import ExitCode
 from rltray.app.paths import Paths
 from rltray.app.store import Store
-
-_TESTS = Path(__file__).resolve().parents[1]
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -31,8 +28,8 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 def _published(versions: int = 2, *, tags: bool = True) -> Paths:
     """Versions v1..vN in the store (folders with a tiny PEFT adapter), v2 active."""
-    sys.path.insert(0, str(_TESTS / "trainer" / "export"))
-    from tinygguf import build_tiny_adapter
+    pytest.importorskip("numpy", reason="the tiny adapters are written with numpy")
+    from tests.support.tinygguf import build_tiny_adapter
 
     paths = Paths.from_env()
     with Store.open(paths) as store:
@@ -165,9 +162,9 @@ def test_use_before_anything_is_published_says_what_to_do() -> None:
 
 def test_export_model_peft_and_the_gguf_formats(tmp_path: Path) -> None:
     pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
-    sys.path.insert(0, str(_TESTS / "trainer" / "export"))
     import gguf
-    from tinygguf import build_tiny_gguf
+
+    from tests.support.tinygguf import build_tiny_gguf
 
     paths = _published(1)
     out = tmp_path / "out"

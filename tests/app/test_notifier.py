@@ -23,14 +23,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from dbus_fixtures import (  # noqa: F401 (the two fixtures)
-    NOTIFICATIONS,
-    NotificationServer,
-    PrivateSessionBus,
-    notification_server_fixture,
-    session_bus_fixture,
-    xvfb,
-)
 from rltray.app.desktop.notifier import (
     COMMENT_TITLE,
     NO_BUS,
@@ -40,6 +32,15 @@ from rltray.app.desktop.notifier import (
     title_for,
 )
 from rltray.app.words import NOTIFICATION_CHARS, preview
+
+from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    NOTIFICATIONS,
+    NotificationServer,
+    PrivateSessionBus,
+    notification_server_fixture,
+    session_bus_fixture,
+    xvfb,
+)
 
 Rating = tuple[int, int, "str | None"]
 

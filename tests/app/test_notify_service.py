@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+from rltray.app import config
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+
+from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
     NotificationServer,
     PrivateSessionBus,
     notification_server_fixture,
     session_bus_fixture,
 )
-from rltray.app import config
-from rltray.app.paths import Paths
-from rltray.app.service import Service
 
 
 def spool(home: Path, turn: str, response: str, **extra: object) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,8 @@ from rltray.app.training.publisher import OllamaPublisher, PublishError
 pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
 pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
 
-_TESTS = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(_TESTS))
-sys.path.insert(0, str(_TESTS / "trainer" / "export"))
-from fixtures.fake_ollama import FakeOllama  # noqa: E402
-from tinygguf import GO_TEMPLATE, build_tiny_adapter, build_tiny_gguf  # noqa: E402
+from tests.support.fake_ollama import FakeOllama
+from tests.support.tinygguf import GO_TEMPLATE, build_tiny_adapter, build_tiny_gguf
 
 
 @pytest.fixture

@@ -16,15 +16,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dbus_fixtures import (  # noqa: F401 (the two fixtures)
-    NotificationServer,
-    notification_server_fixture,
-    session_bus_fixture,
-)
 from rltray.app import autotrain, config
 from rltray.app.cli import main
 from rltray.app.paths import Paths
 from rltray.app.service import Service
+
+from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
+    NotificationServer,
+    notification_server_fixture,
+    session_bus_fixture,
+)
 
 BROKEN = '[notify]\nask = "every"\n\n[training]\nmin_ratings = "lots"\n'
 

@@ -23,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+from rltray.app import config
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+
+from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
     BusThread,
     NotificationServer,
     PrivateSessionBus,
@@ -31,10 +35,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
     xvfb,
 )
-from rltray.app import config
-from rltray.app.paths import Paths
-from rltray.app.store import Store
-from traybus import DBusMenu, FakeWatcher, missing_tray_desktop, panel_fixture  # noqa: F401
+from tests.support.traybus import DBusMenu, FakeWatcher, missing_tray_desktop, panel_fixture  # noqa: F401
 
 
 @pytest.fixture

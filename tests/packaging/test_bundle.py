@@ -6,7 +6,7 @@ private dbus-daemon, the tray through GTK + libayatana-appindicator, the
 hook command that the bundle's own `rltray hooks install` writes, run through
 /bin/sh exactly as Claude Code runs it, and the SQLite store. Fakes: the
 notification server and the StatusNotifierWatcher (a panel), both speaking the
-real D-Bus protocols (tests/app/dbus_fixtures.py, traybus.py).
+real D-Bus protocols (tests/support/dbus_fixtures.py, traybus.py).
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bundlebuild import build, missing_tools
-from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+from rltray.app import config
+from rltray.app.paths import Paths
+
+from tests.support.bundlebuild import build, missing_tools
+from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
     BusThread,
     NotificationServer,
     PrivateSessionBus,
@@ -31,9 +34,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
     xvfb,
 )
-from rltray.app import config
-from rltray.app.paths import Paths
-from traybus import DBusMenu, FakeWatcher, panel_fixture  # noqa: F401
+from tests.support.traybus import DBusMenu, FakeWatcher, panel_fixture  # noqa: F401
 
 pytestmark = [
     pytest.mark.slow,

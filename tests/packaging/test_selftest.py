@@ -3,7 +3,7 @@
 Real parts: the CLI as a process, the SQLite store, the hook command run
 through /bin/sh, the settings web server, Xvfb + a private D-Bus with the tray
 through GTK/AppIndicator; fakes only for the desktop's notification server and
-tray watcher (tests/app/dbus_fixtures.py, traybus.py).
+tray watcher (tests/support/dbus_fixtures.py, traybus.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dbus_fixtures import (  # noqa: F401 (the two fixtures)
+
+from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
     BusThread,
     NotificationServer,
     PrivateSessionBus,
@@ -23,7 +24,7 @@ from dbus_fixtures import (  # noqa: F401 (the two fixtures)
     session_bus_fixture,
     xvfb,
 )
-from traybus import FakeWatcher, missing_tray_desktop, panel_fixture  # noqa: F401
+from tests.support.traybus import FakeWatcher, missing_tray_desktop, panel_fixture  # noqa: F401
 
 
 def selftest(env: dict[str, str]) -> tuple[int, list[str], str]:

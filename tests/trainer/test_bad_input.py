@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from jobfiles import example, make_job, run_trainer
 from rltray.trainer import adapters
 from rltray.trainer.__main__ import EXIT_BAD_INPUT, run
+
+from tests.support.jobfiles import example, make_job, run_trainer
 
 
 def run_in_process(job: Path) -> tuple[int, list[dict[str, Any]]]:

@@ -17,8 +17,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from jobfiles import make_job, run_round, setup_round
 from rltray.trainer import capability, data, evaluate, rounddata
+
+from tests.support.jobfiles import make_job, run_round, setup_round
 
 pytestmark = pytest.mark.ml
 
@@ -147,8 +148,9 @@ def test_a_paused_round_scores_the_same_reference_answers(
 
 
 def test_prompts_come_from_training_turns_when_nothing_is_held_out(tiny_tokenizer) -> None:
-    from jobfiles import default_examples
     from rltray.trainer.job import example_from_dict
+
+    from tests.support.jobfiles import default_examples
 
     exs = [example_from_dict(d) for d in default_examples()]
     enc = {i: data.encode(tiny_tokenizer, e, 96, index=i) for i, e in enumerate(exs)}

@@ -13,9 +13,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from jobfiles import default_examples, example, make_job, run_round, setup_round
 from rltray.trainer import drift, evaluate, objective
 from rltray.trainer import guard as drift_guard
+
+from tests.support.jobfiles import default_examples, example, make_job, run_round, setup_round
 
 pytestmark = pytest.mark.ml
 

@@ -19,9 +19,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from jobfiles import make_job, run_round
 from rltray.trainer import adapters
 from rltray.trainer import guard as drift_guard
+
+from tests.support.jobfiles import make_job, run_round
 
 pytestmark = pytest.mark.ml
 

@@ -20,8 +20,9 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 pytest.importorskip("gguf")
 
-from jobfiles import example, make_job, run_round
 from rltray.trainer import presets
+
+from tests.support.jobfiles import example, make_job, run_round
 
 pytestmark = [pytest.mark.ml, pytest.mark.slow]
 

@@ -16,8 +16,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from jobfiles import make_job, run_round, run_trainer, trainer_env  # noqa: E402
 from rltray.trainer import adapters  # noqa: E402
+
+from tests.support.jobfiles import make_job, run_round, run_trainer, trainer_env  # noqa: E402
 
 pytestmark = [pytest.mark.ml, pytest.mark.slow]
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chat_tokenizers import build, llama3_tokenizer, phi3_tokenizer
 from rltray.trainer.data import Encoded, Skip, collate, encode
 from rltray.trainer.job import Example
 from rltray.trainer.markup import special_ids
+
+from tests.support.chat_tokenizers import build, llama3_tokenizer, phi3_tokenizer
 
 pytestmark = pytest.mark.ml
 

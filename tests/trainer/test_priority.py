@@ -13,8 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from jobfiles import make_job, trainer_env
 from rltray.trainer.priority import NICENESS, ParentWatch, lower_priority
+
+from tests.support.jobfiles import make_job, trainer_env
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX niceness")

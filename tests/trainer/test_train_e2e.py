@@ -14,9 +14,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from jobfiles import example, make_job, run_round
 from rltray.trainer import adapters, checkpoint, objective, train
 from rltray.trainer.backends.base import read_base_config
+
+from tests.support.jobfiles import example, make_job, run_round
 
 pytestmark = pytest.mark.ml
 

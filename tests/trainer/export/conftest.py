@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from exportkit import FakeOllama, start_fake
-from tinygguf import build_tiny_adapter, build_tiny_gguf
+from tests.support.exportkit import FakeOllama, start_fake
+from tests.support.tinygguf import build_tiny_adapter, build_tiny_gguf
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from exportkit import merge_as_before, rewrite_base, trained_size_adapter
+
+from tests.support.exportkit import merge_as_before, rewrite_base, trained_size_adapter
 
 pytestmark = pytest.mark.slow
 
@@ -73,10 +74,11 @@ def test_the_check_sees_a_merge_that_puts_the_delta_on_other_tensors(
 def test_publish_refuses_a_merged_model_llamacpp_finds_without_the_adapter(
     q8_case, tmp_path: Path
 ) -> None:
-    from exportkit import BASE, start_fake
     from rltray.trainer.export.ollama_client import Ollama
     from rltray.trainer.export.ollama_errors import NotServedFaithfully
     from rltray.trainer.export.ollama_publish import publish
+
+    from tests.support.exportkit import BASE, start_fake
 
     _, base, adapter = q8_case
     fake = start_fake(tmp_path / "ollama", "0.35.0", base)

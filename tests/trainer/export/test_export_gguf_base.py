@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from exportkit import BASE, start_fake
 from rltray.trainer import gguf_base
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/trainer (jobfiles)
+from tests.support.exportkit import BASE, start_fake
+
 pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
 
 
@@ -111,10 +110,11 @@ def test_train_on_the_gguf_ollama_serves_then_publish_it_back(
 ) -> None:
     """The whole loop: Ollama's blob -> trainer (torch) -> adapter -> merged tag in Ollama."""
     pytest.importorskip("peft")
-    from jobfiles import make_job, run_trainer
     from rltray.trainer import adapters
     from rltray.trainer.export.ollama_client import Ollama
     from rltray.trainer.export.ollama_publish import publish
+
+    from tests.support.jobfiles import make_job, run_trainer
 
     fake = start_fake(tmp_path / "o", "0.35.0", smollm2_gguf)
     fake.install("smollm2:135m", smollm2_gguf)

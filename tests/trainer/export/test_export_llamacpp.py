@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from exportkit import cosine, llama_logits, smollm2_random_adapter
+
+from tests.support.exportkit import cosine, llama_logits, smollm2_random_adapter
 
 pytestmark = [
     pytest.mark.slow,

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rltray.trainer.export import gguf_adapter, merge
-from tinygguf import build_tiny_adapter, build_tiny_gguf
+
+from tests.support.tinygguf import build_tiny_adapter, build_tiny_gguf
 
 gguf = pytest.importorskip("gguf")
 

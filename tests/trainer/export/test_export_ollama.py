@@ -9,14 +9,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from exportkit import BASE, BASE_PARAMS, start_fake
-from fixtures.fake_ollama import ADAPTERS_REFUSED, FakeOllama
 from rltray.trainer.export.ollama_client import Ollama, sha256_file
 from rltray.trainer.export.ollama_errors import AdapterRefused, DiskFull, ModelMissing, OllamaError
 from rltray.trainer.export.ollama_model import blob_from_manifests
 from rltray.trainer.export.ollama_names import adapter_era, latest_tag, version_tag
 from rltray.trainer.export.ollama_publish import Publication, point_latest, publish
-from tinygguf import GO_TEMPLATE, build_tiny_adapter
+
+from tests.support.exportkit import BASE, BASE_PARAMS, start_fake
+from tests.support.fake_ollama import ADAPTERS_REFUSED, FakeOllama
+from tests.support.tinygguf import GO_TEMPLATE, build_tiny_adapter
 
 pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
 pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")

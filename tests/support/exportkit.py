@@ -3,7 +3,6 @@ would find whichever conftest module another test folder loaded first)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,11 +10,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ (for fixtures/)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fixtures.fake_ollama import FakeOllama
-from tinygguf import GO_TEMPLATE
+from tests.support.fake_ollama import FakeOllama
+from tests.support.tinygguf import GO_TEMPLATE
 
 BASE = "tiny:1m"
 BASE_PARAMS = {"stop": ["<|im_end|>"], "temperature": 0.2}

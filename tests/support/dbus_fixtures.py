@@ -12,11 +12,14 @@ subscribes to ``ActionInvoked`` / ``NotificationClosed`` only when the server's
 introspection declares those signals, and dbusmock's template declares none
 (DESKTOP-STACK.md §1.3).
 
-Use from a test module in tests/app (pytest puts that folder on sys.path);
+Use from any test module;
 the functions carry a ``_fixture`` suffix so the test's parameter names do not
 shadow the import (ruff F811)::
 
-    from dbus_fixtures import notification_server_fixture, session_bus_fixture  # noqa: F401
+    from tests.support.dbus_fixtures import (  # noqa: F401
+        notification_server_fixture,
+        session_bus_fixture,
+    )
 
     def test_x(session_bus, notification_server): ...
 

@@ -27,7 +27,8 @@ from dbus_fast import Message, MessageType, Variant
 from dbus_fast.annotations import DBusBool, DBusInt32, DBusSignature, DBusStr
 from dbus_fast.service import PropertyAccess, ServiceInterface, dbus_method, dbus_property
 from dbus_fast.service import dbus_signal as signal
-from dbus_fixtures import BusThread, PrivateSessionBus
+
+from tests.support.dbus_fixtures import BusThread, PrivateSessionBus
 
 WATCHER = "org.kde.StatusNotifierWatcher"
 WATCHER_PATH = "/StatusNotifierWatcher"
