@@ -27,6 +27,17 @@ from rltray.app.errors import UserError
 from rltray.app.fileio import UnsafePathError, read_regular_file, write_private_atomic
 from rltray.app.paths import Paths
 
+#: The trainer's hyperparameter names (``trainer/presets.py`` HYPER_FIELDS; the app does
+#: not import the trainer, tests/app/test_config.py ties the two): what a
+#: ``[training.hyper]`` table may set for the ``custom`` preset.
+TRAINER_HYPER_FIELDS = (
+    "adv_clip", "alpha", "auroc_tolerance", "batch_size", "beta", "delta_hi", "delta_lo",
+    "dropout", "ema_decay", "epochs", "gate_profile", "grad_clip", "guard_max_gap",
+    "guard_turns", "kl_cap", "kl_cap_total", "lr", "max_seq_len", "nll_cap", "rank",
+    "ref_prompts", "ref_tokens", "rho_hi", "rho_lo", "step_examples", "target_modules",
+    "warmup_steps", "weight_decay",
+)  # fmt: skip
+
 _QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -104,7 +115,8 @@ class TrainingSettings(_Section):
         "balanced",
         description=(
             "How far each round may move the model: careful takes small steps, aggressive "
-            "learns faster with more risk, custom uses the values in the runs' job files."
+            "learns faster with more risk, custom is balanced with the values of the "
+            "[training.hyper] table in config.toml."
         ),
     )
     min_ratings: int = Field(
@@ -140,6 +152,26 @@ class TrainingSettings(_Section):
             "(needed by a few architectures; only turn on for models you trust)."
         ),
     )
+    hyper: dict[str, float | int | bool | str] = Field(
+        default_factory=dict,
+        description=(
+            "With preset custom: the trainer's hyperparameters to change from balanced "
+            "(a [training.hyper] table in config.toml, e.g. lr = 5e-5, epochs = 3); the "
+            "trainer checks each value when a round starts."
+        ),
+        json_schema_extra={"table": True},
+    )
+
+    @field_validator("hyper")
+    @classmethod
+    def _hyper(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - set(TRAINER_HYPER_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"{unknown[0]!r} is not a trainer hyperparameter; the known ones are "
+                + ", ".join(TRAINER_HYPER_FIELDS)
+            )
+        return value
 
 
 class OllamaSettings(_Section):
@@ -277,10 +309,12 @@ def describe() -> list[Setting]:
     for section, field in Config.model_fields.items():
         model = typing.cast(type[BaseModel], field.annotation)
         for name, info in model.model_fields.items():
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            if extra.get("table"):
+                continue  # a table edited in config.toml itself, not one setting
             ann = info.annotation
             choices = tuple(typing.get_args(ann)) if typing.get_origin(ann) is Literal else None
             bounds = {type(m).__name__: m for m in info.metadata}
-            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             kind = "choice" if choices else {bool: "bool", int: "int"}.get(ann, "str")  # type: ignore[arg-type]
             out.append(
                 Setting(
@@ -367,6 +401,10 @@ def _explain(err: Any, data: dict[str, Any], paths: Paths | None, text: str) -> 
     if err["type"] == "extra_forbidden":
         known = ", ".join(s.name for s in describe() if s.section == loc[0])
         return f"{where}{key} is not a setting rltray knows (known in [{loc[0]}]: {known})."
+    if key not in {s.key for s in describe()}:  # a table (training.hyper): pydantic's words
+        message = str(err.get("msg", "is not valid")).removeprefix("Value error, ")
+        name = f" {loc[2]}" if len(loc) > 2 else ""
+        return f"{where}[{key}]{name}: {message}."
     setting = _setting(key)
     found = data.get(loc[0], {}).get(loc[1]) if isinstance(data.get(loc[0]), dict) else None
     return f"{where}{key} must be {setting.expectation()}, not {found!r}."

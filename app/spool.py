@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app import rating
-from rltray.app.hooks.capture_core import rl_command
+from rltray.app.hooks.capture_core import MAX_CONTEXT, MAX_CONTEXT_CHARS, MAX_TEXT, rl_command
 from rltray.app.scrub import scrub
 from rltray.app.store.base import parse_iso
 
@@ -35,9 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["IngestReport", "SpoolError", "ingest", "scrub", "validate"]
 
-MAX_TEXT = 200_000
-MAX_CONTEXT = 20
-MAX_CONTEXT_CHARS = 20_000
+# MAX_TEXT, MAX_CONTEXT, MAX_CONTEXT_CHARS: the hook's own caps (imported above), so a
+# record the hook wrote always passes and one the hook would never write does not.
 MAX_COMMENT = 2_000
 MAX_FILE = 16 * 1024 * 1024
 BATCH = 256  # records per transaction: one fsync each instead of one per record

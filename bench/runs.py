@@ -144,7 +144,6 @@ def trainer_hyper(spec: Spec, budget: baselines.Budget) -> dict[str, Any]:
         "target_modules": "all-linear",
         "grad_clip": budget.grad_clip,
         "weight_decay": 0.0,
-        "replay_share": 0.0,
     }
     hyper.update(spec.overrides)
     return hyper

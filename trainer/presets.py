@@ -180,8 +180,6 @@ class Hyper:
     max_seq_len: int = 2048
     grad_clip: float = 1.0
     weight_decay: float = 0.0
-    replay_share: float = 0.25
-    heldout_fraction: float = 0.15
     auroc_tolerance: float = 0.05
     kl_cap: float = 0.1  # nats/token, one round: new vs parent (evaluate.py)
     kl_cap_total: float = 0.6  # nats/token, cumulative: new vs base (evaluate.py)
@@ -234,14 +232,14 @@ BUCKETS: tuple[tuple[str, float, int, int], ...] = (
 PRESET_TABLE: dict[str, dict[str, Any]] = {
     "careful": {
         "lr_factor": 0.5, "epochs": 2, "beta": 0.05, "delta_lo": -0.5, "delta_hi": 0.5,
-        "replay_share": 0.5, "auroc_tolerance": 0.02, "kl_cap": 0.05, "kl_cap_total": 0.3,
+        "auroc_tolerance": 0.02, "kl_cap": 0.05, "kl_cap_total": 0.3,
     },
     "balanced": {"lr_factor": 1.0},
     # aggressive learns faster per rating but stays inside the same drift bound as
     # balanced: the drift guard stops it at the cap instead of a looser cap.
     "aggressive": {
         "lr_factor": 2.0, "epochs": 4, "beta": 0.01, "delta_lo": -2.0, "delta_hi": 2.0,
-        "replay_share": 0.1, "auroc_tolerance": 0.1,
+        "auroc_tolerance": 0.1,
     },
     "custom": {"lr_factor": 1.0},
 }
@@ -458,8 +456,6 @@ def _check(h: Hyper, info: ModelInfo) -> None:
         (h.max_seq_len >= 8, "'max_seq_len' must be 8 or more"),
         (h.grad_clip > 0, "'grad_clip' must be greater than 0"),
         (h.weight_decay >= 0, "'weight_decay' must be 0 or more"),
-        (0 <= h.replay_share < 1, "'replay_share' must be in [0, 1)"),
-        (0 <= h.heldout_fraction < 1, "'heldout_fraction' must be in [0, 1)"),
         (h.auroc_tolerance >= 0, "'auroc_tolerance' must be 0 or more"),
         (h.kl_cap > 0, "'kl_cap' must be greater than 0"),
         (h.kl_cap_total >= h.kl_cap, "'kl_cap_total' must be at least 'kl_cap'"),
@@ -480,15 +476,15 @@ def _check(h: Hyper, info: ModelInfo) -> None:
 def describe_presets() -> str:
     """A Markdown description of the presets and the width rule, for the docs and UI."""
     lines = [
-        "| preset | lr @ hidden 4096 | epochs | beta | drift band | replay | "
+        "| preset | lr @ hidden 4096 | epochs | beta | drift band | "
         "AUROC tol. | KL cap round / total | NLL cap |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in PRESET_TABLE:
         v = {**dataclasses.asdict(DEFAULTS), **PRESET_TABLE[name]}
         lines.append(
             f"| {name} | {width_lr(REFERENCE_HIDDEN, name):.1e} | {v['epochs']} | {v['beta']} | "
-            f"±{v['delta_hi']} nats/token | {v['replay_share']} | {v['auroc_tolerance']} | "
+            f"±{v['delta_hi']} nats/token | {v['auroc_tolerance']} | "
             f"{v['kl_cap']} / {v['kl_cap_total']} | +{v['nll_cap']:.0%} |"
         )
     lines += ["", "| size bucket (active params) | rank (dense / MoE) | max_seq_len |",

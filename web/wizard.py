@@ -47,7 +47,8 @@ PRESETS = (
     ),
     (
         "custom",
-        "Uses the hyperparameters you put in the runs' job files; for experiments.",
+        "Balanced, with the trainer's values you set in config.toml's [training.hyper] "
+        "table; for experiments.",
         "No measured effect: it is whatever you set.",
     ),
 )

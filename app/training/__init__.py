@@ -112,7 +112,7 @@ class TrainingRunner:
         hyper: Mapping[str, Any] | None = None,
         device: str = "auto",
         env: Mapping[str, str] | None = None,
-        replay_share: float = jobbuild.DEFAULT_REPLAY_SHARE,
+        replay_share: float | None = None,  # None: the preset's (jobbuild.DATA_SHARES)
         stop_timeout_s: float = 60.0,
     ) -> None:
         """``settings_provider`` returns the current ``config.Config`` (or its ``training``).

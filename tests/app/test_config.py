@@ -43,7 +43,12 @@ def test_every_setting_is_documented() -> None:
     undocumented = [s.key for s in settings if len(s.help) < 15 or not s.help.endswith(".")]
     assert undocumented == [], f"add a description= to: {undocumented}"
     # describe() sees every declared field, so a new undocumented field fails above.
-    declared = sum(len(f.annotation.model_fields) for f in Config.model_fields.values())
+    declared = sum(
+        1
+        for f in Config.model_fields.values()
+        for info in f.annotation.model_fields.values()
+        if not (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("table"))
+    )
     assert len(settings) == declared
 
 
@@ -227,3 +232,20 @@ def test_parse_quiet_hours() -> None:
     for bad in ("22-08", "24:00-01:00", "10:00-10:00", "1:00-2:00"):
         with pytest.raises(ValueError):
             config.parse_quiet_hours(bad)
+
+
+def test_custom_reads_a_hyper_table_and_refuses_what_the_trainer_does_not_know(
+    rltray_home: Path,
+) -> None:
+    paths = Paths.from_env().ensure()
+    paths.config.write_text(
+        '[training]\npreset = "custom"\n\n[training.hyper]\nlr = 5e-5\nepochs = 3\n'
+    )
+    loaded = config.load_config(paths)
+    assert loaded.training.hyper == {"lr": 5e-5, "epochs": 3}
+    config.set_value(paths, "training.min_ratings", 8)  # another key keeps the table
+    assert config.load_config(paths).training.hyper == {"lr": 5e-5, "epochs": 3}
+    assert "[training.hyper]" in paths.config.read_text()
+    paths.config.write_text("[training.hyper]\nlearning_rate = 1e-4\n")
+    with pytest.raises(ConfigError, match="'learning_rate' is not a trainer hyperparameter"):
+        config.load_config(paths)

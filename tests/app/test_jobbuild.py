@@ -250,3 +250,29 @@ def test_trained_ratings_are_replayed_not_retrained(store: Store, paths: Paths, 
     assert [e.id for e in lines][:2] == [f"rating-{i}" for i in old[-2:]]  # oldest first
     # replayed lines are flagged: their rewards are not counted into the baseline again
     assert [e.replay for e in lines] == [True, True] + [False] * len(new)
+
+
+def test_each_preset_brings_its_own_data_shares(store: Store, paths: Paths, make_turn) -> None:
+    """The split is the app's to decide, per preset (jobbuild.DATA_SHARES): careful replays
+    half of the fresh count, aggressive a tenth."""
+    old = rate_many(store, make_turn, [1, -1] * 10)
+    store.add_run("old-run")
+    store.mark_trained(old, "old-run")
+    rate_many(store, make_turn, [1, -1] * 10, start=40)
+    careful = jobbuild.build_job(store, paths, settings(preset="careful"), "run-c")
+    aggressive = jobbuild.build_job(store, paths, settings(preset="aggressive"), "run-a")
+    trained = len(careful.fresh_ids)
+    assert len(careful.replay_ids) == round(0.5 * trained)
+    assert len(aggressive.replay_ids) == round(0.1 * len(aggressive.fresh_ids))
+
+
+def test_custom_sends_the_hyper_table_and_other_presets_do_not(
+    store: Store, paths: Paths, make_turn
+) -> None:
+    rate_many(store, make_turn, [1, -1] * 6)
+    table = {"lr": 5e-5, "epochs": 3}
+    custom = jobbuild.build_job(store, paths, settings(preset="custom", hyper=table), "run-1")
+    job = json.loads((custom.folder / "job.json").read_text())
+    assert (job["preset"], job["hyper"]) == ("custom", table)
+    plain = jobbuild.build_job(store, paths, settings(preset="balanced", hyper=table), "run-2")
+    assert json.loads((plain.folder / "job.json").read_text())["hyper"] == {}
