@@ -88,7 +88,15 @@ class Service:
         ``/rl`` commands among them rate by app/rating.py's rules inside the spool's
         transaction; their turns are told to the rating listeners here.
         """
-        report = spool.ingest(self.paths, self.store, progress=progress)
+        off = self.settings().agents.model_dump()
+        ignore = frozenset(name.replace("_", "-") for name, on in off.items() if not on)
+        report = spool.ingest(self.paths, self.store, progress=progress, ignore=ignore)
+        for agent, count in report.ignored.items():
+            self.note(
+                "spool",
+                f"dropped {count} {agent} record(s): capture from {agent} is off "
+                f"(agents.{agent.replace('-', '_')})",
+            )
         if report.turns or report.commands:
             self.changed(rated=report.rated)
         return report

@@ -63,11 +63,14 @@ class IngestReport:
     messages: list[str] = field(default_factory=list)
     new_turns: list[int] = field(default_factory=list)  # ids stored by this pass (to ask about)
     rated: list[int] = field(default_factory=list)  # turns whose rating a /rl command changed
+    ignored: dict[str, int] = field(default_factory=dict)  # agent -> records of an agent turned off
     durations: dict[int, float] = field(default_factory=dict)  # seconds each new turn took
 
     def merge(self, other: IngestReport) -> None:
         self.new_turns.extend(other.new_turns)
         self.rated.extend(other.rated)
+        for agent, count in other.ignored.items():
+            self.ignored[agent] = self.ignored.get(agent, 0) + count
         self.durations.update(other.durations)
         self.turns += other.turns
         self.duplicates += other.duplicates
@@ -301,13 +304,23 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
         store.log_event("command", said, {"file": name})
 
 
-def _store_record(paths: Paths, store: Store, name: str, report: IngestReport) -> None:
-    """Validate, scrub and store one record inside the caller's transaction."""
+def _store_record(
+    paths: Paths, store: Store, name: str, report: IngestReport, ignore: frozenset[str]
+) -> None:
+    """Validate, scrub and store one record inside the caller's transaction.
+
+    A record of an agent in ``ignore`` (its ``agents.<name>`` setting is off) is
+    dropped unread beyond validation: the user asked rltray not to capture it.
+    """
     try:
         obj = json.loads(_read(paths.spool_incoming / name).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpoolError(f"The file is not valid UTF-8 JSON ({exc}).") from None
-    rec = scrub_record(validate(obj))
+    rec = validate(obj)
+    if rec["agent"] in ignore:
+        report.ignored[rec["agent"]] = report.ignored.get(rec["agent"], 0) + 1
+        return
+    rec = scrub_record(rec)
     if rec["kind"] == "turn" and rl_command(rec["prompt"]) is not None:
         # Never a turn to train on, whichever path captured it (an older hook, another agent):
         # the answer to `/rl bad` is the model's reply to a rating, not to a task.
@@ -340,7 +353,7 @@ def _is_environmental(exc: BaseException) -> bool:
 
 
 def _ingest_batch(
-    paths: Paths, store: Store, names: list[str], report: IngestReport
+    paths: Paths, store: Store, names: list[str], report: IngestReport, ignore: frozenset[str]
 ) -> list[str]:
     """Store a batch in one transaction; the names whose files may now be deleted."""
     done: list[str] = []
@@ -348,7 +361,7 @@ def _ingest_batch(
         for name in names:
             try:
                 with store.savepoint():
-                    _store_record(paths, store, name, report)
+                    _store_record(paths, store, name, report, ignore)
             except FileNotFoundError:
                 continue  # another ingester (the CLI beside the service) took it first
             except SpoolError as exc:
@@ -365,7 +378,10 @@ def _ingest_batch(
 
 
 def ingest(
-    paths: Paths, store: Store, progress: Callable[[int, int], None] | None = None
+    paths: Paths,
+    store: Store,
+    progress: Callable[[int, int], None] | None = None,
+    ignore: frozenset[str] = frozenset(),
 ) -> IngestReport:
     """Move every waiting hook record into the database, oldest first, a batch per transaction.
 
@@ -373,6 +389,7 @@ def ingest(
     on. An error of the database itself (locked, disk full) stops ingest and
     leaves that batch and the ones after it in place, so order is kept and the
     next pass retries them. ``progress(done, total)`` is called after each batch.
+    ``ignore``: agents whose capture is turned off; their records are dropped and counted.
     """
     report = IngestReport()
     incoming = paths.spool_incoming
@@ -401,7 +418,7 @@ def ingest(
         chunk = records[start : start + BATCH]
         tally = IngestReport()
         try:
-            stored = _ingest_batch(paths, store, chunk, tally)
+            stored = _ingest_batch(paths, store, chunk, tally, ignore)
         except Exception as exc:
             report.messages.append(
                 f"Hook records from {chunk[0]} on could not be stored yet "

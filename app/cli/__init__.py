@@ -17,7 +17,6 @@ from typing import IO, Any
 from rltray.app.cli.context import Context, plain
 from rltray.app.errors import ExitCode, UserError
 
-AGENT_CHOICES = ("claude-code", "codex", "all")
 # Each module here owns a group of commands and registers them with
 # `add_commands(add)`; a new group is one line here and one module.
 COMMAND_MODULES = ("training", "tray", "settings", "model", "bundle")  # under rltray.app.cli
@@ -198,6 +197,7 @@ def _turn_json(t: Any) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     from rltray import app
+    from rltray.app.hooks import registry
 
     description = (
         "Rate your coding agent's answers; rltray turns the ratings into a better local model."
@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="file to write (default: standard output)")
     p = add("hooks", cmd_hooks, "install, remove or check the agent hooks")
     p.add_argument("action", choices=("install", "uninstall", "status"))
-    p.add_argument("--agent", "-a", choices=AGENT_CHOICES, default="all")
+    p.add_argument("--agent", "-a", choices=(*registry.names(), "all"), default="all")
     p = add("doctor", cmd_doctor, "check what is installed and working, and say what to fix")
     p.add_argument(
         "--repair",

@@ -316,8 +316,10 @@ def cmd_export_model(ctx: Context, args: argparse.Namespace) -> int:
 
 def add_commands(add: Callable[..., Any]) -> None:
     """Register this module's commands with the CLI parser (see cli.COMMAND_MODULES)."""
+    from rltray.app.hooks import registry
+
     p = add("use", cmd_use, "run a trained version in Codex or Claude Code (through Ollama)")
-    p.add_argument("agent", nargs="?", choices=("codex", "claude-code"))
+    p.add_argument("agent", nargs="?", choices=registry.names())
     p.add_argument("version", nargs="?", help="v3 or 3; default: the active version (latest)")
     p.add_argument("--shell", action="store_true",
                    help="claude-code: write a launcher script instead of printing the variables")

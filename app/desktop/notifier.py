@@ -53,8 +53,6 @@ GOOD, BAD = "good", "bad"
 COMMENT_TITLE = "Bad, say why…"
 """The reply field's title: a comment comes with a Bad rating (why it was bad)."""
 
-AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}
-
 NO_BUS = (
     "No D-Bus session bus to show notifications on (DBUS_SESSION_BUS_ADDRESS is unset or "
     "unreachable); run rltray inside your desktop session."
@@ -85,7 +83,9 @@ NOT_DELIVERED = (
 
 def title_for(agent: str, cwd: str | None) -> str:
     """``("claude-code", "/home/me/myproject")`` -> ``"Claude Code · myproject"``."""
-    name = AGENT_NAMES.get(agent, agent)
+    from rltray.app.hooks import registry
+
+    name = registry.display_names().get(agent, agent)
     project = os.path.basename(os.path.normpath(cwd)) if cwd else ""
     return f"{name} · {project}" if project else name
 

@@ -22,6 +22,11 @@ def names() -> list[str]:
     return [cls.name for cls in AGENTS]
 
 
+def display_names() -> dict[str, str]:
+    """Agent name -> how people write it ("claude-code" -> "Claude Code")."""
+    return {cls.name: cls.display_name for cls in AGENTS}
+
+
 def all_agents(env: Mapping[str, str] | None = None, python: str | None = None) -> list[Agent]:
     """One fresh instance per known agent (no shared state between callers)."""
     return [cls(env=env, python=python) for cls in AGENTS]

@@ -186,3 +186,21 @@ def test_another_process_sees_which_turns_were_rated(service: Service, rltray_ho
         cli.undo()
     seen, mark = service.store.rating_changes(mark)
     assert sorted(seen) == [b]
+
+
+def test_an_agent_turned_off_is_not_captured(service: Service) -> None:
+    """agents.codex = false: its hook records are dropped at ingest, said once in the log,
+    and the other agent's turns still come in (the setting used to be read by nothing)."""
+    service.set_setting("agents.codex", False)
+    incoming = service.paths.spool_incoming
+    incoming.mkdir(parents=True, exist_ok=True)
+    for i, agent in enumerate(("codex", "claude-code", "codex")):
+        record = {"v": 1, "kind": "turn", "agent": agent, "session": "s", "turn": f"t{i}",
+                  "prompt": "p", "response": "r", "context": [], "cwd": "/w",
+                  "captured_at": "2026-11-22T10:00:00Z"}  # fmt: skip
+        (incoming / f"{i:020d}-1-t{i}.json").write_text(json.dumps(record))
+    report = service.ingest()
+    assert report.turns == 1 and report.ignored == {"codex": 2}
+    assert [t.agent for t in service.turns()] == ["claude-code"]
+    assert not list(incoming.glob("*.json"))  # dropped, not left to pile up
+    assert any("capture from codex is off" in e["message"] for e in service.store.events(10))
