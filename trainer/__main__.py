@@ -67,17 +67,6 @@ def _emitter(stream: TextIO) -> Callable[[dict[str, Any]], None]:
     return emit
 
 
-def make_backend(job: Any, hyper: Any) -> Any:
-    """The backend the job names; MLX is imported only when asked for."""
-    if job.backend == "mlx":
-        from rltray.trainer.backends.mlx import MlxBackend
-
-        return MlxBackend(job, hyper)
-    from rltray.trainer.backends.torch_peft import TorchPeftBackend
-
-    return TorchPeftBackend(job, hyper)
-
-
 def load_backend(job: Any, emit: Callable[[dict[str, Any]], None]) -> tuple[Any, Any]:
     """The job's preset resolved for its model, and its backend with the model loaded.
 
@@ -86,6 +75,7 @@ def load_backend(job: Any, emit: Callable[[dict[str, Any]], None]) -> tuple[Any,
     """
     from rltray.trainer import presets
     from rltray.trainer.backends.base import read_base_config, resolve_model_folder
+    from rltray.trainer.backends.catalogue import make_backend
 
     config = read_base_config(resolve_model_folder(job.base_model, job.revision))
     hyper = presets.resolve(job.preset, presets.model_info(config), dict(job.hyper))

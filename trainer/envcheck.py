@@ -75,7 +75,7 @@ def batch(vocab: int) -> SimpleNamespace:
 
 
 def one_step(backend_name: str, device: str) -> dict[str, Any]:
-    from rltray.trainer.__main__ import make_backend
+    from rltray.trainer.backends.catalogue import make_backend
     from rltray.trainer.presets import Hyper
 
     started = time.monotonic()

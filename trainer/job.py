@@ -24,9 +24,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rltray.trainer.backends.catalogue import CATALOGUE
 from rltray.trainer.errors import JobError  # its home; importers of job.JobError keep working
 
-BACKENDS = ("torch", "mlx")
+BACKENDS = tuple(CATALOGUE)  # the backends a job may name
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRESETS = ("careful", "balanced", "aggressive", "custom")
 ROLES = ("system", "user", "assistant")

@@ -17,11 +17,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-PROBE = r"""
+from rltray.app.training.backends import PROBED_MODULES
+
+_PROBE = r"""
 import importlib.util, json, platform, sys
 out = {"python": sys.version.split()[0], "executable": sys.executable,
        "platform": sys.platform, "machine": platform.machine()}
-for name in ("torch", "transformers", "peft", "mlx", "mlx_lm"):
+out["modules"] = list(MODULES)
+for name in MODULES:
     out[name] = importlib.util.find_spec(name) is not None
 if out["torch"]:
     try:
@@ -36,6 +39,7 @@ if out["torch"]:
         out["torch_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
 """
+PROBE = _PROBE.replace("MODULES", repr(PROBED_MODULES), 2)  # the backends' modules
 PROBE_TIMEOUT_S = 60.0
 PROBE_FRESH_S = 30.0  # a probe answer is reused this long (the page asks on every visit)
 TORCH_CPU = "torch==2.13.0"  # the CPU build `make` pins; a bare `torch` pulls GBs of CUDA

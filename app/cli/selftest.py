@@ -274,10 +274,10 @@ def trainer_environment(env: dict[str, str]) -> tuple[str, str]:
     """Informational: which Python trains, and whether it has its backend's library."""
     from rltray.app import bundle, config
     from rltray.app.paths import Paths
-    from rltray.app.training import jobbuild
+    from rltray.app.training import backends
 
     training = config.load_config(Paths.from_env(env)).training
-    module = "mlx" if jobbuild.resolve_backend(training.backend) == "mlx" else "torch"
+    module = backends.resolve(training.backend).library
     python = training.python.strip()
     if not python:
         if not bundle.frozen() and importlib.util.find_spec(module) is not None:

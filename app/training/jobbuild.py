@@ -43,7 +43,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import platform
 import secrets
 import sys
 import zlib
@@ -56,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rltray.app.errors import ExitCode, NothingToDo, UserError
 from rltray.app.fileio import write_private_atomic
 from rltray.app.store.base import parse_iso
+from rltray.app.training import backends
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
@@ -258,12 +258,8 @@ def select(
 
 
 def resolve_backend(setting: str, plat: str | None = None, machine: str | None = None) -> str:
-    """``auto`` is mlx on Apple Silicon and torch everywhere else."""
-    if setting in ("torch", "mlx"):
-        return setting
-    plat = sys.platform if plat is None else plat
-    machine = platform.machine() if machine is None else machine
-    return "mlx" if plat == "darwin" and machine == "arm64" else "torch"
+    """``auto`` is mlx on Apple Silicon and torch everywhere else (``backends.resolve``)."""
+    return backends.resolve(setting, plat, machine).name
 
 
 def training_python(training: TrainingSettingsLike) -> str:
@@ -281,7 +277,7 @@ def training_python(training: TrainingSettingsLike) -> str:
                 "cannot run; fix training.python or empty it to use rltray's own Python"
             )
         return str(path)
-    module = "mlx" if resolve_backend(training.backend) == "mlx" else "torch"
+    module = backends.resolve(training.backend).library
     if importlib.util.find_spec(module) is None:
         raise TrainingNotSetUp(
             f"set up training first: this Python has no {module}; run `rltray trainer-env create` "

@@ -47,3 +47,19 @@ def test_the_data_shares_left_the_trainer() -> None:
     """One owner: the app builds the split, so the trainer's table no longer carries them."""
     assert "replay_share" not in presets.HYPER_FIELDS
     assert "heldout_fraction" not in presets.HYPER_FIELDS
+
+
+def test_the_apps_backend_table_is_the_trainers_catalogue() -> None:
+    from rltray.app.training import backends
+    from rltray.app.training.trainerenv import plan
+    from rltray.trainer.backends.catalogue import CATALOGUE
+
+    assert {n: b.requires for n, b in backends.BACKENDS.items()} == {
+        n: e.requires for n, e in CATALOGUE.items()
+    }
+    setting = typing.get_args(config.TrainingSettings.model_fields["backend"].annotation)
+    assert set(setting) == {"auto", *backends.BACKENDS}
+    assert set(job.BACKENDS) == set(backends.BACKENDS)
+    # the trainer environment's flavours (cuda, mps, cpu, mlx) each install one backend
+    for flavour in plan.EXTRAS:
+        assert plan.EXTRAS[flavour][0] in {b.extra for b in backends.BACKENDS.values()}

@@ -279,6 +279,6 @@ def read_base_config(folder: Path) -> dict[str, Any]:
 
 def job_error(message: str) -> Exception:
     """A ``job.JobError`` (imported lazily: backends load before the job module is needed)."""
-    from rltray.trainer.job import JobError
+    from rltray.trainer.errors import JobError
 
     return JobError(message)

@@ -76,7 +76,7 @@ class MlxBackend(Backend):
         from mlx_lm.utils import load_model, load_tokenizer
 
         from .. import adapters
-        from ..job import JobError
+        from ..errors import JobError
         from .mlx_lora import apply_lora, block_linear_paths
 
         path = self.model_folder()  # local folder or HF cache only, never the network
@@ -144,7 +144,7 @@ class MlxBackend(Backend):
         continues the parent's function, so its scale must stay what it was.
         """
         from .. import adapters
-        from ..job import JobError
+        from ..errors import JobError
 
         if not folder.is_dir():
             raise JobError(f"the parent adapter folder {folder} does not exist")
@@ -482,7 +482,7 @@ class MlxBackend(Backend):
         import mlx.core as mx
         from mlx.utils import tree_unflatten
 
-        from ..job import JobError
+        from ..errors import JobError
 
         path = Path(folder) / CHECKPOINT_FILE
         try:

@@ -155,7 +155,7 @@
     box.append(
       el("p", {}, "Trainer interpreter: ", el("code", {}, data.python), info.python ? ` (Python ${info.python})` : ""),
       el("p", { class: data.backend.name ? "ok" : "warn" }, data.backend.name ? `Backend: ${data.backend.name} — ${data.backend.message}` : data.backend.message),
-      el("p", { class: "muted small" }, ["torch", "transformers", "peft", "mlx", "mlx_lm"].map((n) => `${n} ${info[n] ? "✓" : "✗"}`).join("  ")));
+      el("p", { class: "muted small" }, (info.modules || []).map((n) => `${n} ${info[n] ? "✓" : "✗"}`).join("  ")));
     document.getElementById("env-folder").textContent = data.env_folder;
     document.getElementById("env-packages").textContent = data.packages.join(", ");
     document.getElementById("env-box").hidden = false;

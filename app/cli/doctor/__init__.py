@@ -6,7 +6,6 @@ stops the others, because the point is to see every problem at once.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -402,17 +401,15 @@ def _keyring(service: Service) -> Check:
 
 
 def _training_backends() -> Iterator[Check]:
-    # find_spec only: importing torch here would cost seconds and gigabytes.
-    have = {
-        name: importlib.util.find_spec(name) is not None
-        for name in ("torch", "transformers", "peft", "mlx", "mlx_lm")
-    }
-    if have["torch"] and have["transformers"] and have["peft"]:
-        yield Check("training: torch", OK, "torch, transformers and peft are installed")
-    else:
-        missing = ", ".join(n for n in ("torch", "transformers", "peft") if not have[n])
-        yield Check("training: torch", WARN, f"missing {missing}", "pip install 'rltray[torch]'")
-    if have["mlx"] and have["mlx_lm"]:
-        yield Check("training: mlx", OK, "mlx and mlx-lm are installed")
-    elif sys.platform == "darwin":
-        yield Check("training: mlx", WARN, "mlx not installed", "pip install 'rltray[mlx]'")
+    """Each backend this Python could train with (find_spec only: importing torch here
+    would cost seconds and gigabytes); one that cannot run on this platform is left out."""
+    from rltray.app.training.backends import BACKENDS
+
+    for backend in BACKENDS.values():
+        name = f"training: {backend.name}"
+        missing = backend.missing()
+        if not missing:
+            yield Check(name, OK, ", ".join(backend.requires) + " are installed")
+        elif not backend.platforms or sys.platform in {p for p, _ in backend.platforms}:
+            fix = f"pip install 'rltray[{backend.extra}]'"
+            yield Check(name, WARN, "missing " + ", ".join(missing), fix)
