@@ -25,10 +25,11 @@ loaded by file location only when the text may hold a credential (see
 ``might_hold_secret``: loading ``re`` and compiling the rules costs ~9 ms), and
 session files idle for two weeks are deleted (at most one scan a day).
 
-Size note: ~1070 lines (45 KB), over the usual 400, because it is loaded by file
-location outside any package (no relative imports) and each extra module is another
-lookup inside the agent's turn; the sections below are the natural split (JSON,
-files, state, credentials, transcripts, events, `/rl` commands, entry point) if it grows.
+Each agent's payloads are read by its own module beside this one
+(``events_claude.py``, ``events_codex.py``), loaded by the event's prefix
+(``agent_events``), so a hook run loads the shared core and exactly one agent.
+Here: JSON, files, per-session state, credentials, the `/rl` commands, what every
+agent's turn goes through (``record_turn``) and the entry point.
 """
 
 import os
@@ -38,8 +39,6 @@ import time
 EVENTS = ("claude-stop", "claude-prompt", "claude-expand", "codex-stop", "codex-prompt",
           "codex-notify")
 MAX_STDIN = 8 * 1024 * 1024
-TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size
-TAIL_READ_FIRST = 256 * 1024  # most Stops find prompt + context in this much
 MAX_STATE = 4 * 1024 * 1024
 MAX_TEXT = 200_000
 MAX_CONTEXT = 20
@@ -75,12 +74,6 @@ USAGE = {"claude-code": "rltray: usage: /rl good [comment] | /rl bad [comment] |
                         "/rl status",
          "codex": "rltray: usage: $rl good [comment] | $rl bad [comment] | $rl undo | "
                   "$rl status (`/rl ...` also works in `codex exec`)"}
-# Codex's terminal UI names each new thread by asking the model in a thread of its own, and
-# `notify` reports that turn like any other; it is Codex's, not the user's, so never a turn.
-CODEX_TITLE_PROMPT = "Generate a concise, single-line task title"
-# Claude Code writes these as `user` records, but the user did not type them.
-_WRAPPERS = ("<command-name>", "<command-message>", "<local-command-", "<command-args>",
-             "<system-reminder>", "<user-prompt-submit-hook>", "[Request interrupted")
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -538,97 +531,10 @@ def rl_command(text):
     return (rest[0].lower() if rest else ""), (rest[1].strip() or None if len(rest) > 1 else None)
 
 
-def record_message(rec):
-    """[role, text, uuid, message id] for a user-typed or assistant-text record, else None.
-
-    Drops what is not conversation: tool calls and results, thinking, subagent
-    (sidechain) records, meta records, command wrappers and `/rl` prompts.
-    """
-    if not isinstance(rec, dict) or rec.get("isSidechain") is True or rec.get("isMeta") is True:
-        return None
-    kind = rec.get("type")
-    msg = rec.get("message")
-    if kind not in ("user", "assistant") or not isinstance(msg, dict):
-        return None
-    if rec.get("isCompactSummary") is True or (kind == "user" and "toolUseResult" in rec):
-        return None
-    content = msg.get("content")
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif block.get("type") == "tool_result":
-                return None
-        content = "\n".join(parts)
-    if not isinstance(content, str) or not content.strip():
-        return None
-    if kind == "user" and (content.lstrip().startswith(_WRAPPERS) or rl_command(content)):
-        return None
-    uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
-    msg_id = msg.get("id") if kind == "assistant" and isinstance(msg.get("id"), str) else None
-    return [kind, content, uuid, msg_id]
-
-
-def scan_transcript(data, mid_file, is_prompt, have_response):
-    """Conversation messages newest first, the prompt record's index (or None), and whether
-    the scan finished before running out of lines.
-
-    Parses lines from the end and stops 20 messages past the prompt, so a long
-    session costs about as much as a short one. The prompt is the user record for
-    which ``is_prompt(text)`` holds when the prompt hook recorded one, else the newest
-    typed user message (older than the newest answer when the answer itself must
-    come from here).
-    """
-    lines = data.split(b"\n")
-    if mid_file:
-        lines = lines[1:]  # the first line is a fragment: the tail started mid-record
-    msgs, anchor, seen_answer = [], None, have_response
-    for raw in reversed(lines):
-        if b'"user"' not in raw and b'"assistant"' not in raw:
-            continue
-        try:
-            m = record_message(loads(raw.decode("utf-8", "replace")))
-        except ValueError:
-            continue
-        if m is None:
-            continue
-        last = msgs[-1] if msgs else None
-        if m[3] and last is not None and last[0] == "assistant" and last[3] == m[3]:
-            last[1] = m[1] + "\n" + last[1]  # one API message split over several records
-            continue
-        msgs.append(m)
-        if anchor is not None:
-            if len(msgs) - anchor > MAX_CONTEXT + 1:
-                return msgs, anchor, True
-        elif m[0] == "assistant":
-            seen_answer = True
-        elif is_prompt(m[1]) if is_prompt is not None else seen_answer:
-            anchor = len(msgs) - 1
-    return msgs, anchor, False
-
-
-def read_transcript(hook, path, is_prompt, have_response):
-    """Scan the transcript's tail, reading more of it (up to TAIL_BYTES) only when needed."""
-    size = TAIL_READ_FIRST
-    while True:
-        try:
-            data, mid = read_regular(lambda flags: os.open(path, flags), size, tail=True)
-        except OSError as exc:
-            hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
-            return [], None
-        msgs, anchor, complete = scan_transcript(data, mid, is_prompt, have_response)
-        if complete or not mid or size >= TAIL_BYTES:
-            return msgs, anchor
-        size = min(size * 4, TAIL_BYTES)
-
-
 # -- events ------------------------------------------------------------------------------
 
 
-def _session(payload, key):
+def session_of(payload, key):
     value = payload.get(key)
     return value[:500] if isinstance(value, str) and value.strip() else None
 
@@ -692,104 +598,6 @@ def record_turn(hook, session, state, folder, fields):
     hook.save_state(folder, session, state)
 
 
-def claude_stop(hook, payload):
-    session = _session(payload, "session_id")
-    if session is None:
-        hook.log("Stop payload without session_id; nothing recorded")
-        return
-    state, folder = hook.load_state(session)
-    response = text_or_none(payload.get("last_assistant_message"))
-    prompt = pending_prompt(state, continuing=payload.get("stop_hook_active") is True)
-    msgs, anchor = [], None
-    path = text_or_none(payload.get("transcript_path"))
-    if path:
-        is_prompt = prompt_matcher(hook, state, prompt)
-        msgs, anchor = read_transcript(hook, path, is_prompt, response is not None)
-    newest = next((i for i, m in enumerate(msgs) if m[0] == "assistant"), None)
-    if response is None and newest is not None and (anchor is None or newest < anchor):
-        response = msgs[newest][1]
-    if not response:
-        hook.log("Stop without an assistant answer (payload and transcript); nothing recorded")
-        if folder is not None:
-            folder.close()
-        return
-    from_state = prompt is not None
-    if prompt is None:  # else the transcript's; else the last one recorded, even if used before
-        prompt = msgs[anchor][1] if anchor is not None else text_or_none(state.get("prompt")) or ""
-    if anchor is not None:
-        older = msgs[anchor + 1 : anchor + 1 + MAX_CONTEXT]
-    else:  # the transcript lags the prompt: all of it is earlier conversation
-        older = [m for m in msgs if not (m[0] == "assistant" and norm(m[1]) == norm(response))]
-        older = older[:MAX_CONTEXT]
-    # The newest answer record names this turn only if it is newer than the prompt (or
-    # there is no prompt record to compare with); a lagging file holds the previous turn.
-    turn = None
-    if (newest is not None and (newest < anchor if anchor is not None else not from_state)
-            and msgs[newest][2] and norm(msgs[newest][1]) == norm(response)):
-        turn = msgs[newest][2][:200]
-    context = [{"role": m[0], "content": cap(m[1], MAX_CONTEXT_CHARS)} for m in reversed(older)]
-    record_turn(hook, session, state, folder, {
-        "turn": turn or fallback_turn_id(session, prompt, response),
-        "prompt": prompt, "response": response, "context": context,
-        "cwd": text_or_none(payload.get("cwd")), "model": text_or_none(payload.get("model")),
-        "event": "stop", "transcript": path})
-
-
-def codex_stop(hook, payload):
-    session = _session(payload, "session_id")
-    if session is None:
-        hook.log("Stop payload without session_id; nothing recorded")
-        return
-    response = text_or_none(payload.get("last_assistant_message"))
-    if response is None:
-        hook.log("Stop without last_assistant_message; leaving this turn to notify")
-        return
-    state, folder = hook.load_state(session)
-    turn = text_or_none(payload.get("turn_id"))
-    prompt = text_or_none(state.get("prompt")) or ""  # the prompt hook runs wherever Stop does
-    record_turn(hook, session, state, folder, {
-        "turn": (turn or fallback_turn_id(session, prompt, response))[:200],
-        "prompt": prompt, "response": response, "context": [],
-        "cwd": text_or_none(payload.get("cwd")), "model": text_or_none(payload.get("model")),
-        "event": "stop", "transcript": text_or_none(payload.get("transcript_path"))})
-
-
-def codex_notify(hook, payload):
-    if payload.get("type") != "agent-turn-complete":
-        return
-    session = _session(payload, "thread-id")
-    response = text_or_none(payload.get("last-assistant-message"))
-    if session is None or response is None:
-        hook.log("agent-turn-complete without thread-id or last-assistant-message; skipped")
-        return
-    inputs = payload.get("input-messages")
-    inputs = [m for m in inputs if isinstance(m, str)] if isinstance(inputs, list) else []
-    if inputs and inputs[-1].startswith(CODEX_TITLE_PROMPT):
-        return  # Codex naming the thread, not a turn of the user's (see CODEX_TITLE_PROMPT)
-    state, folder = hook.load_state(session)
-    command = rl_command(inputs[-1]) if inputs else None
-    if command is not None:
-        # The user typed `$rl bad` but the prompt hook did not take it (Codex's hooks are not
-        # trusted yet), so it reached the model: rate the turn it meant, the one before.
-        sub, comment = command
-        if sub not in RL_COMMANDS:
-            hook.log(f"{inputs[-1][:40]!r} from notify is no rltray command; nothing done")
-            if folder is not None:
-                folder.close()
-            return
-        said = run_command(hook, session, state, folder, sub, comment)
-        hook.log(f"applied from notify (the prompt hook did not run): {said}")
-        return
-    turn = text_or_none(payload.get("turn-id"))
-    prompt = inputs[-1] if inputs else (text_or_none(state.get("prompt")) or "")
-    context = [{"role": "user", "content": cap(m, MAX_CONTEXT_CHARS)} for m in inputs[:-1]]
-    record_turn(hook, session, state, folder, {
-        "turn": (turn or fallback_turn_id(session, prompt, response))[:200],
-        "prompt": prompt, "response": response, "context": context[-MAX_CONTEXT:],
-        "cwd": text_or_none(payload.get("cwd")), "model": text_or_none(payload.get("model")),
-        "event": "codex-notify", "transcript": None})
-
-
 # -- `/rl` prompts ------------------------------------------------------------------------
 
 
@@ -806,7 +614,7 @@ def expand_hook(hook, payload, out):
 
 def prompt_hook(hook, payload, out):
     """Remember the prompt for the next Stop, or turn `/rl ...` into a command record."""
-    session = _session(payload, "session_id")
+    session = session_of(payload, "session_id")
     prompt = payload.get("prompt")
     if not isinstance(prompt, str):
         prompt = ""
@@ -1014,6 +822,22 @@ def write_stdout(obj):
     sys.stdout.flush()
 
 
+def agent_events(prefix):
+    """The events module of the agent whose events start with ``prefix`` (``events_<prefix>``
+    beside this file), loaded once; it reaches the shared helpers as its ``core``."""
+    name = "events_" + prefix
+    module = sys.modules.get(name)
+    if module is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, here)
+        try:
+            module = __import__(name)
+        finally:
+            sys.path.remove(here)
+    module.core = sys.modules[__name__]
+    return module
+
+
 def main(argv=None, out=write_stdout):
     """Run one hook event; always returns 0 (problems go to the hook log)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -1046,12 +870,9 @@ def main(argv=None, out=write_stdout):
             prompt_hook(hook, payload, out)
         elif event == "claude-expand":
             expand_hook(hook, payload, out)
-        elif event == "claude-stop":
-            claude_stop(hook, payload)
-        elif event == "codex-stop":
-            codex_stop(hook, payload)
-        else:
-            codex_notify(hook, payload)
+        else:  # <agent>-stop, codex-notify: the agent's own module reads its payload
+            prefix, _, name = event.partition("-")
+            getattr(agent_events(prefix), name)(hook, payload)
     except Exception as exc:
         log(home, event, f"{type(exc).__name__}: {str(exc)[:300]}")
     return 0

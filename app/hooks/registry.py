@@ -1,6 +1,9 @@
 """The agents rltray knows.
 
-Adding an agent = one module with an ``Agent`` subclass + one line in ``AGENTS``.
+Adding an agent: a module with its ``Agent`` subclass (install, detect, doctor), an
+``events_<prefix>.py`` beside ``capture_core.py`` that reads its hook payloads, one line
+in ``AGENTS``; its events in ``capture_core.EVENTS`` and its ``agents.<name>`` switch
+in ``config.AgentsSettings`` (the hook and the settings cannot import this registry).
 """
 
 from __future__ import annotations

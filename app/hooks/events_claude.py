@@ -1,0 +1,177 @@
+"""Claude Code's hook payloads: its Stop event and the transcript it points to.
+
+Stdlib only, like ``capture_core.py``, which loads this module by the event's
+prefix (``claude-...``) and sets ``core`` to itself before calling; this module
+imports nothing, so a hook run loads exactly the shared core and one agent.
+A new agent is a module like this one plus its line in ``hooks/registry.py``.
+"""
+
+import os
+
+core = None  # capture_core, set by capture_core.agent_events() before any call
+
+
+TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size
+TAIL_READ_FIRST = 256 * 1024  # most Stops find prompt + context in this much
+
+# Claude Code writes these as `user` records, but the user did not type them.
+_WRAPPERS = (
+    "<command-name>",
+    "<command-message>",
+    "<local-command-",
+    "<command-args>",
+    "<system-reminder>",
+    "<user-prompt-submit-hook>",
+    "[Request interrupted",
+)
+
+
+def record_message(rec):
+    """[role, text, uuid, message id] for a user-typed or assistant-text record, else None.
+
+    Drops what is not conversation: tool calls and results, thinking, subagent
+    (sidechain) records, meta records, command wrappers and `/rl` prompts.
+    """
+    if not isinstance(rec, dict) or rec.get("isSidechain") is True or rec.get("isMeta") is True:
+        return None
+    kind = rec.get("type")
+    msg = rec.get("message")
+    if kind not in ("user", "assistant") or not isinstance(msg, dict):
+        return None
+    if rec.get("isCompactSummary") is True or (kind == "user" and "toolUseResult" in rec):
+        return None
+    content = msg.get("content")
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif block.get("type") == "tool_result":
+                return None
+        content = "\n".join(parts)
+    if not isinstance(content, str) or not content.strip():
+        return None
+    if kind == "user" and (content.lstrip().startswith(_WRAPPERS) or core.rl_command(content)):
+        return None
+    uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
+    msg_id = msg.get("id") if kind == "assistant" and isinstance(msg.get("id"), str) else None
+    return [kind, content, uuid, msg_id]
+
+
+def scan_transcript(data, mid_file, is_prompt, have_response):
+    """Conversation messages newest first, the prompt record's index (or None), and whether
+    the scan finished before running out of lines.
+
+    Parses lines from the end and stops 20 messages past the prompt, so a long
+    session costs about as much as a short one. The prompt is the user record for
+    which ``is_prompt(text)`` holds when the prompt hook recorded one, else the newest
+    typed user message (older than the newest answer when the answer itself must
+    come from here).
+    """
+    lines = data.split(b"\n")
+    if mid_file:
+        lines = lines[1:]  # the first line is a fragment: the tail started mid-record
+    msgs, anchor, seen_answer = [], None, have_response
+    for raw in reversed(lines):
+        if b'"user"' not in raw and b'"assistant"' not in raw:
+            continue
+        try:
+            m = record_message(core.loads(raw.decode("utf-8", "replace")))
+        except ValueError:
+            continue
+        if m is None:
+            continue
+        last = msgs[-1] if msgs else None
+        if m[3] and last is not None and last[0] == "assistant" and last[3] == m[3]:
+            last[1] = m[1] + "\n" + last[1]  # one API message split over several records
+            continue
+        msgs.append(m)
+        if anchor is not None:
+            if len(msgs) - anchor > core.MAX_CONTEXT + 1:
+                return msgs, anchor, True
+        elif m[0] == "assistant":
+            seen_answer = True
+        elif is_prompt(m[1]) if is_prompt is not None else seen_answer:
+            anchor = len(msgs) - 1
+    return msgs, anchor, False
+
+
+def read_transcript(hook, path, is_prompt, have_response):
+    """Scan the transcript's tail, reading more of it (up to TAIL_BYTES) only when needed."""
+    size = TAIL_READ_FIRST
+    while True:
+        try:
+            data, mid = core.read_regular(lambda flags: os.open(path, flags), size, tail=True)
+        except OSError as exc:
+            hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
+            return [], None
+        msgs, anchor, complete = scan_transcript(data, mid, is_prompt, have_response)
+        if complete or not mid or size >= TAIL_BYTES:
+            return msgs, anchor
+        size = min(size * 4, TAIL_BYTES)
+
+
+def stop(hook, payload):
+    session = core.session_of(payload, "session_id")
+    if session is None:
+        hook.log("Stop payload without session_id; nothing recorded")
+        return
+    state, folder = hook.load_state(session)
+    response = core.text_or_none(payload.get("last_assistant_message"))
+    prompt = core.pending_prompt(state, continuing=payload.get("stop_hook_active") is True)
+    msgs, anchor = [], None
+    path = core.text_or_none(payload.get("transcript_path"))
+    if path:
+        is_prompt = core.prompt_matcher(hook, state, prompt)
+        msgs, anchor = read_transcript(hook, path, is_prompt, response is not None)
+    newest = next((i for i, m in enumerate(msgs) if m[0] == "assistant"), None)
+    if response is None and newest is not None and (anchor is None or newest < anchor):
+        response = msgs[newest][1]
+    if not response:
+        hook.log("Stop without an assistant answer (payload and transcript); nothing recorded")
+        if folder is not None:
+            folder.close()
+        return
+    from_state = prompt is not None
+    if prompt is None:  # else the transcript's; else the last one recorded, even if used before
+        prompt = (
+            msgs[anchor][1] if anchor is not None else core.text_or_none(state.get("prompt")) or ""
+        )
+    if anchor is not None:
+        older = msgs[anchor + 1 : anchor + 1 + core.MAX_CONTEXT]
+    else:  # the transcript lags the prompt: all of it is earlier conversation
+        older = [
+            m for m in msgs if not (m[0] == "assistant" and core.norm(m[1]) == core.norm(response))
+        ]
+        older = older[: core.MAX_CONTEXT]
+    # The newest answer record names this turn only if it is newer than the prompt (or
+    # there is no prompt record to compare with); a lagging file holds the previous turn.
+    turn = None
+    if (
+        newest is not None
+        and (newest < anchor if anchor is not None else not from_state)
+        and msgs[newest][2]
+        and core.norm(msgs[newest][1]) == core.norm(response)
+    ):
+        turn = msgs[newest][2][:200]
+    context = [
+        {"role": m[0], "content": core.cap(m[1], core.MAX_CONTEXT_CHARS)} for m in reversed(older)
+    ]
+    core.record_turn(
+        hook,
+        session,
+        state,
+        folder,
+        {
+            "turn": turn or core.fallback_turn_id(session, prompt, response),
+            "prompt": prompt,
+            "response": response,
+            "context": context,
+            "cwd": core.text_or_none(payload.get("cwd")),
+            "model": core.text_or_none(payload.get("model")),
+            "event": "stop",
+            "transcript": path,
+        },
+    )

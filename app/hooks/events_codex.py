@@ -1,0 +1,93 @@
+"""Codex's hook payloads: its Stop hook and its notify program's agent-turn-complete.
+
+Stdlib only, like ``capture_core.py``, which loads this module by the event's
+prefix (``codex-...``) and sets ``core`` to itself before calling; this module
+imports nothing, so a hook run loads exactly the shared core and one agent.
+A new agent is a module like this one plus its line in ``hooks/registry.py``.
+"""
+
+core = None  # capture_core, set by capture_core.agent_events() before any call
+
+
+# Codex's terminal UI names each new thread by asking the model in a thread of its own, and
+# `notify` reports that turn like any other; it is Codex's, not the user's, so never a turn.
+CODEX_TITLE_PROMPT = "Generate a concise, single-line task title"
+
+
+def stop(hook, payload):
+    session = core.session_of(payload, "session_id")
+    if session is None:
+        hook.log("Stop payload without session_id; nothing recorded")
+        return
+    response = core.text_or_none(payload.get("last_assistant_message"))
+    if response is None:
+        hook.log("Stop without last_assistant_message; leaving this turn to notify")
+        return
+    state, folder = hook.load_state(session)
+    turn = core.text_or_none(payload.get("turn_id"))
+    prompt = core.text_or_none(state.get("prompt")) or ""  # the prompt hook runs wherever Stop does
+    core.record_turn(
+        hook,
+        session,
+        state,
+        folder,
+        {
+            "turn": (turn or core.fallback_turn_id(session, prompt, response))[:200],
+            "prompt": prompt,
+            "response": response,
+            "context": [],
+            "cwd": core.text_or_none(payload.get("cwd")),
+            "model": core.text_or_none(payload.get("model")),
+            "event": "stop",
+            "transcript": core.text_or_none(payload.get("transcript_path")),
+        },
+    )
+
+
+def notify(hook, payload):
+    if payload.get("type") != "agent-turn-complete":
+        return
+    session = core.session_of(payload, "thread-id")
+    response = core.text_or_none(payload.get("last-assistant-message"))
+    if session is None or response is None:
+        hook.log("agent-turn-complete without thread-id or last-assistant-message; skipped")
+        return
+    inputs = payload.get("input-messages")
+    inputs = [m for m in inputs if isinstance(m, str)] if isinstance(inputs, list) else []
+    if inputs and inputs[-1].startswith(CODEX_TITLE_PROMPT):
+        return  # Codex naming the thread, not a turn of the user's (see CODEX_TITLE_PROMPT)
+    state, folder = hook.load_state(session)
+    command = core.rl_command(inputs[-1]) if inputs else None
+    if command is not None:
+        # The user typed `$rl bad` but the prompt hook did not take it (Codex's hooks are not
+        # trusted yet), so it reached the model: rate the turn it meant, the one before.
+        sub, comment = command
+        if sub not in core.RL_COMMANDS:
+            hook.log(f"{inputs[-1][:40]!r} from notify is no rltray command; nothing done")
+            if folder is not None:
+                folder.close()
+            return
+        said = core.run_command(hook, session, state, folder, sub, comment)
+        hook.log(f"applied from notify (the prompt hook did not run): {said}")
+        return
+    turn = core.text_or_none(payload.get("turn-id"))
+    prompt = inputs[-1] if inputs else (core.text_or_none(state.get("prompt")) or "")
+    context = [
+        {"role": "user", "content": core.cap(m, core.MAX_CONTEXT_CHARS)} for m in inputs[:-1]
+    ]
+    core.record_turn(
+        hook,
+        session,
+        state,
+        folder,
+        {
+            "turn": (turn or core.fallback_turn_id(session, prompt, response))[:200],
+            "prompt": prompt,
+            "response": response,
+            "context": context[-core.MAX_CONTEXT :],
+            "cwd": core.text_or_none(payload.get("cwd")),
+            "model": core.text_or_none(payload.get("model")),
+            "event": "codex-notify",
+            "transcript": None,
+        },
+    )
