@@ -230,3 +230,11 @@ def test_a_python_without_venv_is_passed_over_with_the_reason(tmp_path: Path) ->
     with pytest.raises(TrainerEnvError, match=r"has no venv/ensurepip \(No module named ensurepip"):
         trainerenv_python.find_base_python(str(fake))
     assert trainerenv_python.find_base_python(sys.executable) == sys.executable
+
+
+def test_a_source_checkout_installs_its_own_tree() -> None:
+    """Not the released rltray from an index: the trainer environment of a checkout must
+    train with the code beside it (a wrong root sent pip looking for rltray==0.1.0)."""
+    source, _requires = trainerenv_plan.rltray_source()
+    root = Path(__file__).resolve().parents[2]
+    assert Path(source) == root, source

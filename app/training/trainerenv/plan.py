@@ -140,7 +140,7 @@ def rltray_source() -> tuple[str, list[str]]:
     from importlib import metadata
 
     requires = metadata.requires("rltray") or []
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]  # app/training/trainerenv/plan.py -> the tree
     if (root / "pyproject.toml").is_file() and (root / "trainer" / "__main__.py").is_file():
         return str(root), requires
     return f"rltray=={metadata.version('rltray')}", requires
