@@ -21,37 +21,38 @@ from rltray.web.state import state
 
 bp = Blueprint("wizard", __name__)
 ENV_JOB = "trainer environment"
-#: (name, what it does, what it measurably did): SmolLM2-135M-Instruct, 64 ratings of
-#: a hidden preference with a base rate of 0.31 (bench/README.md, learning_smollm2.py).
+#: (name, what it does, what the measurements say of it, in words). The numbers live in one
+#: place, bench/README.md (learning_smollm2.py, three preferences x two seeds), which the
+#: page names; copying them here let them go stale when the presets or the gate changed.
 PRESETS = (
     (
         "careful",
         "Small, slow steps: each round moves the model a little and stays close to it.",
-        "Measured: the preferred behaviour went from 0.31 to 0.55 learning from the model's "
-        "own answers and to 0.44 from agents' answers, for +3.4% / +4.8% likelihood cost "
-        "on reference answers.",
+        "Measured: keeps the model's other answers as they were; learns a preference over "
+        "more rounds.",
     ),
     (
         "balanced",
         "The default: learns your preferences in a few rounds without drifting far.",
-        "Measured: 0.31 to 0.86 from the model's own answers and to 0.70 from agents' "
-        "answers; reference likelihood cost +10% / +11%, nearly all of it on reference "
-        "answers without the preference (+0.7% / +1.5% on the two that have it).",
+        "Measured: learns most preferences in a round; a round that costs the model more "
+        "than the gate allows is rejected and the active version stays.",
     ),
     (
         "aggressive",
         "Bigger steps and more passes: learns fastest; the drift guard stops it at the cap.",
-        "Measured: 0.31 to 0.94 from the model's own answers (stopped by the drift guard "
-        "after 8 of 16 steps), at +26% reference likelihood cost and 6% broken answers "
-        "(1.6% before).",
+        "Measured: learns fastest and costs the most; the gate's capability check rejects "
+        "the rounds that cost too much.",
     ),
     (
         "custom",
         "Balanced, with the trainer's values you set in config.toml's [training.hyper] "
         "table; for experiments.",
-        "No measured effect: it is whatever you set.",
+        "Not measured: it is whatever you set.",
     ),
 )
+#: Where the measured results are (shown under the presets).
+RESULTS = "bench/README.md in rltray's source (learning_smollm2.py)"
+
 
 
 @bp.get("/setup")
@@ -62,6 +63,7 @@ def page() -> Any:
     return render_template(
         "wizard.html",
         presets=PRESETS,
+        results=RESULTS,
         current=current,
         first_run=state().service.needs_setup(),
         settings={s.key: s for s in config.describe()},

@@ -251,3 +251,21 @@ def test_dashboard_and_settings_screens(page, server, service, add_turns) -> Non
     page.goto(server.base_url + "/nowhere")
     shot(page, "error-404", "Not found")
 
+
+
+def test_a_broken_config_file_is_shown_and_the_last_valid_values_stay(
+    page, server, service
+) -> None:
+    """A typo in config.toml: the page says which line and what happens meanwhile, shows the
+    values rltray still uses, and refuses to write over the broken file."""
+    service.set_setting("training.min_ratings", 12)
+    service.settings()  # read while valid: these are the last valid values
+    service.paths.config.write_text('[training]\nmin_ratings = "lots"\n', encoding="utf-8")
+    page.goto(server.launch_url("settings"))
+    page.wait_for_selector("p.error")
+    message = page.locator("p.error").first.inner_text()
+    assert "min_ratings" in message and "last valid" in message
+    assert page.input_value("input[name='training.min_ratings']") == "12"
+    shot(page, "settings-broken-file", "Settings")
+    page.click("button:has-text('Save settings')")
+    assert 'min_ratings = "lots"' in service.paths.config.read_text()  # nothing written over it
