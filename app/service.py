@@ -28,8 +28,8 @@ SETUP_DONE = "setup-done"  # in the data folder once the setup wizard was finish
 if TYPE_CHECKING:
     from rltray.app.config import Config
     from rltray.app.store import Rating, Store, Turn
-    from rltray.app.training import TrainingRunner
     from rltray.app.training.publisher import Publisher
+    from rltray.app.training.runner import TrainingRunner
 
 @dataclass(frozen=True)
 class RateOutcome:
@@ -88,9 +88,11 @@ class Service:
         ``/rl`` commands among them rate by app/rating.py's rules inside the spool's
         transaction; their turns are told to the rating listeners here.
         """
-        off = self.settings().agents.model_dump()
-        ignore = frozenset(name.replace("_", "-") for name, on in off.items() if not on)
-        report = spool.ingest(self.paths, self.store, progress=progress, ignore=ignore)
+        def agents_off() -> frozenset[str]:
+            switches = self.settings().agents.model_dump()
+            return frozenset(name.replace("_", "-") for name, on in switches.items() if not on)
+
+        report = spool.ingest(self.paths, self.store, progress=progress, ignore=agents_off)
         for agent, count in report.ignored.items():
             self.note(
                 "spool",
@@ -382,7 +384,7 @@ class Service:
     def runner(self) -> TrainingRunner:
         """The one training runner of this data folder's service (created on first use)."""
         if self._runner is None:
-            from rltray.app.training import TrainingRunner
+            from rltray.app.training.runner import TrainingRunner
 
             load = self.settings
             if self.publisher is None:

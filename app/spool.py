@@ -381,7 +381,7 @@ def ingest(
     paths: Paths,
     store: Store,
     progress: Callable[[int, int], None] | None = None,
-    ignore: frozenset[str] = frozenset(),
+    ignore: Callable[[], frozenset[str]] | frozenset[str] = frozenset(),
 ) -> IngestReport:
     """Move every waiting hook record into the database, oldest first, a batch per transaction.
 
@@ -414,11 +414,14 @@ def ingest(
             )
         else:
             records.append(name)
+    if records and callable(ignore):
+        ignore = ignore()  # asked only when there is something to store (it reads settings)
+    skip = ignore if isinstance(ignore, frozenset) else frozenset()
     for start in range(0, len(records), BATCH):
         chunk = records[start : start + BATCH]
         tally = IngestReport()
         try:
-            stored = _ingest_batch(paths, store, chunk, tally, ignore)
+            stored = _ingest_batch(paths, store, chunk, tally, skip)
         except Exception as exc:
             report.messages.append(
                 f"Hook records from {chunk[0]} on could not be stored yet "

@@ -4,40 +4,59 @@ Adding an agent: a module with its ``Agent`` subclass (install, detect, doctor),
 ``events_<prefix>.py`` beside ``capture_core.py`` that reads its hook payloads, one line
 in ``AGENTS``; its events in ``capture_core.EVENTS`` and its ``agents.<name>`` switch
 in ``config.AgentsSettings`` (the hook and the settings cannot import this registry).
+
+Names and display names are read here without importing the agents' modules (the
+CLI's parser lists them on every start); a class is imported when it is used.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rltray.app.hooks.base import Agent, AgentNotFound
-from rltray.app.hooks.claude_code import ClaudeCode
-from rltray.app.hooks.codex import Codex
+if TYPE_CHECKING:
+    from rltray.app.hooks.base import Agent
 
-AGENTS: tuple[type[Agent], ...] = (
-    ClaudeCode,
-    Codex,
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # as the CLI accepts it and the store records it
+    display_name: str
+    module: str
+    cls: str
+
+    def load(self) -> type[Agent]:
+        return getattr(importlib.import_module(self.module), self.cls)
+
+
+AGENTS: tuple[Entry, ...] = (
+    Entry("claude-code", "Claude Code", "rltray.app.hooks.claude_code", "ClaudeCode"),
+    Entry("codex", "Codex", "rltray.app.hooks.codex", "Codex"),
 )
 
 
 def names() -> list[str]:
     """Agent names as the CLI accepts them and the store records them."""
-    return [cls.name for cls in AGENTS]
+    return [entry.name for entry in AGENTS]
 
 
 def display_names() -> dict[str, str]:
     """Agent name -> how people write it ("claude-code" -> "Claude Code")."""
-    return {cls.name: cls.display_name for cls in AGENTS}
+    return {entry.name: entry.display_name for entry in AGENTS}
 
 
 def all_agents(env: Mapping[str, str] | None = None, python: str | None = None) -> list[Agent]:
     """One fresh instance per known agent (no shared state between callers)."""
-    return [cls(env=env, python=python) for cls in AGENTS]
+    return [entry.load()(env=env, python=python) for entry in AGENTS]
 
 
 def get(name: str, env: Mapping[str, str] | None = None, python: str | None = None) -> Agent:
     """The agent called ``name``; AgentNotFound (a UserError) names the known ones."""
-    for cls in AGENTS:
-        if cls.name == name:
-            return cls(env=env, python=python)
+    for entry in AGENTS:
+        if entry.name == name:
+            return entry.load()(env=env, python=python)
+    from rltray.app.hooks.base import AgentNotFound
+
     raise AgentNotFound(f"Unknown agent {name!r}; rltray knows: {', '.join(names())}.")

@@ -1,6 +1,6 @@
 """Adapter versions: turn a finished round into ``adapters/vNNNN``, roll back, settle runs.
 
-Split from the runner (app/training/__init__.py) along its noun: the runner owns a
+Split from the runner (app/training/runner.py) along its noun: the runner owns a
 process; this module owns what a result *means* for the store and the
 adapters folder. Plain functions over a Store and Paths, no state, so the
 runner, reconcile-after-a-crash and tests all apply a result the same way.

@@ -63,3 +63,11 @@ def test_the_apps_backend_table_is_the_trainers_catalogue() -> None:
     # the trainer environment's flavours (cuda, mps, cpu, mlx) each install one backend
     for flavour in plan.EXTRAS:
         assert plan.EXTRAS[flavour][0] in {b.extra for b in backends.BACKENDS.values()}
+
+
+def test_the_registry_names_each_agent_as_its_class_does() -> None:
+    from rltray.app.hooks import registry
+
+    for entry in registry.AGENTS:
+        cls = entry.load()
+        assert (cls.name, cls.display_name) == (entry.name, entry.display_name)

@@ -29,9 +29,10 @@ from rltray.app.config import Config, TrainingSettings
 from rltray.app.errors import NothingToDo
 from rltray.app.paths import Paths
 from rltray.app.store import Store
-from rltray.app.training import TrainingBusy, TrainingRunner, jobbuild, outcome
+from rltray.app.training import jobbuild, outcome
 from rltray.app.training import versions as adapterversions
 from rltray.app.training.publisher import Publisher
+from rltray.app.training.runner import TrainingBusy, TrainingRunner
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 GOOD = [

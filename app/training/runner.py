@@ -1,0 +1,453 @@
+"""The training runner: one trainer child process at a time, and what its result means.
+
+Why it looks like this (STYLE habit 6, ActivityWatch's manager): the tray must
+stay light and responsive, so training runs as ``python -m rltray.trainer
+runs/<id>/job.json`` in a separate, killable process. :class:`TrainingRunner`
+owns that one ``Popen``; a reader thread drains its JSON lines into a progress
+dict (percent for the tray) and the run's metrics; stderr goes to
+``runs/<id>/trainer.log``. The trainer lowers its own CPU and IO priority first
+thing (trainer/priority.py) and pauses when its parent dies, so the runner adds
+no ``nice`` of its own.
+
+Outcomes: ``done`` (accepted: ``adapters/vNNNN`` active, fresh ratings marked
+trained, then ``publisher.published``; rejected: the gate's reasons in the run,
+nothing registered — see app/training/versions.py); ``paused`` after
+``stop(pause=True)`` (SIGTERM: the trainer checkpoints and exits 3; :meth:`resume`
+runs the same job folder, which continues from ``runs/<id>/checkpoint``);
+``cancelled`` after ``stop(pause=False)``; ``failed`` for anything else, with the
+trainer's error line and the last lines of trainer.log. Ratings change only on accept.
+
+Threads: public methods may be called from any thread; ``on_change`` and
+``publisher.published`` run on the reader thread. Crash retries are the
+scheduler's decision (it sees failed runs, and stops after
+``outcome.FAILURE_BUDGET`` failed or rejected ones in a row); the runner never
+retries alone. A run's metrics record ``by_hand`` (the user started or resumed it
+with Train now, which resets that count) and ``resumes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from rltray.app.errors import ExitCode, NothingToDo, UserError
+from rltray.app.training import jobbuild, outcome
+from rltray.app.training import versions as adapterversions
+from rltray.app.training.publisher import Publisher
+
+if TYPE_CHECKING:
+    from rltray.app.paths import Paths
+    from rltray.app.store import Adapter, Run, Store
+
+EXIT_PAUSED = 3  # trainer/__main__.py's exit-code table
+LOG_TAIL_LINES = 40
+PROGRESS_SAVE_S = 2.0  # write progress into the run row at most this often
+
+
+TrainingNotSetUp = jobbuild.TrainingNotSetUp  # raised by start()/resume(); defined with the check
+
+
+class TrainingBusy(UserError):
+    exit_code = ExitCode.ALREADY_RUNNING
+
+
+@dataclass
+class _Child:
+    """The one running trainer and what its lines said so far."""
+
+    run_id: str
+    built: jobbuild.BuiltJob
+    proc: subprocess.Popen[bytes]
+    progress: dict[str, Any]
+    stop_mode: str | None = None  # "pause" or "cancel" once stop() was called
+    done: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    paused: bool = False
+    saved_at: float = 0.0
+    metrics: dict[str, Any] = field(default_factory=dict)
+    finished: threading.Event = field(default_factory=threading.Event)
+    reader: threading.Thread | None = None
+
+
+def failure_text(error: Mapping[str, Any] | None, code: int, tail: str) -> str:
+    """A failed run's ``error``: the cause on the first line, then the log tail.
+
+    The cause is the trainer's ``error`` line; a trainer that died without one
+    (an import error, a segfault, a kill) gets its exit code and the last line it
+    wrote to stderr, usually the exception. Our own ``--- <time> <reason>`` header
+    lines are never the cause (`rltray runs` once showed one as the error).
+    """
+    said = str((error or {}).get("message") or "").strip()
+    if not said:
+        said = f"the trainer exited with code {code}"
+        written = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+        written = [ln for ln in written if not ln.startswith("--- ")]
+        if written:
+            said += f": {written[-1]}"
+    return said + ("\n--- trainer.log (last lines) ---\n" + tail if tail else "")
+
+
+class TrainingRunner:
+    """Starts, stops, resumes and finishes training rounds over one data folder."""
+
+    def __init__(
+        self,
+        store: Store,
+        paths: Paths,
+        settings_provider: Callable[[], Any],
+        publisher: Publisher | None = None,
+        on_change: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        hyper: Mapping[str, Any] | None = None,
+        device: str = "auto",
+        env: Mapping[str, str] | None = None,
+        replay_share: float | None = None,  # None: the preset's (jobbuild.DATA_SHARES)
+        stop_timeout_s: float = 60.0,
+    ) -> None:
+        """``settings_provider`` returns the current ``config.Config`` (or its ``training``).
+
+        ``hyper`` / ``device`` go into every job (tests use them for tiny models);
+        ``env`` is added to the trainer's environment.
+        """
+        self.store = store
+        self.paths = paths
+        self.settings_provider = settings_provider
+        self.publisher = publisher or Publisher()
+        self.on_change = on_change
+        self.hyper = dict(hyper or {})
+        self.device = device
+        self.env = dict(env or {})
+        self.replay_share = replay_share
+        self.stop_timeout_s = stop_timeout_s
+        self._lock = threading.RLock()
+        self._child: _Child | None = None
+        self._last: dict[str, Any] = {"run_id": None, "status": "idle", "percent": 0.0}
+
+    # -- public API ----------------------------------------------------------
+
+    def start(self, reason: str = "manual") -> str:
+        """Start a round (or resume the paused one) and return its run id.
+
+        A ``manual`` round trains on any fresh rating; other reasons (the
+        scheduler's) need ``training.min_ratings`` of them. A paused round of
+        the same base model is resumed instead of building a new one.
+        """
+        with self._lock:
+            self._refuse_if_running()
+            training = self._training()
+            paused = adapterversions.resumable_run(self.store, self.paths, training.base_model)
+            away = reason == "scheduled"  # the scheduler starts rounds only while idle
+            by_hand = reason == "manual"  # Train now: resets the failure budget
+            if paused is not None:
+                return self._launch(paused, reason="resume", user_away=away, by_hand=by_hand)
+            python = jobbuild.training_python(training)
+            run_id = jobbuild.new_run_id()
+            built = jobbuild.build_job(
+                self.store,
+                self.paths,
+                training,
+                run_id,
+                replay_share=self.replay_share,
+                hyper=self.hyper,
+                device=self.device,
+                min_fresh=1 if reason == "manual" else training.min_ratings,
+            )
+            self.store.add_run(run_id, status="running")
+            return self._launch(
+                run_id, reason=reason, built=built, python=python, user_away=away, by_hand=by_hand
+            )
+
+    def resume(self, run_id: str | None = None) -> str:
+        """Run a paused round's job folder again; the trainer continues from its checkpoint."""
+        with self._lock:
+            self._refuse_if_running()
+            paused = [r.id for r in self._paused_runs()]
+            run_id = run_id or (paused[0] if paused else None)
+            if run_id is None or run_id not in paused:
+                raise NothingToDo("there is no paused training run to resume")
+            return self._launch(run_id, reason="resume", by_hand=True)
+
+    def stop(self, pause: bool = True, timeout: float | None = None) -> bool:
+        """Ask the trainer to stop (it checkpoints), kill it after ``timeout``; False if idle."""
+        with self._lock:
+            child = self._child
+            if child is None:
+                return False
+            child.stop_mode = "pause" if pause else "cancel"
+            _terminate(child.proc)
+        if threading.current_thread() is child.reader:
+            return True  # called from on_change: the reader records the outcome itself
+        if not child.finished.wait(self.stop_timeout_s if timeout is None else timeout):
+            with contextlib.suppress(OSError):
+                child.proc.kill()
+            child.finished.wait(30)
+        return True
+
+    def close(self) -> None:
+        """Pause a running round (the tray is quitting)."""
+        self.stop(pause=True)
+
+    def running(self) -> bool:
+        with self._lock:
+            return self._child is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the current round is finished and recorded; True when idle."""
+        with self._lock:
+            child = self._child
+        return child is None or child.finished.wait(timeout)
+
+    @property
+    def progress(self) -> dict[str, Any]:
+        """A copy of the latest progress: run_id, status, percent, step, total, message …"""
+        with self._lock:
+            return dict(self._child.progress if self._child else self._last)
+
+    def rollback(self, version: int | None = None) -> Adapter | None:
+        """Make ``version`` active: default the active one's parent (which may be the base
+        model), ``0`` the plain base model. Returns the active adapter, None for the base.
+
+        See ``adapterversions.rollback``; refused while a round runs, because that
+        round's parent would silently stop being the active version.
+        """
+        with self._lock:
+            self._refuse_if_running("roll back")
+            target = adapterversions.rollback(self.store, self.paths, version)
+        self._publish("rolled_back", target.version if target is not None else None)
+        self._notify()
+        return target
+
+    def reconcile(self) -> list[str]:
+        """Settle runs a killed tray left ``running``; returns their ids. Call once at start.
+
+        A leftover trainer still alive is stopped first. A run whose adapter was
+        fully written is applied from its ``rltray.json``; one with a checkpoint
+        becomes ``paused`` (resumable); any other is ``failed``.
+        """
+        settled = []
+        with self._lock:
+            current = self._child.run_id if self._child else None
+            for run in reversed(self.store.list_runs(limit=100)):  # oldest first
+                if run.status != "running" or run.id == current:
+                    continue
+                version = adapterversions.settle_leftover(
+                    self.store, self.paths, run, self.stop_timeout_s
+                )
+                if version is not None:
+                    self._publish("published", version)
+                settled.append(run.id)
+        return settled
+
+    # -- launching -----------------------------------------------------------
+
+    def _training(self) -> Any:
+        settings = self.settings_provider()
+        return getattr(settings, "training", settings)
+
+    def _refuse_if_running(self, what: str = "start another round") -> None:
+        if self._child is not None:
+            raise TrainingBusy(f"a training round is running; pause it before you {what}")
+
+    def _paused_runs(self) -> list[Run]:
+        return adapterversions.paused_runs(self.store)
+
+    def _launch(
+        self,
+        run_id: str,
+        *,
+        reason: str,
+        built: jobbuild.BuiltJob | None = None,
+        python: str | None = None,
+        user_away: bool = False,
+        by_hand: bool = False,
+    ) -> str:
+        """Spawn the trainer on ``runs/<run_id>/job.json`` and its reader thread.
+
+        ``user_away``: the scheduler started this round because the user is idle
+        (it pauses the round when they return), so the trainer may use every core;
+        otherwise it leaves one free (``torch_setup.choose_threads``). ``by_hand``:
+        the user asked for this round (Train now), which resets the scheduler's
+        failure budget (``outcome.failure_streak``); it stays set when the run resumes.
+        """
+        folder = self.paths.runs / run_id
+        built = built or jobbuild.read_manifest(folder)
+        python = python or jobbuild.training_python(self._training())
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "RLTRAY_TRAINER_USER_AWAY": "1" if user_away else "0",
+            **self.env,
+        }
+        flags = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)  # CTRL_BREAK on Windows
+        with open(folder / "trainer.log", "ab") as log:
+            log.write(f"--- {datetime.now(timezone.utc).isoformat()} {reason}\n".encode())
+            log.flush()
+            try:
+                proc = subprocess.Popen(
+                    [python, "-m", "rltray.trainer", str(built.job_path)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    cwd=folder,
+                    env=env,
+                    creationflags=flags,
+                )
+            except OSError as exc:
+                if reason != "resume":  # a paused run stays resumable
+                    self.store.finish_run(
+                        run_id, "failed", error=f"the trainer did not start: {exc}"
+                    )
+                raise jobbuild.TrainingNotSetUp(
+                    f"set up training first: {python} did not start ({exc})"
+                ) from None
+        (folder / "trainer.pid").write_text(str(proc.pid), encoding="utf-8")
+        run = self.store.get_run(run_id)
+        before = run.metrics if run else {}
+        resumed = reason == "resume"
+        metrics = {
+            **before,
+            "reason": reason,
+            "by_hand": by_hand or bool(before.get("by_hand")),
+            "resumes": int(before.get("resumes") or 0) + resumed,
+            "notes": list(built.notes),
+            "fresh": len(built.fresh_ids),
+            "heldout": len(built.heldout_ids),
+            "replay": len(built.replay_ids),
+        }
+        self.store.set_run_metrics(run_id, metrics)
+        if run is not None and run.status != "running":
+            self.store.set_run_status(run_id, "running")
+        progress = {
+            "run_id": run_id,
+            "status": "running",
+            "percent": 0.0,
+            "message": "resuming from the checkpoint" if resumed else "starting",
+            "resumed": resumed,
+        }
+        child = _Child(run_id, built, proc, progress, metrics=metrics)
+        child.reader = threading.Thread(
+            target=self._read, args=(child,), name=f"trainer-reader-{run_id}", daemon=True
+        )
+        self._child = child
+        child.reader.start()
+        self._notify()
+        return run_id
+
+    # -- the reader thread ---------------------------------------------------
+
+    def _read(self, child: _Child) -> None:
+        """Drain stdout to EOF, then record the outcome; always leaves the runner idle."""
+        assert child.proc.stdout is not None
+        for raw in io.TextIOWrapper(child.proc.stdout, encoding="utf-8", errors="replace"):
+            if raw.strip():
+                with contextlib.suppress(Exception):  # one odd line must not stop the draining
+                    self._on_line(child, raw)
+        code = child.proc.wait()
+        try:
+            self._finish(child, code)
+        except Exception as exc:  # never leave the runner stuck "running"
+            with contextlib.suppress(Exception):
+                self.store.finish_run(child.run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            status = "unknown"
+            with contextlib.suppress(Exception):
+                status = getattr(self.store.get_run(child.run_id), "status", status)
+            with self._lock:
+                self._last = {**child.progress, "status": status}
+                self._child = None
+            child.finished.set()
+            self._notify()
+
+    def _on_line(self, child: _Child, raw: str) -> None:
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            line = {"type": "log", "message": raw.strip()}
+        if not isinstance(line, dict):
+            return
+        kind = line.get("type")
+        with self._lock:
+            p = child.progress
+            if kind == "progress":
+                step, total = int(line.get("step", 0)), max(1, int(line.get("total", 1)))
+                p.update(step=step, total=total, percent=round(100.0 * step / total, 1))
+                p.update(loss=line.get("loss"), message=f"step {step} of {total}")
+            elif kind == "metric":
+                child.metrics[str(line.get("name"))] = line.get("value")
+            elif kind == "log":
+                p["message"] = str(line.get("message", ""))
+            elif kind == "done":
+                child.done = line
+                p.update(percent=100.0, message="finishing")
+            elif kind == "paused":
+                child.paused = True
+            elif kind == "error":
+                child.error = line
+                p["message"] = str(line.get("message", ""))
+            now = time.monotonic()
+            save = kind == "metric" or now - child.saved_at >= PROGRESS_SAVE_S
+            if save:
+                child.saved_at = now
+                child.metrics["progress"] = {k: v for k, v in p.items() if k != "run_id"}
+                snapshot = dict(child.metrics)
+        if save:
+            with contextlib.suppress(Exception):
+                self.store.set_run_metrics(child.run_id, snapshot)
+        self._notify()
+
+    def _finish(self, child: _Child, code: int) -> None:
+        metrics = {**child.metrics, "exit_code": code}
+        if child.done is not None and code == 0:
+            self._apply(child.built, child.done, metrics)
+        elif child.stop_mode == "cancel":
+            adapterversions.cancel_run(
+                self.store, self.paths, child.run_id, "stopped by the user", metrics
+            )
+        elif child.paused or code == EXIT_PAUSED or child.stop_mode == "pause":
+            self.store.set_run_metrics(child.run_id, metrics)
+            self.store.set_run_status(child.run_id, "paused")
+        else:
+            tail = outcome.log_tail(child.built.folder / "trainer.log", LOG_TAIL_LINES)
+            error = failure_text(child.error, code, tail)
+            self.store.finish_run(child.run_id, "failed", metrics=metrics, error=error)
+
+    # -- results -------------------------------------------------------------
+
+    def _apply(self, built: jobbuild.BuiltJob, done: Mapping[str, Any], metrics: dict) -> None:
+        with self._lock:
+            version = adapterversions.apply_result(self.store, self.paths, built, done, metrics)
+        if version is not None:
+            self._publish("published", version)
+
+    def _publish(self, hook: str, version: int | None) -> None:
+        try:
+            getattr(self.publisher, hook)(version)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                self.store.log_event("publish-failed", f"{hook}({version}): {exc}")
+
+    def _notify(self) -> None:
+        if self.on_change is None:
+            return
+        with contextlib.suppress(Exception):  # a broken listener must not stop bookkeeping
+            self.on_change(self.progress)
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (CTRL_BREAK on Windows): the trainer saves a checkpoint and exits 3."""
+    with contextlib.suppress(OSError):
+        if sys.platform == "win32":
+            proc.send_signal(signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined]
+        else:
+            proc.terminate()
