@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import tomlkit
 import tomlkit.exceptions
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 from rltray.app.errors import UserError
 from rltray.app.fileio import UnsafePathError, read_regular_file, write_private_atomic
 from rltray.app.paths import Paths
@@ -49,15 +49,24 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class AgentsSettings(_Section):
-    """Which coding agents rltray captures turns from."""
+def _agents_settings() -> type[_Section]:
+    """``agents.<name>``: one switch per agent of ``hooks/registry.py`` (a new agent gets
+    its switch from its registry line; ingest drops the records of one switched off)."""
+    from rltray.app.hooks import registry
 
-    claude_code: bool = Field(
-        True, description="Capture turns from Claude Code (its Stop and UserPromptSubmit hooks)."
-    )
-    codex: bool = Field(
-        True, description="Capture turns from Codex (its notify program and hooks)."
-    )
+    switches: dict[str, Any] = {
+        entry.name.replace("-", "_"): (
+            bool,
+            Field(True, description=f"Capture turns from {entry.display_name} ({entry.captures})."),
+        )
+        for entry in registry.AGENTS
+    }
+    model = create_model("AgentsSettings", __base__=_Section, **switches)
+    model.__doc__ = "Which coding agents rltray captures turns from."
+    return model
+
+
+AgentsSettings = _agents_settings()
 
 
 class NotifySettings(_Section):

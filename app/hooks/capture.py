@@ -15,14 +15,18 @@ imported and nothing can make the agent see a failure: exit status is always 0.
 import os
 import sys
 
-EVENTS = ("claude-stop", "claude-prompt", "claude-expand", "codex-stop", "codex-prompt",
-          "codex-notify")
-
 
 def build_command(event, home, python=sys.executable, chain=None):
-    """The argv an agent runs for ``event``; ``chain`` is the user's previous notify argv."""
-    if event not in EVENTS:
-        raise ValueError(f"unknown hook event {event!r}; expected one of {', '.join(EVENTS)}")
+    """The argv an agent runs for ``event``; ``chain`` is the user's previous notify argv.
+
+    Called by the installers (in the app), never by the hook run itself: the events
+    are the ones the agents' modules beside ``capture_core`` declare.
+    """
+    from rltray.app.hooks import capture_core
+
+    if not capture_core.is_event(event):
+        known = ", ".join(capture_core.known_events())
+        raise ValueError(f"unknown hook event {event!r}; expected one of {known}")
     argv = [str(python), "-I", "-S", os.path.abspath(__file__), "--home", os.fspath(home)]
     if chain:
         import json

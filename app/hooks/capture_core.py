@@ -36,8 +36,6 @@ import os
 import sys
 import time
 
-EVENTS = ("claude-stop", "claude-prompt", "claude-expand", "codex-stop", "codex-prompt",
-          "codex-notify")
 MAX_STDIN = 8 * 1024 * 1024
 MAX_STATE = 4 * 1024 * 1024
 MAX_TEXT = 200_000
@@ -70,10 +68,6 @@ RL_COMMANDS = ("good", "bad", "undo", "status")
 # `/rl` through rltray's custom command file; Codex's terminal UI refuses unknown slash
 # commands, so there it is `$rl`, the rltray skill's mention (`codex exec` takes both).
 RL_PREFIXES = ("/rl", "$rl")
-USAGE = {"claude-code": "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl undo | "
-                        "/rl status",
-         "codex": "rltray: usage: $rl good [comment] | $rl bad [comment] | $rl undo | "
-                  "$rl status (`/rl ...` also works in `codex exec`)"}
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -365,7 +359,9 @@ class Hook:
     def __init__(self, home, event):
         self.home = home
         self.event = event
-        self.agent = "codex" if event.startswith("codex") else "claude-code"
+        module = agent_events(event.partition("-")[0]) if "-" in event else None
+        self.agent = module.AGENT if module is not None else "unknown"
+        self.usage = module.USAGE if module is not None else ""
         self._scrub = None  # app/scrub.py's scrub once loaded; False when it cannot be
 
     def scrub(self, text):
@@ -641,7 +637,7 @@ def prompt_hook(hook, payload, out):
     if sub not in RL_COMMANDS:
         if folder is not None:
             folder.close()
-        out({"decision": "block", "reason": USAGE.get(hook.agent, USAGE["claude-code"])})
+        out({"decision": "block", "reason": hook.usage})
         return
     out({"decision": "block", "reason": run_command(hook, session, state, folder, sub, comment)})
 
@@ -778,7 +774,7 @@ def parse_argv(argv):
             i += 1
         elif arg.startswith("--home="):
             home = arg[7:]
-        elif arg in EVENTS:
+        elif is_event(arg):
             event = arg
         else:
             raise ValueError(f"unexpected argument {arg[:80]!r}")
@@ -824,18 +820,39 @@ def write_stdout(obj):
 
 def agent_events(prefix):
     """The events module of the agent whose events start with ``prefix`` (``events_<prefix>``
-    beside this file), loaded once; it reaches the shared helpers as its ``core``."""
+    beside this file), loaded once, or None when there is none; it reaches the shared
+    helpers as its ``core``. The module names its agent, its events and its `/rl` usage,
+    so a new agent adds a module here and touches nothing in this file."""
     name = "events_" + prefix
     module = sys.modules.get(name)
     if module is None:
+        if not prefix.isidentifier():
+            return None
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, here)
         try:
             module = __import__(name)
+        except ImportError:
+            return None
         finally:
             sys.path.remove(here)
     module.core = sys.modules[__name__]
     return module
+
+
+def is_event(arg):
+    """Whether ``arg`` is ``<prefix>-<event>`` of an agent's events module."""
+    prefix, dash, name = arg.partition("-")
+    module = agent_events(prefix) if dash else None
+    return module is not None and name in module.EVENTS
+
+
+def known_events():
+    """Every event of every agent's module beside this file (messages and installers)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = os.listdir(here)
+    prefixes = sorted(f[7:-3] for f in names if f.startswith("events_") and f.endswith(".py"))
+    return [f"{p}-{n}" for p in prefixes for n in agent_events(p).EVENTS]
 
 
 def main(argv=None, out=write_stdout):
@@ -847,7 +864,7 @@ def main(argv=None, out=write_stdout):
         event = parsed or "hook"
         hook = Hook(home, event)
         if parsed is None:
-            hook.log(f"no event given; expected one of {', '.join(EVENTS)}")
+            hook.log(f"no event given; expected one of {', '.join(known_events())}")
             return 0
         raw = extra[-1] if event == "codex-notify" and extra else None
         if chain:
@@ -866,12 +883,12 @@ def main(argv=None, out=write_stdout):
         payload = loads(raw)
         if not isinstance(payload, dict):
             raise ValueError(f"payload is a JSON {type(payload).__name__}, not an object")
-        if event in ("claude-prompt", "codex-prompt"):
+        prefix, _, name = event.partition("-")
+        if name == "prompt":
             prompt_hook(hook, payload, out)
-        elif event == "claude-expand":
+        elif name == "expand":
             expand_hook(hook, payload, out)
-        else:  # <agent>-stop, codex-notify: the agent's own module reads its payload
-            prefix, _, name = event.partition("-")
+        else:  # stop, notify: the agent's own module reads its payload
             getattr(agent_events(prefix), name)(hook, payload)
     except Exception as exc:
         log(home, event, f"{type(exc).__name__}: {str(exc)[:300]}")

@@ -8,6 +8,15 @@ A new agent is a module like this one plus its line in ``hooks/registry.py``.
 
 core = None  # capture_core, set by capture_core.agent_events() before any call
 
+AGENT = "codex"  # the name the store records (hooks/registry.py)
+EVENTS = ("stop", "prompt", "notify")  # codex-<event>; prompt is capture_core's
+# Codex's terminal UI refuses unknown slash commands, so there a rating is `$rl`, the
+# rltray skill's mention (`codex exec` takes both).
+USAGE = (
+    "rltray: usage: $rl good [comment] | $rl bad [comment] | $rl undo | "
+    "$rl status (`/rl ...` also works in `codex exec`)"
+)
+
 
 # Codex's terminal UI names each new thread by asking the model in a thread of its own, and
 # `notify` reports that turn like any other; it is Codex's, not the user's, so never a turn.

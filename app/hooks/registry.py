@@ -1,9 +1,9 @@
 """The agents rltray knows.
 
-Adding an agent: a module with its ``Agent`` subclass (install, detect, doctor), an
-``events_<prefix>.py`` beside ``capture_core.py`` that reads its hook payloads, one line
-in ``AGENTS``; its events in ``capture_core.EVENTS`` and its ``agents.<name>`` switch
-in ``config.AgentsSettings`` (the hook and the settings cannot import this registry).
+Adding an agent is two files and one line: a module with its ``Agent`` subclass
+(install, detect, doctor), an ``events_<prefix>.py`` beside ``capture_core.py`` that
+names the agent, its events and its `/rl` usage and reads its hook payloads, and its
+``Entry`` in ``AGENTS`` (which also gives it its ``agents.<name>`` switch in config.toml).
 
 Names and display names are read here without importing the agents' modules (the
 CLI's parser lists them on every start); a class is imported when it is used.
@@ -26,14 +26,16 @@ class Entry:
     display_name: str
     module: str
     cls: str
+    captures: str  # how rltray hears of its turns, for the agents.<name> setting's help
 
     def load(self) -> type[Agent]:
         return getattr(importlib.import_module(self.module), self.cls)
 
 
 AGENTS: tuple[Entry, ...] = (
-    Entry("claude-code", "Claude Code", "rltray.app.hooks.claude_code", "ClaudeCode"),
-    Entry("codex", "Codex", "rltray.app.hooks.codex", "Codex"),
+    Entry("claude-code", "Claude Code", "rltray.app.hooks.claude_code", "ClaudeCode",
+          "its Stop and UserPromptSubmit hooks"),
+    Entry("codex", "Codex", "rltray.app.hooks.codex", "Codex", "its notify program and hooks"),
 )
 
 

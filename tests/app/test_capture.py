@@ -119,7 +119,10 @@ def test_build_command_is_the_documented_argv(tmp_path: Path) -> None:
     assert chained[-3:] == ["--chain", '["n", "--x"]', "codex-notify"]
     with pytest.raises(ValueError, match="unknown hook event"):
         capture.build_command("stop", tmp_path)
-    assert capture.EVENTS == capture_core.EVENTS
+    assert capture_core.known_events() == [
+        "claude-stop", "claude-prompt", "claude-expand", "codex-stop", "codex-prompt",
+        "codex-notify",
+    ]
 
 
 def test_hook_imports_nothing_but_the_standard_library(home: Path) -> None:
@@ -1111,3 +1114,38 @@ def test_codex_notify_skips_codex_naming_its_thread(home: Path) -> None:
              "five words where possible.\n\nUser prompt:\nfix the bug")
     run_hook(home, "codex-notify", notify_payload("title-thread", "t9", [title], "Fix the bug"))
     assert spooled(home) == []
+
+
+def test_a_new_agent_is_one_events_module_beside_the_core(tmp_path: Path) -> None:
+    """The hook knows an agent from its events module alone: a copy of the hook program
+    with an events_demo.py beside it records demo-stop turns as agent "demo"."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for name in ("capture.py", "capture_core.py"):
+        shutil.copy(Path(capture.__file__).resolve().parent / name, hooks / name)
+    (hooks / "events_demo.py").write_text(
+        'core = None\nAGENT = "demo"\nEVENTS = ("stop", "prompt")\nUSAGE = "usage"\n\n'
+        "def stop(hook, payload):\n"
+        '    session = core.session_of(payload, "sid")\n'
+        "    state, folder = hook.load_state(session)\n"
+        "    core.record_turn(hook, session, state, folder, {\n"
+        '        "turn": payload["id"], "prompt": payload["q"], "response": payload["a"],\n'
+        '        "context": [], "cwd": None, "model": None, "event": "stop",\n'
+        '        "transcript": None})\n'
+    )
+    home = tmp_path / "home"
+    payload = json.dumps({"sid": "s1", "id": "t1", "q": "why?", "a": "because."})
+    argv = [sys.executable, "-I", "-S", str(hooks / "capture.py"), "--home", str(home)]
+    done = subprocess.run([*argv, "demo-stop"], input=payload.encode(), capture_output=True)
+    assert done.returncode == 0
+    (record,) = (home / "spool" / "incoming").glob("*.json")
+    stored = json.loads(record.read_text())
+    assert (stored["agent"], stored["prompt"], stored["response"]) == ("demo", "why?", "because.")
+    other = subprocess.run([*argv, "demo-notify"], input=b"{}", capture_output=True)
+    assert other.returncode == 0  # not one of its events: logged, never the agent's problem
+    assert len(list((home / "spool" / "incoming").glob("*.json"))) == 1
