@@ -565,6 +565,15 @@ def fallback_turn_id(session, prompt, response):
     return _sha256_hex("\0".join((session, prompt, response)))[:16]
 
 
+def turn_fields(session, turn, prompt, response, payload, **more):
+    """What every agent's turn record carries; a turn without an id of its own gets a hash
+    of session, prompt and answer. ``more``: context, event, transcript."""
+    return {"turn": (turn or fallback_turn_id(session, prompt, response))[:200],
+            "prompt": prompt, "response": response,
+            "cwd": text_or_none(payload.get("cwd")), "model": text_or_none(payload.get("model")),
+            **more}
+
+
 def record_turn(hook, session, state, folder, fields):
     """Spool a turn unless this turn was already written with everything it now carries.
 

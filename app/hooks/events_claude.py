@@ -165,19 +165,7 @@ def stop(hook, payload):
     context = [
         {"role": m[0], "content": core.cap(m[1], core.MAX_CONTEXT_CHARS)} for m in reversed(older)
     ]
-    core.record_turn(
-        hook,
-        session,
-        state,
-        folder,
-        {
-            "turn": turn or core.fallback_turn_id(session, prompt, response),
-            "prompt": prompt,
-            "response": response,
-            "context": context,
-            "cwd": core.text_or_none(payload.get("cwd")),
-            "model": core.text_or_none(payload.get("model")),
-            "event": "stop",
-            "transcript": path,
-        },
+    fields = core.turn_fields(
+        session, turn, prompt, response, payload, context=context, event="stop", transcript=path
     )
+    core.record_turn(hook, session, state, folder, fields)

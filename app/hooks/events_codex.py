@@ -35,22 +35,11 @@ def stop(hook, payload):
     state, folder = hook.load_state(session)
     turn = core.text_or_none(payload.get("turn_id"))
     prompt = core.text_or_none(state.get("prompt")) or ""  # the prompt hook runs wherever Stop does
-    core.record_turn(
-        hook,
-        session,
-        state,
-        folder,
-        {
-            "turn": (turn or core.fallback_turn_id(session, prompt, response))[:200],
-            "prompt": prompt,
-            "response": response,
-            "context": [],
-            "cwd": core.text_or_none(payload.get("cwd")),
-            "model": core.text_or_none(payload.get("model")),
-            "event": "stop",
-            "transcript": core.text_or_none(payload.get("transcript_path")),
-        },
+    transcript = core.text_or_none(payload.get("transcript_path"))
+    fields = core.turn_fields(
+        session, turn, prompt, response, payload, context=[], event="stop", transcript=transcript
     )
+    core.record_turn(hook, session, state, folder, fields)
 
 
 def notify(hook, payload):
@@ -84,19 +73,8 @@ def notify(hook, payload):
     context = [
         {"role": "user", "content": core.cap(m, core.MAX_CONTEXT_CHARS)} for m in inputs[:-1]
     ]
-    core.record_turn(
-        hook,
-        session,
-        state,
-        folder,
-        {
-            "turn": (turn or core.fallback_turn_id(session, prompt, response))[:200],
-            "prompt": prompt,
-            "response": response,
-            "context": context[-core.MAX_CONTEXT :],
-            "cwd": core.text_or_none(payload.get("cwd")),
-            "model": core.text_or_none(payload.get("model")),
-            "event": "codex-notify",
-            "transcript": None,
-        },
-    )
+    fields = core.turn_fields(
+        session, turn, prompt, response, payload,
+        context=context[-core.MAX_CONTEXT :], event="codex-notify", transcript=None,
+    )  # fmt: skip
+    core.record_turn(hook, session, state, folder, fields)
