@@ -74,8 +74,14 @@ def read_store(paths: Paths, fn: Callable[[Store], Any]) -> Any:
 
 
 @contextlib.contextmanager
-def running_tray(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`rltray run` as a process; whatever the test did, it and its children are gone after."""
+def running_tray(
+    env: dict[str, str], log: Path, *, new_session: bool = False
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`rltray run` as a process; whatever the test did, it and its children are gone after.
+
+    ``new_session``: in a process group of its own, as a terminal runs a foreground job
+    (a test may signal the whole group); what is left of the group is killed after.
+    """
     import psutil
 
     proc = subprocess.Popen(
@@ -83,6 +89,7 @@ def running_tray(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[by
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),
+        start_new_session=new_session,
     )
     try:
         yield proc
@@ -96,6 +103,9 @@ def running_tray(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[by
             except subprocess.TimeoutExpired:
                 proc.kill()
         proc.wait(30)
+        if new_session:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def set_up_tray_env(session_bus: PrivateSessionBus, display: str) -> dict[str, str]:
@@ -342,12 +352,7 @@ def test_ctrl_c_stops_the_tray_as_sigterm_does_and_closes_its_settings_window(
     env = {**session_bus.env, "DISPLAY": display, "PYSTRAY_BACKEND": "appindicator",
            "BROWSER": str(browser), "PYWEBVIEW_GUI": "none-such"}  # fmt: skip
     log = tmp_path / "tray.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rltray.app.cli", "run"],
-        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
-        start_new_session=True,  # its own group, as a terminal gives a foreground job
-    )  # fmt: skip
-    try:
+    with running_tray({**os.environ, **env}, log, new_session=True) as proc:
         fake_watcher.wait_for_item()
         (window,) = wait_until(
             lambda: [p for p in psutil.Process(proc.pid).children(recursive=True)
@@ -363,7 +368,3 @@ def test_ctrl_c_stops_the_tray_as_sigterm_does_and_closes_its_settings_window(
         wait_until(lambda: not window.is_running() or window.status() == "zombie",
                    timeout=10, what="the settings window to close")  # fmt: skip
         assert not Paths.from_env().endpoint.exists()
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
