@@ -138,7 +138,7 @@ def _sha256_hex(text):
 
 
 def state_file_name(agent, session):
-    """The name of one agent session's state file in ``spool/sessions/`` (app/sessionstate.py
+    """The name of one agent session's state file in ``spool/sessions/`` (app/hooks/sessionstate.py
     finds a deleted turn's session by it)."""
     return f"{agent}-{_sha256_hex(session)[:16]}.json"
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rltray.app import jsonfile
-from rltray.app.hooks import hooksjson
+from rltray.app.hooks import hooksjson, jsonfile
 from rltray.app.hooks.base import (
     Agent,
     AgentStatus,

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import tomlkit
 import tomlkit.exceptions
-from rltray.app import jsonfile
-from rltray.app.hooks import hooksjson
+from rltray.app.hooks import hooksjson, jsonfile
 from rltray.app.hooks.base import (
     Agent,
     AgentStatus,

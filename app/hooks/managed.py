@@ -30,7 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rltray.app import fileio, jsonfile
+from rltray.app import fileio
+from rltray.app.hooks import jsonfile
 from rltray.app.hooks.base import HookInstallError, InstallReport
 from rltray.app.paths import Paths
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rltray.app import sessionstate
+from rltray.app.hooks import sessionstate
 from rltray.app.paths import Paths
 from rltray.app.store import backup as dbbackup
 from rltray.app.store.base import StoreBase, StoreError, _check_source, in_chunks, utc_iso

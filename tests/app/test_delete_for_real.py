@@ -20,9 +20,9 @@ from pathlib import Path
 
 import dbdamage
 import pytest
-from rltray.app import cli, sessionstate, spool
+from rltray.app import cli, spool
 from rltray.app.errors import ExitCode
-from rltray.app.hooks import capture, capture_core
+from rltray.app.hooks import capture, capture_core, sessionstate
 from rltray.app.paths import Paths
 from rltray.app.store import Store, migrations
 from rltray.app.store import backup as dbbackup

@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rltray.app import jsonfile
 from rltray.app.errors import UserError
-from rltray.app.hooks import hooksjson, registry
+from rltray.app.hooks import hooksjson, jsonfile, registry
 from rltray.app.hooks.base import Agent, AgentStatus, InstallReport, is_rltray_command
 from rltray.app.hooks.claude_code import ClaudeCode
 from rltray.app.hooks.managed import MANIFEST_NAME, Editor, read_config
