@@ -3,7 +3,7 @@
 #   make run      the app (what the tray/CLI need) + the training extras this machine can use
 #   make test     everything: app, both training backends, bench and test tools
 #   make check    the fast suite while working: lint, import contracts, tests not marked
-#                 slow or ml (about a minute on 2 cores; `make test` before pushing)
+#                 slow or ml (about six minutes on 2 cores; `make test` before pushing)
 #   make install  links .venv/bin/rltray into ~/.local/bin so `rltray` is on PATH
 PYTHON ?= python3
 VENV   := .venv
