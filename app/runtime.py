@@ -67,7 +67,7 @@ def compose(
 ) -> Runtime:
     """Build and start this data folder's running rltray (refuses when another one runs).
 
-    The one composition of the parts: the tray (``traycli``), the headless service
+    The one composition of the parts: the tray (``cli/tray.py``), the headless service
     and the self-test all start rltray through here; ``Runtime.close()`` takes
     down what this started.
     """

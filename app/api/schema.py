@@ -4,7 +4,7 @@ One class per body: ``web/api.py`` validates each request with it through
 ``httpinput.takes`` and ``app/api/openapi.py`` describes it from the same class,
 so the document served at ``/api/openapi.json`` cannot drift from what is
 checked. The field types (ids in int64, capped comments, versions) are
-``httpinput``'s, shared with the settings web app.
+``api/input.py``'s, shared with the settings web app.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Why it looks like this:
 - Every statement on the connection turns SQLite's "locked" and "damaged"
   errors into DatabaseBusy / DatabaseDamaged naming the file. Both are also
   sqlite3 errors, so code telling a database failure from a record's keeps working.
-- Backups (``dbbackup``) are taken before migrating a used database, and at
+- Backups (``store/backup.py``) are taken before migrating a used database, and at
   most once a day otherwise.
 """
 

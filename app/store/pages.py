@@ -2,8 +2,8 @@
 
 Why: a damaged root, interior or schema page stops SQLite's own reading of every
 row below it, while the leaf pages that hold the rows are usually intact.
-``dbpagescan`` reads those; this module is the file format it needs, standard
-library only (no maintained pure-Python reader fits: see ``dbpagescan``).
+``store/pagescan.py`` reads those; this module is the file format it needs, standard
+library only (no maintained pure-Python reader fits: see ``store/pagescan.py``).
 
 The parts of the file format relied on (https://www.sqlite.org/fileformat2.html):
 

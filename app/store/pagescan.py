@@ -6,7 +6,7 @@ or interior page hides every row below it, and a damaged page 1 hides the whole
 file, while the leaf pages that hold the rows are usually intact. The sqlite3
 shell's `.recover` reads leaf pages directly, but it is not part of Python's
 sqlite3 module and Debian's shell fails on rltray's files, so this module does
-the same with the standard library only (the file format is ``dbpages``).
+the same with the standard library only (the file format is ``store/pages.py``).
 rltray's schema is known, so each leaf page's records are matched to a table by
 how many values they hold and of which types (``Shape``), as `.recover` fills
 ``lost_and_found``; the leaves under one readable interior page, or named by a

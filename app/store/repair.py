@@ -9,9 +9,9 @@ ratings among them. So the repair
 2. moves the damaged file and its write-ahead log aside as
    ``rltray.db.damaged-<UTC time>`` (kept, never written again);
 3. scans the pages of the damaged file for rows of rltray's tables
-   (``dbpagescan``, ``dbpages``), before SQLite opens it;
+   (``store/pagescan.py``, ``store/pages.py``), before SQLite opens it;
 4. creates a new file with the current schema and takes the rows
-   (``dbsalvage``): as SQLite reads them, then, for each table SQLite could
+   (``store/salvage.py``): as SQLite reads them, then, for each table SQLite could
    not read whole, as the page scan found them, then what is still missing
    from the newest backup that passes ``PRAGMA quick_check`` (never a deleted
    turn, nor a rating withdrawn since);

@@ -1,6 +1,6 @@
 """Rows for a rebuilt rltray.db: walked from the damaged file, read from its pages, or a backup's.
 
-Why three sources, in this order (``dbrepair`` calls them):
+Why three sources, in this order (``store/repair.py`` calls them):
 
 1. ``walk``: SQLite's own reading, table by table in rowid order, a page of
    rows at a time; where a read fails it reads row by row, and past an
@@ -9,7 +9,7 @@ Why three sources, in this order (``dbrepair`` calls them):
    nothing is added to it from anywhere else, so a row deleted since the
    backup stays deleted.
 2. ``from_pages``: for the tables that are not whole, the rows a scan of the
-   file's pages found (``dbpagescan``): a damaged root, interior or schema page
+   file's pages found (``store/pagescan.py``): a damaged root, interior or schema page
    stops the walk but not the scan.
 3. ``from_backup``: what the damaged file could not give, from the newest
    intact backup, with ``INSERT OR IGNORE`` on the same keys (the damaged
