@@ -63,20 +63,23 @@ class Settings:
             return False
         from rltray.app import config  # pydantic: not on the CLI's import path
 
+        broken = None
         with self._lock:
             if stamp == self._stamp:
                 return False
             try:
                 self._current = config.load_config(self._paths)
             except config.ConfigError as exc:
-                self._report(str(exc))
+                broken = str(exc)
             else:
                 self._problem = None
             self._stamp = stamp
+        if broken is not None:  # outside the lock: the report writes the event log
+            self._report(broken)
         return True
 
-    def set(self, key: str, value: Any) -> tuple[Any, Any]:
-        """Change one setting (validated, comments kept); returns (before, after).
+    def set(self, key: str, value: Any) -> Any:
+        """Change one setting (validated, comments kept); returns its new value.
 
         A broken file is refused here with its own sentence: writing one key
         over it would either keep the break or drop what the user typed.
@@ -84,10 +87,9 @@ class Settings:
         from rltray.app import config
 
         with self._lock:
-            before = config.load_config(self._paths).get(key)
             after = config.set_value(self._paths, key, value).get(key)
             self._stamp = ("written",)  # re-read on the next use
-        return before, after
+        return after
 
     def save_many(
         self,
@@ -118,11 +120,11 @@ class Settings:
                 errors[key] = refused
                 continue
             try:
-                before, after = self.set(key, value)
+                after = self.set(key, value)
             except config.ConfigError as exc:
                 errors[key] = str(exc)
                 continue
-            if before != after:
+            if snapshot.get(key) != after:  # each key once: the snapshot holds its old value
                 changed.append(key)
         if errors and all_or_nothing and changed:
             with self._lock:
