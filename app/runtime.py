@@ -233,10 +233,9 @@ class Runtime:
         """Ratings given by another process (`rltray good`, a second window) reach the
         listeners too: their notifications are withdrawn, the tray redraws."""
         turns, self._rating_mark = self.service.store.rating_changes(self._rating_mark)
-        if turns:
+        settings_moved = self.service.settings_changed_on_disk()  # `rltray config set`, an editor
+        if turns or settings_moved:
             self.service.changed(rated=turns)
-        elif self.service.settings_changed_on_disk():  # `rltray config set`, an editor
-            self.service.changed()
 
     def _backup_if_due(self) -> None:
         """The daily database copy: a service that runs for weeks opens the database once."""
