@@ -381,7 +381,7 @@ def ingest(
     paths: Paths,
     store: Store,
     progress: Callable[[int, int], None] | None = None,
-    ignore: Callable[[], frozenset[str]] | frozenset[str] = frozenset(),
+    ignore: Callable[[], frozenset[str]] = frozenset,
 ) -> IngestReport:
     """Move every waiting hook record into the database, oldest first, a batch per transaction.
 
@@ -389,7 +389,8 @@ def ingest(
     on. An error of the database itself (locked, disk full) stops ingest and
     leaves that batch and the ones after it in place, so order is kept and the
     next pass retries them. ``progress(done, total)`` is called after each batch.
-    ``ignore``: agents whose capture is turned off; their records are dropped and counted.
+    ``ignore()``: agents whose capture is turned off (asked only when there is something
+    to store: it reads the settings); their records are dropped and counted.
     """
     report = IngestReport()
     incoming = paths.spool_incoming
@@ -414,9 +415,7 @@ def ingest(
             )
         else:
             records.append(name)
-    if records and callable(ignore):
-        ignore = ignore()  # asked only when there is something to store (it reads settings)
-    skip = ignore if isinstance(ignore, frozenset) else frozenset()
+    skip = ignore() if records else frozenset()
     for start in range(0, len(records), BATCH):
         chunk = records[start : start + BATCH]
         tally = IngestReport()
