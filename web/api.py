@@ -33,15 +33,6 @@ ABOUT = (
 bp = Blueprint(TAG, __name__)
 
 
-@bp.before_request
-def cap_body() -> None:
-    """The API's bodies are small: refuse more than ``SMALL_BODY`` before reading it (the
-    pages' own cap, for the settings forms, is the app's ``MAX_CONTENT_LENGTH``)."""
-    from rltray.app.api.input import SMALL_BODY
-
-    request.max_content_length = SMALL_BODY
-
-
 @dataclass(frozen=True)
 class Route:
     """One API route: ``handler(runtime, body)`` gets the validated body (None for a GET)."""
@@ -90,7 +81,10 @@ def routes() -> list[Route]:
 
 
 def _register() -> None:
-    from rltray.app.api.input import takes
+    """Each route behind ``takes``: its body validated and capped at ``SMALL_BODY`` before
+    it is read (the pages' own cap, for the settings forms, is the app's
+    ``MAX_CONTENT_LENGTH``)."""
+    from rltray.app.api.input import SMALL_BODY, takes
 
     for route in routes():
 
@@ -101,7 +95,7 @@ def _register() -> None:
         bp.add_url_rule(
             route.path,
             endpoint=route.path.removeprefix("/api/").replace(".", "_").replace("-", "_"),
-            view_func=takes(body=route.body)(view),
+            view_func=takes(body=route.body, max_bytes=SMALL_BODY)(view),
             methods=[route.method],
         )
 
