@@ -19,12 +19,12 @@ from typing import Any
 
 from rltray.app.training.backends import PROBED_MODULES
 
-_PROBE = r"""
+PROBE = r"""
 import importlib.util, json, platform, sys
 out = {"python": sys.version.split()[0], "executable": sys.executable,
        "platform": sys.platform, "machine": platform.machine()}
-out["modules"] = list(MODULES)
-for name in MODULES:
+out["modules"] = sys.argv[1:]  # the backends' modules (PROBED_MODULES)
+for name in out["modules"]:
     out[name] = importlib.util.find_spec(name) is not None
 if out["torch"]:
     try:
@@ -39,7 +39,6 @@ if out["torch"]:
         out["torch_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
 """
-PROBE = _PROBE.replace("MODULES", repr(PROBED_MODULES), 2)  # the backends' modules
 PROBE_TIMEOUT_S = 60.0
 PROBE_FRESH_S = 30.0  # a probe answer is reused this long (the page asks on every visit)
 TORCH_CPU = "torch==2.13.0"  # the CPU build `make` pins; a bare `torch` pulls GBs of CUDA
@@ -54,7 +53,7 @@ def probe(python: str) -> dict[str, Any]:
     """What ``python`` can train with; ``error`` when it cannot even be run."""
     try:
         done = subprocess.run(
-            [python, "-c", PROBE],
+            [python, "-c", PROBE, *PROBED_MODULES],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
