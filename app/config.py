@@ -55,7 +55,7 @@ def _agents_settings() -> type[_Section]:
     from rltray.app.hooks import registry
 
     switches: dict[str, Any] = {
-        entry.name.replace("-", "_"): (
+        entry.setting: (
             bool,
             Field(True, description=f"Capture turns from {entry.display_name} ({entry.captures})."),
         )

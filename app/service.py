@@ -88,16 +88,19 @@ class Service:
         ``/rl`` commands among them rate by app/rating.py's rules inside the spool's
         transaction; their turns are told to the rating listeners here.
         """
+        from rltray.app.hooks import registry
+
         def agents_off() -> frozenset[str]:
-            switches = self.settings().agents.model_dump()
-            return frozenset(name.replace("_", "-") for name, on in switches.items() if not on)
+            switches = self.settings().agents
+            return frozenset(e.name for e in registry.AGENTS if not getattr(switches, e.setting))
 
         report = spool.ingest(self.paths, self.store, progress=progress, ignore=agents_off)
+        settings_of = {e.name: e.setting for e in registry.AGENTS}
         for agent, count in report.ignored.items():
             self.note(
                 "spool",
                 f"dropped {count} {agent} record(s): capture from {agent} is off "
-                f"(agents.{agent.replace('-', '_')})",
+                f"(agents.{settings_of[agent]})",
             )
         if report.turns or report.commands:
             self.changed(rated=report.rated)

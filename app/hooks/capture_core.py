@@ -857,10 +857,13 @@ def is_event(arg):
 
 
 def known_events():
-    """Every event of every agent's module beside this file (messages and installers)."""
+    """Every event of every agent's module beside this file (messages and installers).
+
+    A source tree has ``events_<prefix>.py``; the bundle ships them as ``.pyc``.
+    """
     here = os.path.dirname(os.path.abspath(__file__))
-    names = os.listdir(here)
-    prefixes = sorted(f[7:-3] for f in names if f.startswith("events_") and f.endswith(".py"))
+    stems = (f.rpartition(".")[0] for f in os.listdir(here) if f.endswith((".py", ".pyc")))
+    prefixes = sorted({s[7:] for s in stems if s.startswith("events_")})
     return [f"{p}-{n}" for p in prefixes for n in agent_events(p).EVENTS]
 
 

@@ -28,6 +28,11 @@ class Entry:
     cls: str
     captures: str  # how rltray hears of its turns, for the agents.<name> setting's help
 
+    @property
+    def setting(self) -> str:
+        """Its switch's name in config.toml's [agents] table (``agents.claude_code``)."""
+        return self.name.replace("-", "_")
+
     def load(self) -> type[Agent]:
         return getattr(importlib.import_module(self.module), self.cls)
 
