@@ -121,21 +121,32 @@ def cmd_turns(ctx: Context, args: argparse.Namespace) -> int:
         return ExitCode.OK
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     wide = ctx.out.width >= WIDE
+    rows = [
+        (
+            str(t.id),
+            t.agent,
+            local_time(t.captured_at),
+            "" if t.rating is None else ("good" if t.rating.value > 0 else "bad"),
+            [t.prompt, t.response] if wide else [f"{t.prompt} → {t.response}"],
+        )
+        for t in turns
+    ]
+    # The id and rating are what `rltray rate 42 good` needs: these four columns are
+    # never cut (a newcomer once rated the wrong turns from "…" ids); only the text
+    # columns give way, and they shrink first because only they may wrap. Each text
+    # cell carries its own no_wrap, so "wrapping" it cuts it at one line with "…".
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for name in ("id", "agent", "captured", "rating"):
-        table.add_column(name, no_wrap=True)
-    texts = ("prompt", "answer") if wide else ("prompt → answer",)
-    for name in texts:
-        table.add_column(name, ratio=1, no_wrap=True, overflow="ellipsis")
-    for t in turns:
-        rating = "" if t.rating is None else ("good" if t.rating.value > 0 else "bad")
-        if wide:
-            cells = [plain(preview(t.prompt, 200)), plain(preview(t.response, 200))]
-        else:
-            cells = [plain(preview(f"{t.prompt} → {t.response}", 200))]
-        table.add_row(str(t.id), plain(t.agent), local_time(t.captured_at), rating, *cells)
+    for i, name in enumerate(("id", "agent", "captured", "rating")):
+        longest = max(len(name), *(len(row[i]) for row in rows))
+        table.add_column(name, no_wrap=True, min_width=longest)
+    for name in ("prompt", "answer") if wide else ("prompt → answer",):
+        table.add_column(Text(name, no_wrap=True, overflow="ellipsis"), overflow="ellipsis")
+    for ident, agent, captured, rating, texts in rows:
+        cells = [Text(preview(text, 200), no_wrap=True, overflow="ellipsis") for text in texts]
+        table.add_row(ident, plain(agent), captured, rating, *cells)
     ctx.out.print(table)
     return ExitCode.OK
 

@@ -150,6 +150,37 @@ def test_turns_fit_a_readable_preview_in_80_columns(rltray_home: Path) -> None:
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
+@pytest.mark.parametrize("width", [60, 80, 100, 140, 200])
+def test_turns_show_every_id_and_rating_in_full_at_any_width(
+    rltray_home: Path, width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug pinned (issue 22): at 80-100 columns ids and ratings printed as "…", from 140
+    the id, agent, captured and rating columns vanished; a newcomer rated the wrong turns."""
+    long = "How do I reverse a linked list in place without any extra memory at all " * 3
+    for n in range(1, 13):
+        spool_turn(rltray_home, f"t{n}", f"{long} {n}", f"Walk the list once {long}",
+                   agent="codex" if n % 2 else "claude-code")
+    assert cli("good")[0] == ExitCode.OK  # turn 12
+    assert cli("rate", "3", "bad")[0] == ExitCode.OK
+    monkeypatch.setenv("COLUMNS", str(width))  # the CLI's Console(file=StringIO) is this wide
+    code, out, _ = cli("turns")
+    assert code == ExitCode.OK
+    shown = {}
+    for line in out.splitlines():
+        cells = line.split()
+        if cells and cells[0].isdigit():
+            ident, agent, day, time_, *rest = cells
+            rating = rest[0] if rest and rest[0] in ("good", "bad") else ""
+            shown[int(ident)] = (agent, f"{day} {time_}", rating)
+    assert sorted(shown) == list(range(1, 13)), out
+    for n, (agent, captured, rating) in shown.items():
+        assert agent == ("codex" if n % 2 else "claude-code"), out
+        assert "…" not in captured and len(captured) == 16, out
+        assert rating == {12: "good", 3: "bad"}.get(n, ""), out
+    assert max(len(line) for line in out.splitlines()) <= width
+    assert "How do I" in out  # the text columns still show a readable start
+
+
 def test_empty_turns_is_a_sentence_not_an_empty_table() -> None:
     code, out, _ = cli("turns")
     assert code == ExitCode.OK and "No turns captured yet" in out and "─" not in out
