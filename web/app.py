@@ -178,7 +178,8 @@ def _install_guard(app: Flask) -> None:
 # The page ``launch`` answers with: ``page`` is one of security.PAGES, never user input.
 LAUNCH_PAGE = (
     '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-    '<meta http-equiv="refresh" content="0;url={page}"><title>rltray</title></head>'
+    '<meta http-equiv="refresh" content="0;url={page}"><title>rltray</title>'
+    '<link rel="icon" type="image/svg+xml" href="/static/rltray.svg"></head>'
     '<body><p>Opening rltray… <a href="{page}">Continue</a></p></body></html>'
 )
 
