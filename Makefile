@@ -16,7 +16,7 @@ FULL   := $(VENV)/.test-installed
 TORCH  := torch==2.13.0
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test check lint bench install venv clean package
+.PHONY: run test check lint bench install venv desktop clean package
 
 venv: $(APP)
 
@@ -25,6 +25,13 @@ $(APP): pyproject.toml Makefile
 	$(PIP) --upgrade pip
 	$(PIP) -e .
 	touch $(APP)
+
+# The tray and the settings window need PyGObject (gi): the desktop's own when this
+# Python can load it, else a build where a compiler and headers are, else one sentence
+# naming the packages (packaging/desktop_gi.py decides and says why). It runs every time
+# (well under a second) so a package installed later counts at the next `make run`.
+desktop: $(APP)
+	@$(BIN)/python packaging/desktop_gi.py
 
 # Training extras only where they can run: MLX on Apple Silicon, torch elsewhere
 # when the machine has the memory for a small model (packaging/training_extras.py
@@ -42,13 +49,12 @@ $(FULL): $(APP)
 	$(PIP) -e ".[torch,mlx,bench,test,export,package]" "$(TORCH)"
 	touch $(FULL) $(TRAIN)
 
-run: $(TRAIN)
+run: $(TRAIN) desktop
 	$(BIN)/rltray run
 
 test: $(FULL)
 	@bash tests/system_deps.sh
-	@$(BIN)/python -c "import gi" 2>/dev/null || $(PIP) "pygobject<3.51" \
-	  || echo "PyGObject did not build: the real-tray tests will be skipped"
+	@$(BIN)/python packaging/desktop_gi.py
 	@$(BIN)/python packaging/fetch_test_model.py >/dev/null || echo "tests that need SmolLM2 will be skipped"
 	@$(BIN)/python -c "import llama_cpp" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 10 \
 	  $(PIP) "llama-cpp-python==0.3.36" \
@@ -77,7 +83,7 @@ bench: $(FULL)
 
 # The installable one-folder bundle for this OS (PyInstaller) and its archive, in
 # build/package; tests/packaging/test_bundle.py builds and runs it (slow tests).
-package: $(APP)
+package: $(APP) desktop
 	$(PIP) -e ".[package]"
 	$(BIN)/python packaging/build.py
 
