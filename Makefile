@@ -20,9 +20,11 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
 venv: $(APP)
 
+# setuptools >= 77 reads pyproject's SPDX `license`; the venv's own (ensurepip's 65.x
+# on Python 3.11) refuses it, and `make package` builds the wheel with it.
 $(APP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip
+	$(PIP) --upgrade pip "setuptools>=77"
 	$(PIP) -e .
 	touch $(APP)
 

@@ -27,11 +27,39 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 FORBIDDEN = ("torch", "transformers", "mlx")  # top-level names that must never be bundled
+SETUPTOOLS = "setuptools>=77"  # reads pyproject's SPDX `license = "Apache-2.0"`
 
 
 def run(cmd: list[str], **kwargs: object) -> None:
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, **kwargs)  # type: ignore[call-overload]
+
+
+def setuptools_too_old(version: str | None) -> bool:
+    """Whether ``version`` (None: not installed) cannot build rltray's wheel."""
+    if version is None:
+        return True
+    major = version.split(".")[0]
+    return not major.isdigit() or int(major) < 77
+
+
+def ensure_setuptools() -> None:
+    """The wheel is built without build isolation, so with this environment's setuptools.
+
+    A venv made by Python 3.11's ensurepip has setuptools 65, which refuses the
+    SPDX license (`make package` failed on a fresh clone, issue 22); Python 3.12+
+    venvs have none. `make package` installs the package extra, which pins it;
+    this covers a venv made by hand (packaging/README.md).
+    """
+    from importlib import metadata
+
+    try:
+        version: str | None = metadata.version("setuptools")
+    except metadata.PackageNotFoundError:
+        version = None
+    if setuptools_too_old(version):
+        run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+             SETUPTOOLS])  # fmt: skip
 
 
 def forbidden_files(folder: Path) -> list[str]:
@@ -74,6 +102,7 @@ def build(out: Path, archive_it: bool = True) -> Path:
     env = {**os.environ, "RLTRAY_BUILD_DIR": str(out)}
     run([sys.executable, str(HERE / "make_icons.py"), str(out / "icons")])
     shutil.rmtree(out / "wheel", ignore_errors=True)
+    ensure_setuptools()
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
          "-w", str(out / "wheel"), str(ROOT)])  # fmt: skip
     # PyInstaller's import analysis cannot see through an editable install's
