@@ -117,6 +117,42 @@ def _one_sentence(exc: BaseException) -> str:
     return text if text else type(exc).__name__
 
 
+FINAL_LINES = ("done", "paused", "error")
+
+
+def peak_memory_bytes() -> int | None:
+    """This process's peak resident memory so far (None where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        try:
+            import psutil
+
+            return int(psutil.Process().memory_info().peak_wset)
+        except (ImportError, AttributeError):
+            return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # macOS: bytes; else KiB
+
+
+def with_peak_memory(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """``emit`` that sends a ``peak_memory_bytes`` metric just before the final line.
+
+    Why: the runner keeps metric lines with the run, so the setup wizard and
+    `rltray runs` can show what a round on this machine really held, next to the
+    estimate made before any round ran.
+    """
+
+    def emit_with_peak(line: dict[str, Any]) -> None:
+        if line.get("type") in FINAL_LINES:
+            peak = peak_memory_bytes()
+            if peak:
+                emit({"type": "metric", "name": "peak_memory_bytes", "value": peak})
+        emit(line)
+
+    return emit_with_peak
+
+
 def run(job_path: str, emit: Callable[[dict[str, Any]], None], stop: threading.Event) -> int:
     """Load the job, train, print the last line; return the exit code."""
     from rltray.trainer.job import JobError, error_line, load_examples, load_job, paused_line
@@ -206,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     emit({"type": "log", "message": f"priority: {lower_priority()}"})
     watch = ParentWatch(on_parent_death).start()
     try:
-        return run(args.job, emit, stop)
+        return run(args.job, with_peak_memory(emit), stop)
     finally:
         watch.stop()
 

@@ -88,6 +88,25 @@ def resumable_run(store: Store, paths: Paths, base_model: str) -> str | None:
     return keep
 
 
+def measured_peak(store: Store, paths: Paths, base_model: str) -> dict[str, Any] | None:
+    """The newest finished round on ``base_model`` that measured its peak memory.
+
+    ``{"peak_bytes", "run"}``: the trainer reports ``peak_memory_bytes`` at its end;
+    the setup wizard shows it beside its estimate, which it replaces.
+    """
+    for run in store.list_runs(limit=100):
+        peak = run.metrics.get("peak_memory_bytes")
+        if run.status not in ("done", "failed") or not isinstance(peak, int) or peak <= 0:
+            continue
+        try:
+            manifest = jobbuild.read_manifest(paths.runs / run.id)
+        except (OSError, ValueError, KeyError):
+            continue
+        if manifest.base_model == base_model.strip():
+            return {"peak_bytes": peak, "run": run.id}
+    return None
+
+
 def cancel_run(
     store: Store, paths: Paths, run_id: str, why: str, metrics: dict[str, Any] | None = None
 ) -> None:

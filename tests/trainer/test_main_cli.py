@@ -34,6 +34,8 @@ def test_cli_round_writes_an_adapter_peft_loads(tiny_model_dir: Path, tmp_path: 
     assert [x["step"] for x in lines if x["type"] == "progress"] == [1, 2, 3, 4]
     names = {x["name"] for x in lines if x["type"] == "metric"}
     assert names >= {"auroc_new", "kl_round", "kl_total"}
+    # the round's measured peak memory (issue 22: the wizard shows it), just before the end
+    assert lines[-2]["name"] == "peak_memory_bytes" and 200 * 2**20 < lines[-2]["value"] < 2**34
     done = lines[-1]
     assert set(done) == {"type", "adapter", "accepted", "reasons", "metrics", "baseline",
                          "trained_ids", "unseen_ids"}
