@@ -1,29 +1,35 @@
-"""What could be trained, what Ollama serves, whether the two match, and whether it fits in memory.
+"""What could be trained here, whether it pairs with an Ollama model, and whether it fits.
 
-Reads files and asks Ollama's HTTP API only; nothing here imports torch or
-transformers (the service process never does). A model is a folder with a
-``config.json`` (Hugging Face layout, as the trainer loads it): found in the
-Hugging Face cache, in folders the user names, and MLX conversions (the same
-layout with a ``quantization`` entry). Ollama is asked with ``/api/tags`` and
-``/api/show`` when it runs; when it does not, the wizard says so and goes on.
+Reads files only; nothing here imports torch or transformers (the service process
+never does). A trainable model is either a folder with a ``config.json`` (Hugging
+Face layout, as the trainer loads it: found in the Hugging Face cache, in folders
+the user names, and MLX conversions, the same layout with a ``quantization``
+entry) or a GGUF file, which the trainer materializes once into such a folder
+(``trainer/gguf_base.py``) — the file Ollama serves is one. Ollama's own models
+are listed by ``ollama_models``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-OLLAMA_TIMEOUT_S = 3.0
-TRAIN_BYTES_PER_PARAM = 2.0  # bf16 weights; LoRA's own weights and optimizer are small
-TRAIN_OVERHEAD = 1.3  # activations, the tokenizer, the reference model's logits
-# the runtime, plus up to 0.5 GiB of the drift turns' reference logits the trainer
-# keeps (trainer/backends/reference_logits.py: BUDGET_BYTES)
-TRAIN_EXTRA_GIB = 1.5
+from rltray.web import modelfiles
+
+# The memory a round needs, from measured peaks of the trainer process (torch on a CPU:
+# fp32 weights, bf16 autocast). bench/train_speed.py's steps on Llamas of real shapes:
+# SmolLM2-135M 2.27 GiB, Qwen2.5-0.5B 5.28 GiB, a line of 1.14 GiB + 2.09 x the fp32
+# weights; a whole round on SmolLM2-135M from the tray peaked at 3.31 GiB, the round's
+# other parts (reference log-probs kept from the round start, drift, the gate's greedy
+# answers) adding 1.1 GiB. MLX (bf16 weights) and a GPU need less; this errs high.
+STEP_BASE_GIB = 1.14
+BYTES_PER_PARAM = 4 * 2.09
+ROUND_EXTRA_GIB = 1.2
+#: the share of the machine's memory a round may take while the user's other work goes on
+FIT_SHARE = 0.8
 
 
 def hf_cache(env: Mapping[str, str]) -> Path:
@@ -62,24 +68,80 @@ def describe_folder(
     )
     weights = [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf")]
     info["weights_bytes"] = sum(p.stat().st_size for p in weights if p.is_file())
-    info["params"] = estimate_params(info)
+    info["params"] = modelfiles.safetensors_params(folder) or estimate_params(text)
     if "quantization" in config:
         info["source"] = "mlx"
     return info
 
 
-def estimate_params(info: Mapping[str, Any]) -> int | None:
-    """A transformer's parameter count from its shape (12·L·h² + vocab·h), for the memory figure."""
-    layers, hidden, vocab = info.get("layers"), info.get("hidden_size"), info.get("vocab_size")
+def describe_gguf(path: Path, source: str = "gguf", name: str | None = None) -> dict[str, Any]:
+    """One GGUF file's shape from its header; ``error`` says why it cannot be trained."""
+    info: dict[str, Any] = {"path": str(path), "name": name or path.name, "source": source}
+    try:
+        head = modelfiles.gguf_header(path)
+    except modelfiles.ModelFileError as exc:
+        info["error"] = str(exc).rstrip(".") + "."
+        return info
+    info.update({k: head[k] for k in ("architecture", "layers", "hidden_size", "vocab_size")})
+    info["gguf"] = True
+    info["params"] = head["params"] or None
+    info["weights_bytes"] = path.stat().st_size
+    return info
+
+
+def describe(path: Path, source: str | None = None, name: str | None = None) -> dict[str, Any]:
+    """A model folder or a GGUF file, whichever ``path`` is."""
+    if path.is_file():
+        return describe_gguf(path, source or "gguf", name)
+    return describe_folder(path, source or "folder", name)
+
+
+def trainable_problem(path_text: str) -> str | None:
+    """Why ``path_text`` cannot be chosen as the model to train (None: it can)."""
+    if not path_text:
+        return "Choose a model: a folder that holds a config.json, or a .gguf file."
+    path = Path(path_text).expanduser()
+    if path.is_file():
+        return None if modelfiles.is_gguf(path) else f"{path} is a file but not a GGUF model."
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return None
+        return f"{path} holds no config.json (a Hugging Face model folder) and is not a GGUF file."
+    return f"{path} is not on this machine."
+
+
+def estimate_params(config: Mapping[str, Any]) -> int | None:
+    """A decoder's parameter count from its config.json, where no safetensors header says it.
+
+    Attention (grouped-query aware), the gated MLP, norms, and the embedding once more
+    only when the output head is not tied to it.
+    """
+    layers = config.get("num_hidden_layers")
+    hidden = config.get("hidden_size")
+    vocab = config.get("vocab_size")
     if not all(isinstance(x, int) and x > 0 for x in (layers, hidden, vocab)):
         return None
-    return int(12 * layers * hidden * hidden + 2 * vocab * hidden)  # type: ignore[operator]
+    heads = config.get("num_attention_heads") or 1
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or hidden // heads
+    mlp = config.get("intermediate_size") or 4 * hidden
+    attention = hidden * head_dim * (2 * heads + 2 * kv_heads)
+    per_layer = attention + 3 * hidden * mlp + 2 * hidden
+    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", False) else 2)
+    return int(layers * per_layer + embeddings + hidden)
+
+
+def _gguf_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.gguf") if p.is_file() and modelfiles.is_gguf(p))
 
 
 def scan(
     env: Mapping[str, str], roots: Iterable[str | os.PathLike[str]] = ()
 ) -> list[dict[str, Any]]:
-    """Every trainable-looking model: the Hugging Face cache, then the given folders."""
+    """Every trainable-looking model: the Hugging Face cache, then the given places.
+
+    A place is a model folder, a GGUF file, or a folder of either (one level down).
+    """
     found: list[dict[str, Any]] = []
     cache = hf_cache(env)
     if cache.is_dir():
@@ -94,71 +156,19 @@ def scan(
                 found.append(describe_folder(snapshots[-1], source, name))
     for root in roots:
         base = Path(root).expanduser()
-        if (base / "config.json").is_file():
+        if base.is_file():
+            found.append(describe_gguf(base))
+        elif (base / "config.json").is_file():
             found.append(describe_folder(base))
         elif base.is_dir():
-            for child in sorted(base.iterdir()):
+            found += [describe_gguf(f) for f in _gguf_files(base)]
+            for child in sorted(p for p in base.iterdir() if p.is_dir()):
                 if (child / "config.json").is_file():
                     found.append(describe_folder(child))
+                else:
+                    found += [describe_gguf(f, name=f"{child.name}/{f.name}")
+                              for f in _gguf_files(child)]  # fmt: skip
     return found
-
-
-# -- Ollama -------------------------------------------------------------------------
-
-
-def _ollama(host: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(
-        host.rstrip("/") + path,
-        data=None if body is None else json.dumps(body).encode(),
-        method="GET" if body is None else "POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=OLLAMA_TIMEOUT_S) as response:
-        return json.loads(response.read() or b"null")
-
-
-def ollama_models(host: str) -> dict[str, Any]:
-    """``{"running", "models": [...], "error"}``; each model with its shape from /api/show."""
-    try:
-        tags = _ollama(host, "/api/tags")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return {
-            "running": False,
-            "models": [],
-            "error": f"Ollama does not answer at {host} ({reason}); start it to pair a model.",
-        }
-    models = []
-    for entry in (tags or {}).get("models") or []:
-        name = entry.get("name") or entry.get("model")
-        if not name:
-            continue
-        model = {"name": name, "size": entry.get("size")}
-        try:
-            model.update(ollama_shape(_ollama(host, "/api/show", {"model": name}) or {}))
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            model["error"] = f"/api/show failed: {exc}"
-        models.append(model)
-    return {"running": True, "models": models, "error": None}
-
-
-def ollama_shape(show: Mapping[str, Any]) -> dict[str, Any]:
-    """Architecture, layers, hidden size and vocabulary from an /api/show answer's model_info."""
-    info = show.get("model_info") or {}
-    arch = info.get("general.architecture")
-    vocab = info.get(f"{arch}.vocab_size")
-    tokens = info.get("tokenizer.ggml.tokens")
-    if vocab is None and isinstance(tokens, list) and tokens:
-        vocab = len(tokens)
-    details = show.get("details") or {}
-    return {
-        "architecture": arch,
-        "layers": info.get(f"{arch}.block_count"),
-        "hidden_size": info.get(f"{arch}.embedding_length"),
-        "vocab_size": vocab,
-        "parameter_size": details.get("parameter_size"),
-        "quantization": details.get("quantization_level"),
-    }
 
 
 # Ollama's GGUF architecture names for Hugging Face model_type values that differ.
@@ -168,9 +178,13 @@ _ARCH_ALIASES = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "g
 def pair(model: Mapping[str, Any], ollama: Mapping[str, Any]) -> list[str]:
     """Why an adapter trained on ``model`` would not fit ``ollama``; one sentence each."""
     problems = []
-    ours = str(model.get("model_type") or "").lower()
+    if model.get("gguf"):  # the GGUF's own architecture name is Ollama's
+        ours = str(model.get("architecture") or "").lower()
+    else:
+        ours = str(model.get("model_type") or "").lower()
+        ours = _ARCH_ALIASES.get(ours, ours)
     theirs = str(ollama.get("architecture") or "").lower()
-    if ours and theirs and _ARCH_ALIASES.get(ours, ours) != theirs:
+    if ours and theirs and ours != theirs:
         problems.append(
             f"Architecture differs: the trainable model is {ours}, Ollama's is {theirs}."
         )
@@ -193,28 +207,46 @@ def _count(params: int) -> str:
     return f"{params:,}"
 
 
-def memory_fit(model: Mapping[str, Any], total_bytes: int | None) -> dict[str, Any]:
-    """Whether training ``model`` fits this machine's memory, with the figure either way."""
+def memory_need_bytes(params: int) -> int:
+    """The peak memory of a training round on a model of ``params`` parameters (see the top)."""
+    return int((STEP_BASE_GIB + ROUND_EXTRA_GIB) * 2**30 + params * BYTES_PER_PARAM)
+
+
+def memory_fit(
+    model: Mapping[str, Any], total_bytes: int | None, measured: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Whether training ``model`` fits this machine's memory, with the figure either way.
+
+    ``measured``: the last finished round on this same model (``{"peak_bytes", "run"}``),
+    whose real peak is shown beside the estimate and replaces it in the verdict.
+    """
     params = model.get("params")
     if not params:
         weights = model.get("weights_bytes") or 0
-        params = int(weights / TRAIN_BYTES_PER_PARAM) if weights else None
+        params = int(weights / 2) if weights else None  # 16-bit weights on disk
     if not params:
         return {"fits": None, "message": "Its size is unknown, so the memory needed is too."}
-    need = params * TRAIN_BYTES_PER_PARAM * TRAIN_OVERHEAD + TRAIN_EXTRA_GIB * 2**30
+    need = memory_need_bytes(int(params))
+    peak = (measured or {}).get("peak_bytes")
+    basis = f"training needs about {need / 2**30:.1f} GB"
+    if peak:
+        basis += f"; the last round on it measured {peak / 2**30:.1f} GB"
+        need = int(peak)
     need_gib = need / 2**30
-    have_gib = (total_bytes or 0) / 2**30
     if not total_bytes:
-        message = f"Training needs about {need_gib:.1f} GB; this machine's memory is unknown."
-        return {"fits": None, "need_gib": need_gib, "message": message}
-    fits = need <= 0.8 * total_bytes
+        message = f"{_count(int(params))} parameters: {basis}; this machine's memory is unknown."
+        return {"fits": None, "need_gib": round(need_gib, 1), "message": message}
+    have_gib = total_bytes / 2**30
+    fits = need <= FIT_SHARE * total_bytes
     verdict = "fits" if fits else "does not fit"
     return {
         "fits": fits,
+        "params": int(params),
         "need_gib": round(need_gib, 1),
         "have_gib": round(have_gib, 1),
+        "measured_gib": round(peak / 2**30, 1) if peak else None,
         "message": (
-            f"{_count(params)} parameters: training needs about {need_gib:.1f} GB and this "
-            f"machine has {have_gib:.1f} GB, so it {verdict}."
+            f"{_count(int(params))} parameters: {basis}, and this machine has "
+            f"{have_gib:.1f} GB, so it {verdict}."
         ),
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify, render_template, request
 from rltray.app.errors import UserError
-from rltray.web import machine, models
+from rltray.web import machine, models, ollama_models
 from rltray.web.settings import save_values
 from rltray.web.state import state
 
@@ -145,9 +145,19 @@ def _memory() -> int | None:
     return int(psutil.virtual_memory().total)
 
 
+def _fit(model: dict[str, Any], total: int | None) -> dict[str, Any]:
+    from rltray.app.training import versions
+
+    service = state().service
+    path = model.get("path") or model.get("blob")
+    measured = versions.measured_peak(service.store, service.paths, path) if path else None
+    return models.memory_fit(model, total, measured)
+
+
 @bp.post("/api/setup/models")
 def api_models() -> Any:
-    """Model folders found here and Ollama's models (a POST: it asks Ollama, a request out)."""
+    """Models found here (folders and GGUF files) and Ollama's models with their GGUF files
+    (a POST: it asks Ollama, a request out)."""
 
     current = state().service.settings()
     roots = _roots()
@@ -155,25 +165,35 @@ def api_models() -> Any:
     folder = folder.strip() if isinstance(folder, str) else ""
     if folder:
         path = Path(folder).expanduser()
-        if not (path / "config.json").is_file() and not path.is_dir():
-            raise UserError(f"{folder} is not a folder on this machine.")
+        if not path.exists():
+            raise UserError(f"{folder} is not on this machine.")
         roots.append(str(path))
-    if current.training.base_model and Path(current.training.base_model).is_dir():
+    if current.training.base_model and Path(current.training.base_model).exists():
         roots.append(current.training.base_model)
-    found = models.scan(os.environ, roots)
+    total = _memory()
+    ollama = ollama_models.list_models(_ollama_host(current), os.environ)
+    blobs = {m.get("blob") for m in ollama["models"]}
     seen: set[str] = set()
     unique = []
-    total = _memory()
-    for m in found:
-        if m["path"] in seen:
+    for m in models.scan(os.environ, roots):
+        if m["path"] in seen or m["path"] in blobs:  # an Ollama blob is listed with its name
             continue
         seen.add(m["path"])
-        m["memory"] = models.memory_fit(m, total)
+        m["memory"] = _fit(m, total)
         unique.append(m)
+    for o in ollama["models"]:
+        o["memory"] = _fit(o, total) if o.get("blob") else None
+    if folder and not any(m["path"] == str(Path(folder).expanduser()) for m in unique):
+        found_here = [m for m in unique if m["path"].startswith(str(Path(folder).expanduser()))]
+        if not found_here:
+            raise UserError(
+                f"{folder} holds no model rltray can train: a folder with a config.json "
+                "(Hugging Face layout) or a .gguf file, or a folder of those."
+            )
     return jsonify(
         {
             "models": unique,
-            "ollama": models.ollama_models(_ollama_host(current)),
+            "ollama": ollama,
             "memory_gib": round((total or 0) / 2**30, 1),
             "chosen": {"base_model": current.training.base_model, "ollama": current.ollama.model},
         }
@@ -182,30 +202,38 @@ def api_models() -> Any:
 
 @bp.post("/api/setup/model")
 def api_choose_model() -> Any:
-    """Save the trainable model (and the Ollama model it pairs with); explain any mismatch."""
+    """Save the trainable model (and the Ollama model it pairs with); explain any mismatch.
+
+    Choosing one of Ollama's models sends its GGUF blob as ``path`` and its name as
+    ``ollama``: the trainer trains on the very file Ollama serves, a pair by construction.
+    """
 
     body = request.get_json(silent=True) or {}
     path = str(body.get("path") or "").strip()
-    if not path or not (Path(path) / "config.json").is_file():
-        raise UserError("Choose a model folder that holds a config.json.")
-    chosen = models.describe_folder(Path(path))
+    problem = models.trainable_problem(path)
+    if problem:
+        raise UserError(problem)
+    chosen = models.describe(Path(path).expanduser())
     if chosen.get("error"):
         raise UserError(chosen["error"])
     ollama_name = str(body.get("ollama") or "").strip()
     problems: list[str] = []
+    same_file = False
     if ollama_name:
-        listed = models.ollama_models(_ollama_host(state().service.settings()))
+        listed = ollama_models.list_models(_ollama_host(state().service.settings()), os.environ)
         match = next((m for m in listed["models"] if m["name"] == ollama_name), None)
         if match is None:
             problems.append(f"Ollama has no model {ollama_name!r} now; it was saved anyway.")
+        elif match.get("blob") and Path(match["blob"]) == Path(path).expanduser():
+            same_file = True
         else:
             problems += models.pair(chosen, match)
     values: dict[str, Any] = {"training.base_model": path, "ollama.model": ollama_name}
     errors, changed = save_values(values)
     if errors:
         raise UserError(next(iter(errors.values())))
-    return jsonify({"saved": changed, "mismatches": problems,
-                    "memory": models.memory_fit(chosen, _memory())})  # fmt: skip
+    return jsonify({"saved": changed, "mismatches": problems, "same_file": same_file,
+                    "memory": _fit(chosen, _memory())})  # fmt: skip
 
 
 # -- 3. backend -----------------------------------------------------------------------
@@ -312,5 +340,15 @@ def api_test_notification() -> Any:
 
 @bp.post("/api/setup/finish")
 def api_finish() -> Any:
-    state().service.finish_setup()
-    return jsonify({"done": True})
+    """Finish setup; the answer says plainly whether training can start or waits for a model."""
+    service = state().service
+    service.finish_setup()
+    problem = models.trainable_problem(service.settings().training.base_model.strip())
+    if problem:
+        message = (
+            "Setup finished. rltray will capture turns and ask for ratings; training waits "
+            "until you choose a model to train (step 2, Model)."
+        )
+    else:
+        message = "Setup finished. rltray will ask for ratings and train on its own."
+    return jsonify({"done": True, "trainable": problem is None, "message": message})

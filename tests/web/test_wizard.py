@@ -24,7 +24,7 @@ def test_the_page_has_six_steps(client, service) -> None:
     for preset in ("careful", "balanced", "aggressive", "custom"):
         assert f'value="{preset}"' in page
     assert service.needs_setup()
-    assert post_json(client, "/api/setup/finish").get_json() == {"done": True}
+    assert post_json(client, "/api/setup/finish").get_json()["done"] is True
     assert not service.needs_setup()
 
 
@@ -96,11 +96,64 @@ def test_without_ollama_the_wizard_says_so(client) -> None:
 
 
 def test_memory_fit_figures() -> None:
-    big = {"layers": 80, "hidden_size": 8192, "vocab_size": 128256}
-    big["params"] = models.estimate_params(big)
-    verdict = models.memory_fit(big, 16 * 2**30)
+    big = {"num_hidden_layers": 80, "hidden_size": 8192, "vocab_size": 128256,
+           "num_attention_heads": 64, "num_key_value_heads": 8,
+           "intermediate_size": 28672}  # fmt: skip
+    params = models.estimate_params(big)
+    assert params is not None and 70e9 < params < 71e9  # Llama-3-70B's shape
+    verdict = models.memory_fit({"params": params}, 16 * 2**30)
     assert verdict["fits"] is False and "does not fit" in verdict["message"]
     assert verdict["need_gib"] > 100 and verdict["have_gib"] == 16.0
+
+
+def test_a_gguf_and_the_models_ollama_serves_can_be_chosen(client, service, tmp_path) -> None:
+    """Issue 22: the model step listed only Hugging Face folders; a .gguf path got "is not a
+    folder" and Ollama's own models (the README's headline) could not be chosen."""
+    pytest.importorskip("gguf", reason="needs the gguf package (test extras) to write GGUFs")
+    from tests.support.tinygguf import build_tiny_gguf
+    from tests.web.test_ollama_models import write_ollama_model
+
+    (tmp_path / "models").mkdir()
+    mine = build_tiny_gguf(tmp_path / "models" / "mine.Q8_0.gguf")
+    blob = write_ollama_model(Path.home() / ".ollama" / "models", "tiny")  # Ollama is down
+    data = post_json(client, "/api/setup/models").get_json()
+    assert [m["name"] for m in data["models"]] == ["mine.Q8_0.gguf"]
+    assert data["models"][0]["layers"] == 2 and data["models"][0]["memory"]["fits"] is True
+    assert data["ollama"]["running"] is False
+    (served,) = data["ollama"]["models"]
+    assert served["name"] == "tiny:latest" and served["blob"] == str(blob)
+
+    chose = post_json(client, "/api/setup/model", {"path": str(blob), "ollama": "tiny:latest"})
+    assert chose.status_code == 200 and chose.get_json()["same_file"] is True
+    current = config.load_config(service.paths)
+    assert (current.training.base_model, current.ollama.model) == (str(blob), "tiny:latest")
+
+    paired = post_json(client, "/api/setup/model", {"path": str(mine), "ollama": "tiny:latest"})
+    assert paired.get_json()["mismatches"] == [] and paired.get_json()["same_file"] is False
+    looked = post_json(client, "/api/setup/models", {"folder": str(mine)}).get_json()
+    assert str(mine) in [m["path"] for m in looked["models"]]
+
+
+def test_the_model_step_says_what_is_wrong_with_a_place(client, tmp_path) -> None:
+    missing = post_json(client, "/api/setup/models", {"folder": str(tmp_path / "nope.gguf")})
+    assert missing.status_code == 400
+    assert missing.get_json()["error"]["message"].endswith("nope.gguf is not on this machine.")
+    (tmp_path / "empty").mkdir()
+    empty = post_json(client, "/api/setup/models", {"folder": str(tmp_path / "empty")})
+    assert "holds no model rltray can train" in empty.get_json()["error"]["message"]
+    (tmp_path / "notes.txt").write_text("hi")
+    chose = post_json(client, "/api/setup/model", {"path": str(tmp_path / "notes.txt")})
+    assert chose.get_json()["error"]["message"].endswith("is a file but not a GGUF model.")
+
+
+def test_finish_says_plainly_whether_training_can_start(client, tmp_path) -> None:
+    waits = post_json(client, "/api/setup/finish").get_json()
+    assert waits["trainable"] is False and "training waits until you choose a model" in waits[
+        "message"]  # fmt: skip
+    write_model_folder(tmp_path / "models" / "tiny-llama")
+    post_json(client, "/api/setup/model", {"path": str(tmp_path / "models" / "tiny-llama")})
+    ready = post_json(client, "/api/setup/finish").get_json()
+    assert ready["trainable"] is True and "train on its own" in ready["message"]
 
 
 def test_backend_asks_the_trainer_interpreter(client, service) -> None:

@@ -13,6 +13,11 @@ const rltray = (() => {
     timer = setTimeout(() => { flash.hidden = true; }, kind === "error" ? 9000 : 3000);
   }
 
+  function hush() {  // a message belongs to the screen it was said on
+    clearTimeout(timer);
+    flash.hidden = true;
+  }
+
   async function call(method, url, body) {
     const options = { method, headers: { "X-CSRF-Token": csrf, "Accept": "application/json" }, credentials: "same-origin" };
     if (body !== undefined) {
@@ -48,5 +53,5 @@ const rltray = (() => {
     return node;
   }
 
-  return { call, say, el, csrf };
+  return { call, say, hush, el, csrf };
 })();

@@ -2,7 +2,7 @@
 // saves through /api/settings, so what the wizard writes is exactly what Settings shows.
 "use strict";
 (() => {
-  const { call, say, el } = rltray;
+  const { call, say, hush, el } = rltray;
   const steps = Array.from(document.querySelectorAll(".step"));
   const links = Array.from(document.querySelectorAll("#steps a"));
   let index = Math.max(0, steps.findIndex((s) => "#" + s.id === location.hash));
@@ -11,6 +11,7 @@
 
   function show(i) {
     index = i;
+    hush();
     steps.forEach((s, n) => { s.hidden = n !== i; });
     links.forEach((a, n) => a.classList.toggle("on", n === i));
     document.getElementById("back").disabled = i === 0;
@@ -56,9 +57,9 @@
   document.getElementById("next").addEventListener("click", async () => {
     if (!(await save(steps[index]))) return;
     if (index < steps.length - 1) { show(index + 1); return; }
-    await call("POST", "/api/setup/finish");
-    say("Setup finished. rltray will ask for ratings and train on its own.");
-    setTimeout(() => { location.href = "/"; }, 800);
+    const done = await call("POST", "/api/setup/finish");
+    say(done.message, done.trainable ? "ok" : "warn");
+    setTimeout(() => { location.href = "/"; }, done.trainable ? 800 : 4000);
   });
   document.getElementById("back").addEventListener("click", () => show(Math.max(0, index - 1)));
   links.forEach((a, n) => a.addEventListener("click", async (e) => { e.preventDefault(); if (await save(steps[index])) show(n); }));
@@ -76,12 +77,15 @@
     for (const a of agents) {
       let state;
       if (!a.detected) state = el("span", { class: "muted" }, "not found on this machine");
-      else if (!a.installed) state = el("span", {}, a.stale ? "hooks point elsewhere: install again" : "hooks not installed");
+      else if (a.stale) state = el("span", { class: "warn" }, "hooks run another copy of rltray: install again");
+      else if (!a.installed) state = el("span", {}, "hooks not installed");
       else if (a.waiting) state = el("span", { class: "waiting" }, "installed · waiting for the first event…");
       else state = el("span", { class: "ok" }, `installed · ${a.turns} turn${a.turns === 1 ? "" : "s"} arrived`);
-      const button = a.installed
-        ? el("button", { type: "button", "data-agent": a.name, "data-action": "uninstall" }, "Uninstall")
-        : el("button", { type: "button", "data-agent": a.name, "data-action": "install", disabled: !a.detected, class: "primary" }, "Install hooks");
+      // hooks that run another copy of rltray (a moved clone, an older install) are
+      // installed but capture nothing here: offer to point them at this one
+      const install = el("button", { type: "button", "data-agent": a.name, "data-action": "install", disabled: !a.detected, class: "primary" }, a.installed ? "Install again" : "Install hooks");
+      const uninstall = el("button", { type: "button", "data-agent": a.name, "data-action": "uninstall" }, "Uninstall");
+      const button = !a.installed ? install : a.stale ? [install, " ", uninstall] : uninstall;
       const notes = a.notes.map((n) => el("p", { class: "note" }, n));
       box.append(el("div", { class: "agent", "data-name": a.name }, el("strong", {}, a.display_name), " ", state, " ", button, ...notes));
     }
@@ -100,49 +104,82 @@
   });
 
   // -- 2. model ------------------------------------------------------------------------
+  // Ollama's models first: choosing one trains on the very GGUF Ollama serves (its blob),
+  // so the adapter fits it by construction. Then folders and .gguf files found here, which
+  // pair with an Ollama model chosen in the list below them.
+  function shapeOf(m) {
+    return `${m.model_type || m.architecture || "?"} · ${m.layers ?? "?"} layers · hidden ${m.hidden_size ?? "?"} · vocab ${m.vocab_size ?? "?"}`;
+  }
+  function choice(value, m, badge, problem, ollamaName, chosen) {
+    const fit = m.memory && m.memory.message ? m.memory.message : "";
+    return el("label", { class: "choice" },
+      el("input", { type: "radio", name: "model-pick", value, "data-ollama": ollamaName || "", disabled: !!problem, checked: !problem && value === chosen }),
+      " ", el("strong", {}, m.name), " ", el("span", { class: "badge" }, badge), el("br"),
+      el("span", { class: problem ? "warn small" : "muted small" }, problem || shapeOf(m)), el("br"),
+      problem ? "" : el("span", { class: m.memory && m.memory.fits === false ? "warn small" : "muted small" }, fit));
+  }
   async function loadModels(folder) {
     const list = document.getElementById("model-list");
-    const data = await call("POST", "/api/setup/models", { folder: folder || "" });
+    const lookError = document.getElementById("model-look-error");
+    lookError.textContent = "";
+    let data;
+    try {
+      data = await call("POST", "/api/setup/models", { folder: folder || "" });
+    } catch (err) {
+      hush();
+      lookError.textContent = err.message;
+      return;
+    }
     list.dataset.loaded = "1";
     list.textContent = "";
-    if (!data.models.length) list.append(el("p", { class: "muted" }, "No model folders found in the Hugging Face cache or ~/models; name a folder above."));
-    for (const m of data.models) {
-      const shape = m.error ? m.error : `${m.model_type || "?"} · ${m.layers ?? "?"} layers · hidden ${m.hidden_size ?? "?"} · vocab ${m.vocab_size ?? "?"}`;
-      const fit = m.memory && m.memory.message ? m.memory.message : "";
-      list.append(el("label", { class: "choice" },
-        el("input", { type: "radio", name: "model-pick", value: m.path, disabled: !!m.error, checked: m.path === data.chosen.base_model }),
-        " ", el("strong", {}, m.name), " ", el("span", { class: "badge" }, m.source), el("br"),
-        el("span", { class: "muted small" }, shape), el("br"),
-        el("span", { class: m.memory && m.memory.fits === false ? "warn small" : "muted small" }, fit)));
-    }
+    const chosen = data.chosen.base_model;
+    const served = data.ollama.models;
+    list.append(el("h3", {}, "Models Ollama serves"));
+    if (!data.ollama.running) list.append(el("p", { class: "warn small" }, data.ollama.error));
+    if (!served.length) list.append(el("p", { class: "muted" }, data.ollama.running ? "Ollama serves no models yet: `ollama pull qwen2.5:0.5b`, for example." : "No Ollama models found in its files either."));
+    for (const o of served) list.append(choice(o.blob || "", o, o.quantization || "ollama", o.blob_problem, o.name, chosen));
+    list.append(el("h3", {}, "Model folders and GGUF files on this machine"));
+    if (!data.models.length) list.append(el("p", { class: "muted" }, "None in the Hugging Face cache or ~/models; name a folder or a .gguf file above."));
+    for (const m of data.models) list.append(choice(m.path, m, m.source, m.error, "", chosen));
     const ollama = document.getElementById("ollama-list");
     ollama.textContent = "";
-    ollama.append(el("h3", {}, "Ollama"));
-    if (!data.ollama.running) ollama.append(el("p", { class: "warn" }, data.ollama.error));
     const select = el("select", { id: "ollama-pick", "aria-label": "Ollama model" }, el("option", { value: "" }, "(none: do not publish)"));
-    for (const o of data.ollama.models) {
+    for (const o of served) {
       select.append(el("option", { value: o.name, selected: o.name === data.chosen.ollama },
         `${o.name} — ${o.architecture || "?"}, ${o.layers ?? "?"} layers, hidden ${o.hidden_size ?? "?"}`));
     }
-    ollama.append(select);
-    chosenModel = data.chosen.base_model || null;
+    ollama.append(el("label", { for: "ollama-pick" }, "Publish trained versions to this Ollama model: "), select);
+    chosenModel = chosen || null;
     document.getElementById("model-save").disabled = !chosenModel;
   }
   document.getElementById("model-look").addEventListener("click", () => loadModels(document.getElementById("model-folder").value));
   document.getElementById("model-list").addEventListener("change", (e) => {
-    if (e.target.name === "model-pick") { chosenModel = e.target.value; document.getElementById("model-save").disabled = false; }
+    if (e.target.name !== "model-pick") return;
+    document.getElementById("model-look-error").textContent = "";
+    chosenModel = e.target.value;
+    document.getElementById("model-save").disabled = false;
+    const pick = document.getElementById("ollama-pick");
+    if (e.target.dataset.ollama && pick) pick.value = e.target.dataset.ollama;
   });
   document.getElementById("model-save").addEventListener("click", async () => {
     const ollama = document.getElementById("ollama-pick");
-    const result = await call("POST", "/api/setup/model", { path: chosenModel, ollama: ollama ? ollama.value : "" });
     const box = document.getElementById("model-result");
     box.textContent = "";
+    let result;
+    try {
+      result = await call("POST", "/api/setup/model", { path: chosenModel, ollama: ollama ? ollama.value : "" });
+    } catch (err) {
+      hush();
+      box.append(el("p", { class: "error" }, err.message));
+      return;
+    }
     box.append(el("p", { class: "ok" }, "Saved."));
-    if (result.mismatches.length) {
+    if (result.same_file) box.append(el("p", { class: "ok" }, "rltray trains on the very file Ollama serves, so trained versions fit it."));
+    else if (result.mismatches.length) {
       box.append(el("p", { class: "warn" }, "This pair does not match, so an adapter trained on it would not load in Ollama:"),
         el("ul", {}, result.mismatches.map((m) => el("li", {}, m))));
     } else if (ollama && ollama.value) box.append(el("p", { class: "ok" }, "The two models match."));
-    if (result.memory && result.memory.message) box.append(el("p", { class: result.memory.fits === false ? "warn" : "muted" }, result.memory.message));
+    else box.append(el("p", { class: "muted" }, "No Ollama model chosen: versions are trained and kept here, not published."));
   });
 
   // -- 3. backend ----------------------------------------------------------------------

@@ -1,0 +1,47 @@
+"""The wizard's model step in a real browser (Chromium): Ollama's models found through its
+files while the server is down, a .gguf file, a place that is not there (issue 22)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rltray.app import config
+
+from tests.web.test_browser import page, server, shot  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def ollama() -> str:
+    """Ollama is not running: its models are found through its own files."""
+    return "http://127.0.0.1:9"
+
+
+def test_the_model_step_offers_ollamas_models_and_gguf_files(
+    page, server, service, tmp_path  # noqa: F811
+) -> None:
+    pytest.importorskip("gguf", reason="needs the gguf package (test extras) to write GGUFs")
+    from tests.support.tinygguf import build_tiny_gguf
+    from tests.web.test_ollama_models import write_ollama_model
+
+    (tmp_path / "models").mkdir()
+    build_tiny_gguf(tmp_path / "models" / "mine.Q8_0.gguf")
+    blob = write_ollama_model(Path.home() / ".ollama" / "models", "tiny")
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(server.launch_url("setup") + "#model")
+    page.wait_for_selector("#model-list >> text=Models Ollama serves")
+    page.fill("#model-folder", str(tmp_path / "nothing-here.gguf"))
+    page.click("#model-look")
+    page.wait_for_selector("#model-look-error >> text=is not on this machine")
+    page.fill("#model-folder", "")
+    page.check(f"input[name='model-pick'][value='{blob}']")
+    assert page.input_value("#ollama-pick") == "tiny:latest"  # the pair follows the choice
+    page.click("#model-save")
+    page.wait_for_selector("#model-result >> text=trains on the very file Ollama serves")
+    shot(page, "wizard-2-model-ollama-gguf", "Setup")
+    assert errors == []  # the old step left an uncaught promise rejection here
+    current = config.load_config(service.paths)
+    assert (current.training.base_model, current.ollama.model) == (str(blob), "tiny:latest")

@@ -1,0 +1,79 @@
+"""Model headers read without loading weights, checked against the gguf library's reader
+and the safetensors file SmolLM2's shape gives."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from rltray.web import modelfiles, models
+
+gguf = pytest.importorskip("gguf", reason="needs the gguf package (test extras) to write GGUFs")
+np = pytest.importorskip("numpy")
+
+from tests.support.tinygguf import build_tiny_gguf  # noqa: E402
+
+
+def test_gguf_header_matches_the_gguf_library(tmp_path: Path) -> None:
+    path = build_tiny_gguf(tmp_path / "tiny.gguf", hidden=64, blocks=3, vocab=200)
+    head = modelfiles.gguf_header(path)
+    reader = gguf.GGUFReader(path)
+    assert head["params"] == sum(int(np.prod(t.shape)) for t in reader.tensors)
+    assert (head["architecture"], head["layers"], head["hidden_size"], head["vocab_size"]) == (
+        "llama", 3, 64, 200)  # fmt: skip
+    assert head["name"] == "tiny" and modelfiles.is_gguf(path)
+
+
+def test_a_file_that_is_not_a_gguf_or_ends_early_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "notes.gguf"
+    text.write_text("hello")
+    assert not modelfiles.is_gguf(text)
+    with pytest.raises(modelfiles.ModelFileError, match="not a GGUF file"):
+        modelfiles.gguf_header(text)
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(build_tiny_gguf(tmp_path / "whole.gguf").read_bytes()[:200])
+    with pytest.raises(modelfiles.ModelFileError, match="ends inside its header"):
+        modelfiles.gguf_header(cut)
+
+
+def _safetensors(path: Path, shapes: dict[str, list[int]]) -> None:
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, shape in shapes.items():
+        size = 4 * int(np.prod(shape))
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def test_a_tied_embedding_counts_once(tmp_path: Path) -> None:
+    """Issue 22: SmolLM2-135M was shown as 176 million parameters (its tied embedding twice)."""
+    smollm2 = {
+        "model_type": "llama", "num_hidden_layers": 30, "hidden_size": 576, "vocab_size": 49152,
+        "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536,
+        "tie_word_embeddings": True,
+    }  # fmt: skip
+    assert models.estimate_params(smollm2) == 134_515_008  # what its safetensors file holds
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(smollm2))
+    _safetensors(folder / "model.safetensors", {"a": [10, 20], "b": [5]})
+    assert modelfiles.safetensors_params(folder) == 205
+    assert models.describe_folder(folder)["params"] == 205  # the file's count wins
+
+
+def test_the_memory_figure_follows_the_measured_peaks() -> None:
+    smollm2 = models.memory_fit({"params": 134_515_008}, 24 * 2**30)
+    # a real round on SmolLM2-135M peaked at 3.55 GB (3.31 GiB): the estimate is near it
+    assert 3.2 <= smollm2["need_gib"] <= 3.6 and smollm2["fits"] is True
+    assert "135 million parameters" in smollm2["message"]
+    measured = models.memory_fit(
+        {"params": 134_515_008}, 4 * 2**30, {"peak_bytes": int(3.9 * 2**30), "run": "r1"}
+    )
+    assert measured["measured_gib"] == 3.9 and measured["fits"] is False  # 3.9 > 0.8 x 4
+    assert "the last round on it measured 3.9 GB" in measured["message"]
+    big = models.memory_fit({"params": 7_600_000_000}, 16 * 2**30)
+    assert big["fits"] is False and big["need_gib"] > 50
