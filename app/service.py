@@ -425,9 +425,20 @@ class Service:
         return {"automatic": on}
 
     def rollback(self, version: int | str | None = None) -> dict[str, Any]:
-        """Make an older version active (default: the active one's parent; 0: the base model)."""
-        target = self.runner().rollback(parse_version(version))
-        return {"active": None if target is None else target.version}
+        """Make an older version active (default: the active one's parent; 0: the base model).
+
+        ``ollama``: what Ollama serves now, or why it does not (None: no publisher line).
+        """
+        lines: list[str] = []
+        target = self.runner().rollback(parse_version(version), said=lines.append)
+        return {"active": None if target is None else target.version,
+                "ollama": lines[0] if lines else None}
+
+    def publish(self) -> dict[str, Any]:
+        """Send the active version to Ollama again, after Ollama was down or moved."""
+        active = self.store.active_adapter()
+        line = self.runner().publish_active()
+        return {"active": None if active is None else active.version, "ollama": line}
 
     def delete_version(self, version: int) -> None:
         """Delete an old version's files and row (never the active one's)."""

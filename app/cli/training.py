@@ -1,9 +1,11 @@
-"""`rltray train|rollback|pause|resume|versions|runs|config`: training and settings from a terminal.
+"""`rltray train|rollback|publish|pause|resume|versions|runs|config`: training and settings.
 
 When the service runs, commands that change what it owns (the trainer, the
 schedule) go through its local API, so there is one trainer and one schedule;
 when it does not, they work alone on the data folder. `train` with no service
-trains in the foreground with a progress bar; Ctrl+C pauses the run.
+trains in the foreground with a progress bar; Ctrl+C pauses the run. Every
+command that makes a version active ends with an "Ollama: …" line: what Ollama
+serves now, or why it does not (the version is active here either way).
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ def _outcome(ctx: Context, run: dict[str, Any]) -> int:
     status = run["status"]
     if outcome.accepted(run):
         ctx.say(("Accepted: ", "green"), outcome.accepted_sentence(run))
+        metrics = run.get("metrics")
+        if isinstance(metrics, dict) and metrics.get("ollama"):
+            _said_ollama(ctx, str(metrics["ollama"]))
     elif outcome.rejected(run):
         ctx.say(("Rejected: ", "yellow"), "no new version; the ratings wait for the next round.")
     else:
@@ -117,7 +122,29 @@ def cmd_rollback(ctx: Context, args: argparse.Namespace) -> int:
         result = ctx.service().rollback(args.version)
     active = result["active"]
     ctx.say("Active now: " + ("the base model (no adapter)" if active is None else f"v{active}"))
+    if result.get("ollama"):
+        _said_ollama(ctx, result["ollama"])
     return ExitCode.OK
+
+
+def cmd_publish(ctx: Context, args: argparse.Namespace) -> int:
+    """Send the active version to Ollama again (it was down when the version became active)."""
+    result = ctx.service(ingest=False).publish()
+    active = result["active"]
+    ctx.say("Active here: " + ("the base model" if active is None else f"v{active}"))
+    line = result.get("ollama")
+    if line and not _said_ollama(ctx, line):
+        return ExitCode.NOT_AVAILABLE
+    return ExitCode.OK
+
+
+def _said_ollama(ctx: Context, line: str) -> bool:
+    """Print the publisher's line; False when it failed (its line then names the retry)."""
+    from rltray.app.training.publisher import RETRY
+
+    failed = RETRY in line
+    ctx.say(("Ollama: ", "yellow" if failed else "green"), line)
+    return not failed
 
 
 def cmd_automatic(ctx: Context, args: argparse.Namespace) -> int:
@@ -229,6 +256,7 @@ def add_commands(add: Any) -> None:
     p.add_argument("--wait", action="store_true", help="with a running rltray: wait for the end")
     p = add("rollback", cmd_rollback, "make an older version active (default: the previous one)")
     p.add_argument("version", nargs="?", help="v3 or 3; 0 for the base model")
+    add("publish", cmd_publish, "send the active version to Ollama again (after it was down)")
     add("pause", cmd_automatic, "pause automatic training (Train now still works)")
     add("resume", cmd_automatic, "resume automatic training")
     p = add("versions", cmd_versions, "trained versions, the active one marked")

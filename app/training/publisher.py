@@ -8,8 +8,11 @@ already says what is active, so a failing publisher never undoes a version.
 
 Threads: ``published`` is called on the runner's reader thread when a round is
 accepted; ``rolled_back`` on the thread that asked for the rollback. Both may
-take long (an Ollama export does); an exception is logged as an event by the
-runner and otherwise ignored.
+take long (an Ollama export does). Each returns one line saying what Ollama
+serves now, and an exception is logged as an event by the runner, which turns
+it into a line with :func:`failure_line`: the command that made the version
+active prints that line, because a failure seen only in the activity log let
+`rltray rollback 6` say "Active now: v6" while the agents kept the old model.
 
 :class:`OllamaPublisher` is the real one when ``ollama.model`` is set: it runs
 ``python -m rltray.trainer.export`` in the trainer's environment (gguf, numpy and
@@ -22,6 +25,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -33,20 +38,66 @@ if TYPE_CHECKING:
     from rltray.app.store import Store
 
 PUBLISH_TIMEOUT_S = 4 * 3600  # merging + uploading a 30B model on a slow disk
+PROBE_TIMEOUT_S = 3.0  # "is Ollama there at all", before an export process is started
+RETRY = "rltray publish"  # the command that sends the active version to Ollama again
+NOT_USED = (
+    "not used (ollama.model is empty); `rltray config set ollama.model MODEL` publishes "
+    "each version there"
+)
 
 
 class Publisher:
-    """No-op publisher; subclass and override what you need."""
+    """No-op publisher; subclass and override what you need.
 
-    def published(self, version: int) -> None:
+    Each hook returns one line for the user (what Ollama serves now, shown after
+    "Ollama: "), or None when there is nothing to say.
+    """
+
+    def published(self, version: int) -> str | None:
         """Adapter ``version`` (``adapters/vNNNN``) was accepted and is now active."""
+        return None
 
-    def rolled_back(self, version: int | None) -> None:
+    def rolled_back(self, version: int | None) -> str | None:
         """Version ``version`` is active again; ``None`` means the plain base model."""
+        return None
 
 
 class PublishError(UserError):
     """The export process failed; the message is its one sentence."""
+
+
+class OllamaUnreachable(PublishError):
+    """Nothing answers at ``host``: the usual case (Ollama not started), said as such."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(
+            f"Ollama is not running at {host}: start it (`ollama serve` or the Ollama app) "
+            "or fix ollama.host."
+        )
+        self.host = host
+
+
+def failure_line(exc: Exception, version: int | None) -> str:
+    """The line after "Ollama: " when publishing ``version`` failed: the version is active
+    here all the same, and `rltray publish` sends it once Ollama is back."""
+    here = "the base model" if version is None else f"v{version}"
+    if isinstance(exc, OllamaUnreachable):
+        return (
+            f"not reachable at {exc.host} — {here} is active here but not in Ollama; "
+            f"start Ollama, then run `{RETRY}`"
+        )
+    return f"not published ({exc}) — {here} is active here; `{RETRY}` tries again"
+
+
+def _answers(host: str) -> bool:
+    """Whether anything answers HTTP at ``host`` (an error status still is an answer)."""
+    try:
+        with urllib.request.urlopen(f"{host.rstrip('/')}/api/version", timeout=PROBE_TIMEOUT_S):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def describe(publication: dict[str, Any] | None) -> str | None:
@@ -99,6 +150,8 @@ class OllamaPublisher(Publisher):
         from rltray.app.training import jobbuild
 
         config = self.load_config()
+        if not _answers(config.ollama.host):  # one clear sentence, and no process to start
+            raise OllamaUnreachable(config.ollama.host)
         python = jobbuild.training_python(config.training)
         command = [python, "-m", "rltray.trainer.export", *args]
         try:
@@ -123,13 +176,13 @@ class OllamaPublisher(Publisher):
     def _workdir(self, version: int) -> Any:
         return self.paths.home / "publish" / f"v{version:04d}"
 
-    def published(self, version: int) -> None:
+    def published(self, version: int) -> str | None:
         config = self.load_config()
         if not config.ollama.model.strip():
-            return
+            return NOT_USED
         adapter = self.store.get_adapter(version)
         if adapter is None:
-            return
+            return None
         workdir = self._workdir(version)
         args = [
             "publish",
@@ -151,11 +204,14 @@ class OllamaPublisher(Publisher):
         publication = {k: v for k, v in result.items() if k != "ok"}
         self.store.set_adapter_publication(version, result["tag"], publication)
         self.store.log_event("published", f"v{version}: {describe(publication)}")
+        tag = str(result["tag"])
+        latest = f"; {tag.rsplit(':', 1)[0]}:latest serves it" if result.get("latest") else ""
+        return f"published as {tag}{latest}"
 
-    def rolled_back(self, version: int | None) -> None:
+    def rolled_back(self, version: int | None) -> str | None:
         config = self.load_config()
         if not config.ollama.model.strip():
-            return
+            return NOT_USED
         args = ["latest", *self._common(config), "--num-ctx", str(config.ollama.num_ctx),
                 "--keep", str(config.ollama.keep_versions)]
         adapter = self.store.get_adapter(version) if version is not None else None
@@ -170,4 +226,6 @@ class OllamaPublisher(Publisher):
         if adapter is not None and result.get("republished"):
             publication = dict(result["republished"])
             self.store.set_adapter_publication(adapter.version, publication["tag"], publication)
-        self.store.log_event("published", f"{result['latest']} now serves {result['source']}")
+        line = f"{result['latest']} now serves {result['source']}"
+        self.store.log_event("published", line)
+        return line

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from rltray.app.errors import ExitCode, NothingToDo, UserError
 from rltray.app.training import jobbuild, outcome
 from rltray.app.training import versions as adapterversions
-from rltray.app.training.publisher import Publisher
+from rltray.app.training.publisher import Publisher, failure_line
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
@@ -214,19 +214,35 @@ class TrainingRunner:
         with self._lock:
             return dict(self._child.progress if self._child else self._last)
 
-    def rollback(self, version: int | None = None) -> Adapter | None:
+    def rollback(
+        self, version: int | None = None, said: Callable[[str], None] | None = None
+    ) -> Adapter | None:
         """Make ``version`` active: default the active one's parent (which may be the base
         model), ``0`` the plain base model. Returns the active adapter, None for the base.
 
         See ``adapterversions.rollback``; refused while a round runs, because that
-        round's parent would silently stop being the active version.
+        round's parent would silently stop being the active version. ``said`` gets
+        the publisher's line (what Ollama serves now, or why it does not).
         """
         with self._lock:
             self._refuse_if_running("roll back")
             target = adapterversions.rollback(self.store, self.paths, version)
-        self._publish("rolled_back", target.version if target is not None else None)
+        line = self._publish("rolled_back", target.version if target is not None else None)
+        if line is not None and said is not None:
+            said(line)
         self._notify()
         return target
+
+    def publish_active(self) -> str | None:
+        """Send the active version to Ollama again (it was down): the publisher's line.
+
+        A version whose own publish failed is published; otherwise ``latest`` is
+        pointed at the active version (or the base model), as a rollback does.
+        """
+        active = self.store.active_adapter()
+        if active is not None and not active.ollama_tag:
+            return self._publish("published", active.version)
+        return self._publish("rolled_back", active.version if active is not None else None)
 
     def reconcile(self) -> list[str]:
         """Settle runs a killed tray left ``running``; returns their ids. Call once at start.
@@ -245,7 +261,7 @@ class TrainingRunner:
                     self.store, self.paths, run, self.stop_timeout_s
                 )
                 if version is not None:
-                    self._publish("published", version)
+                    self._publish_round(run.id, version)
                 settled.append(run.id)
         return settled
 
@@ -428,14 +444,28 @@ class TrainingRunner:
         with self._lock:
             version = adapterversions.apply_result(self.store, self.paths, built, done, metrics)
         if version is not None:
-            self._publish("published", version)
+            self._publish_round(built.run_id, version)
 
-    def _publish(self, hook: str, version: int | None) -> None:
+    def _publish_round(self, run_id: str, version: int) -> None:
+        """Publish an accepted round's version and keep the line in the run's metrics
+        (``ollama``), where `rltray train` reads it when it says how the round ended."""
+        line = self._publish("published", version)
+        if line is None:
+            return
+        with contextlib.suppress(Exception):
+            run = self.store.get_run(run_id)
+            if run is not None:
+                self.store.set_run_metrics(run_id, {**run.metrics, "ollama": line})
+
+    def _publish(self, hook: str, version: int | None) -> str | None:
+        """Call the publisher; a failure is logged and said, never raised (the version
+        is active here whatever Ollama does)."""
         try:
-            getattr(self.publisher, hook)(version)
+            return getattr(self.publisher, hook)(version)
         except Exception as exc:
             with contextlib.suppress(Exception):
                 self.store.log_event("publish-failed", f"{hook}({version}): {exc}")
+            return failure_line(exc, version)
 
     def _notify(self) -> None:
         if self.on_change is None:

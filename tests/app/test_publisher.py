@@ -71,7 +71,7 @@ def test_accepted_versions_are_published_and_shown(fake: FakeOllama) -> None:
         publisher = service.runner().publisher
         assert isinstance(publisher, OllamaPublisher)
         publisher.published(1)
-        publisher.published(2)
+        line = publisher.published(2)
         rows = {v["version"]: v for v in service.versions()}
         workdirs = list((service.paths.home / "publish").glob("*"))
     assert rows[2]["ollama_tag"] == "tiny-1m-rltray:v2"
@@ -84,6 +84,7 @@ def test_accepted_versions_are_published_and_shown(fake: FakeOllama) -> None:
     latest = fake.models["tiny-1m-rltray:latest"].model_digest
     assert latest == fake.models["tiny-1m-rltray:v2"].model_digest
     assert workdirs == []  # the merged GGUF is not kept twice: Ollama has its copy
+    assert line == "published as tiny-1m-rltray:v2; tiny-1m-rltray:latest serves it"
 
 
 def test_rollback_from_the_cli_repoints_latest(fake: FakeOllama) -> None:
@@ -100,6 +101,70 @@ def test_rollback_from_the_cli_repoints_latest(fake: FakeOllama) -> None:
     assert fake.models["tiny-1m-rltray:latest"].model_digest == (
         fake.models["tiny:1m"].model_digest
     )
+
+
+def test_rollback_says_what_ollama_serves_now(fake: FakeOllama) -> None:
+    """Issue 22: every command that publishes says what happened to Ollama."""
+    from tests.app.test_cli import cli
+
+    with _service_with_versions(fake, 2) as service:
+        service.runner().publisher.published(1)
+        service.runner().publisher.published(2)
+    code, out, err = cli("rollback", "v1")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "Active now: v1", "Ollama: tiny-1m-rltray:latest now serves tiny-1m-rltray:v1"
+    ]
+
+
+def test_a_rollback_with_ollama_down_says_so_and_publish_sends_it_later(
+    fake: FakeOllama,
+) -> None:
+    """Regression (issue 22): with Ollama down, `rltray rollback 6` printed only
+    "Active now: v6"; the failure went to the activity log alone."""
+    from tests.app.test_cli import cli
+
+    down = "http://127.0.0.1:9"  # nothing listens on the discard port
+    with _service_with_versions(fake, 2) as service:
+        service.runner().publisher.published(1)
+        service.runner().publisher.published(2)
+        config.set_value(service.paths, "ollama.host", down)
+    code, out, err = cli("rollback", "v1")
+    assert code == 0, err  # the rollback itself happened
+    assert out.splitlines() == [
+        "Active now: v1",
+        f"Ollama: not reachable at {down} — v1 is active here but not in Ollama; start "
+        "Ollama, then run `rltray publish`",
+    ]
+    assert fake.models["tiny-1m-rltray:latest"].model_digest == (
+        fake.models["tiny-1m-rltray:v2"].model_digest
+    )  # unchanged: the agents still get v2
+    code, out, _ = cli("publish")
+    assert code == 4 and f"not reachable at {down}" in out  # ExitCode.NOT_AVAILABLE
+    config.set_value(Paths.from_env(), "ollama.host", fake.url)
+    code, out, err = cli("publish")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "Active here: v1", "Ollama: tiny-1m-rltray:latest now serves tiny-1m-rltray:v1"
+    ]
+    assert fake.models["tiny-1m-rltray:latest"].model_digest == (
+        fake.models["tiny-1m-rltray:v1"].model_digest
+    )
+
+
+def test_publish_sends_a_version_whose_own_publish_failed(fake: FakeOllama) -> None:
+    from tests.app.test_cli import cli
+
+    with _service_with_versions(fake, 1) as service:
+        config.set_value(service.paths, "ollama.host", "http://127.0.0.1:9")
+        line = service.runner()._publish("published", 1)  # as an accepted round does
+        config.set_value(service.paths, "ollama.host", fake.url)
+    assert line is not None and line.startswith("not reachable at http://127.0.0.1:9 — v1")
+    assert "tiny-1m-rltray:v1" not in fake.models
+    code, out, err = cli("publish")
+    assert code == 0, err
+    assert "Ollama: published as tiny-1m-rltray:v1; tiny-1m-rltray:latest serves it" in out
+    assert "tiny-1m-rltray:v1" in fake.models
 
 
 def test_a_pruned_version_is_republished_on_rollback(fake: FakeOllama) -> None:

@@ -189,6 +189,33 @@ def test_train_wait_follows_the_running_service(running_service: Service) -> Non
     assert "Accepted: version v1 is now active." in out and "Gate: " in out
 
 
+def test_train_says_what_happened_to_ollama(running_service: Service) -> None:
+    """Regression (issue 22): a failed publish went only to the activity log; `train
+    --wait` (through the running service) and `train` (alone) now say it."""
+    rate(running_service.paths, 8, 0)
+    code, out, err = cli("train", "--wait")
+    assert code == ExitCode.OK, err
+    assert "Ollama: not used (ollama.model is empty); `rltray config set ollama.model" in out
+    for key, value in (("ollama.model", "tiny:1m"), ("ollama.host", "http://127.0.0.1:9")):
+        assert cli("config", "set", key, value)[0] == ExitCode.OK
+    rate(running_service.paths, 8, 8)
+    code, out, err = cli("train", "--wait")
+    assert code == ExitCode.OK, err
+    assert (
+        "Accepted: version v2 is now active.\nOllama: not reachable at http://127.0.0.1:9 — "
+        "v2 is active here but not in Ollama; start Ollama, then run `rltray publish`\n"
+    ) in out
+
+
+def test_train_alone_says_when_ollama_is_down(fake_trainer: Paths) -> None:
+    for key, value in (("ollama.model", "tiny:1m"), ("ollama.host", "http://127.0.0.1:9")):
+        assert cli("config", "set", key, value)[0] == ExitCode.OK
+    rate(fake_trainer, 8, 0)
+    code, out, err = cli("train")
+    assert code == ExitCode.OK, err
+    assert "Ollama: not reachable at http://127.0.0.1:9 — v1 is active here" in out
+
+
 def test_ctrl_c_while_waiting_leaves_the_round_running_and_says_so(
     running_service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
