@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.cli import headless
-    from rltray.app.tray import run_tray, why_no_tray
+    from rltray.app.tray import display_present, run_tray, why_no_tray
 
     reason = why_no_tray(ctx.env)
     if reason is not None:
@@ -24,7 +24,8 @@ def cmd_run(ctx: Context, args: argparse.Namespace) -> int:
             "`rltray` commands work as usual.",
             err=True,
         )
-        return headless.serve(ctx)
+        # a desktop without a tray still gets the setup wizard on its first run
+        return headless.serve(ctx, open_setup=display_present(ctx.env))
     from rltray.app.runtime import compose
     from rltray.web.server import SettingsWeb
 

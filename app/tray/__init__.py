@@ -55,11 +55,19 @@ def why_no_tray(env: dict[str, str] | None = None) -> str | None:
         from gi.repository import Gtk  # noqa: F401
     except (ImportError, ValueError) as exc:
         return (
-            f"the tray needs PyGObject with GTK 3 ({exc}); on Debian/Ubuntu: "
-            "apt install gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1 libgirepository1.0-dev "
-            "libcairo2-dev, then pip install 'pygobject<3.51'"
+            f"the tray needs PyGObject with GTK 3 ({exc}); on Debian/Ubuntu: sudo apt install "
+            "python3-gi gir1.2-ayatanaappindicator3-0.1 gir1.2-webkit2-4.1, then `make run` "
+            "again (it gives a checkout's venv the desktop's PyGObject)"
         )
     return None
+
+
+def display_present(env: dict[str, str] | None = None) -> bool:
+    """Whether a window can show here (a Linux desktop session names its display)."""
+    env = dict(os.environ) if env is None else env
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
 
 
 WATCHER = "org.kde.StatusNotifierWatcher"

@@ -210,8 +210,8 @@ def missing_tray_desktop() -> str | None:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         return (
             "needs PyGObject with GTK 3 and AyatanaAppIndicator3 (Debian: apt install "
-            "gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1 libgirepository1.0-dev "
-            f"libcairo2-dev, then pip install 'pygobject<3.51'; `make test` does both): {last}"
+            "python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1; `make test` installs "
+            f"them and gives the venv the system's gi, packaging/desktop_gi.py): {last}"
         )
     return None
 
