@@ -77,6 +77,33 @@ def fallback(url: str, why: str, redirect_dir: Path | None = None) -> int:
     return 0 if webbrowser.open(page.as_uri()) else 1
 
 
+def linux_backend_missing() -> str | None:
+    """Why pywebview has no GUI backend on this Linux (one sentence, what to install), or None.
+
+    Asked before pywebview is: its own probe logs a full traceback for each backend
+    it tries (GTK, then Qt), so a desktop whose venv lacked gi printed two
+    tracebacks every time the settings opened (issue 22).
+    """
+    import importlib.util
+
+    try:
+        import gi
+
+        gi.require_version("Gtk", "3.0")
+        try:
+            gi.require_version("WebKit2", "4.1")
+        except ValueError:
+            gi.require_version("WebKit2", "4.0")
+        return None
+    except (ImportError, ValueError) as exc:
+        if importlib.util.find_spec("qtpy") is not None:
+            return None  # pywebview's Qt backend may serve; let it try
+        return (
+            f"GTK WebKit is not available to this Python: {exc}; on Debian/Ubuntu: sudo apt "
+            "install python3-gi gir1.2-webkit2-4.1, then `make run` again"
+        )
+
+
 def show(url: str, driver: Callable[[Any], None] | None = None) -> None:
     """Show ``url`` until the window is closed; ``driver(window)`` runs in a thread (tests)."""
     import webview
@@ -122,6 +149,9 @@ def main(argv: list[str] | None = None, stdin: Any = None) -> int:
         import webview  # noqa: F401
     except ImportError:
         why = "the pywebview package is not installed: pip install pywebview"
+        return fallback(url, why, redirect_dir)
+    why = linux_backend_missing() if sys.platform.startswith("linux") else None
+    if why is not None:
         return fallback(url, why, redirect_dir)
     try:
         show(url)
