@@ -51,8 +51,11 @@ $(FULL): $(APP)
 	$(PIP) -e ".[torch,mlx,bench,test,export,package]" "$(TORCH)"
 	touch $(FULL) $(TRAIN)
 
+# Ctrl+C stops rltray cleanly (exit 0). Run as a plain command, GNU make still printed
+# "make: *** [Makefile:NN: run] Interrupt", which read like a crash; through `exec` it
+# prints nothing (tests/packaging/test_fresh_clone.py checks it).
 run: $(TRAIN) desktop
-	$(BIN)/rltray run
+	@exec $(BIN)/rltray run
 
 test: $(FULL)
 	@bash tests/system_deps.sh
