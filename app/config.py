@@ -17,12 +17,14 @@ from __future__ import annotations
 import re
 import textwrap
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import tomlkit
 import tomlkit.exceptions
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from rltray.app import basemodel
 from rltray.app.errors import UserError
 from rltray.app.fileio import UnsafePathError, read_regular_file, write_private_atomic
 from rltray.app.paths import Paths
@@ -90,6 +92,22 @@ class NotifySettings(_Section):
         ge=0,
         le=86400,
         description='With ask = "long": ask only about turns that took at least this long.',
+    )
+    expire_minutes: int = Field(
+        15,
+        ge=0,
+        le=1440,
+        description=(
+            "Take a rating notification down after this many minutes (0: when the desktop "
+            "decides). A newer turn of the same session replaces it on screen either way."
+        ),
+    )
+    training: bool = Field(
+        True,
+        description=(
+            "Tell, quietly, when a training round ends: a new version is active, a round "
+            "was rejected and why, or training failed."
+        ),
     )
     quiet_hours: str = Field(
         "",
@@ -293,7 +311,13 @@ class Setting:
         return "text in quotes"
 
     def parse(self, text: str) -> Any:
-        """Turn command-line text into this setting's type (validation happens afterwards)."""
+        """Turn command-line text into this setting's type (validation happens afterwards).
+
+        A TOML string (``"4"``, as config.toml shows values and the help says "text in
+        quotes") is read as its content: `rltray config set training.min_ratings '"4"'`
+        was refused as "not '4'", which read as if 4 itself were wrong.
+        """
+        text = _unquoted(text)
         raw = text.strip()
         if self.type == "bool":
             lowered = raw.lower()
@@ -310,6 +334,18 @@ class Setting:
                     f"{self.key} must be {self.expectation()}, not {text!r}."
                 ) from None
         return raw if self.type == "choice" else text
+
+
+def _unquoted(text: str) -> str:
+    """The content of a quoted TOML string (``"4"`` or ``'4'``); other text as given."""
+    raw = text.strip()
+    if len(raw) < 2 or raw[0] != raw[-1] or raw[0] not in "\"'":
+        return text
+    try:
+        value = tomlkit.parse(f"v = {raw}")["v"]
+    except tomlkit.exceptions.ParseError:
+        return text
+    return str(value) if isinstance(value, str) else text
 
 
 def describe() -> list[Setting]:
@@ -488,6 +524,27 @@ def _help_lines(setting: Setting) -> list[str]:
     elif setting.type == "int":
         text += f" Range {setting.minimum} to {setting.maximum}."
     return textwrap.wrap(text, 86)
+
+
+# Rules checked when a value is *set* (the CLI, the settings page, the wizard: all through
+# ``Settings.save_many``), never when config.toml is read: a model folder on an unplugged
+# disk must flag that one setting (doctor says so), not put every other setting out of effect.
+_ON_SET: dict[str, Callable[[str], str | None]] = {basemodel.KEY: basemodel.problem}
+
+
+def refusal_on_set(key: str, value: Any, current: Any) -> str | None:
+    """Why ``value`` may not be set for ``key`` now (one sentence), or None.
+
+    A value equal to ``current`` is not checked again: a form that re-sends the
+    whole page must not fail on a setting the user did not touch.
+    """
+    check = _ON_SET.get(key)
+    if check is None:
+        return None
+    parsed = _setting(key).parse(value) if isinstance(value, str) else value
+    if not isinstance(parsed, str) or parsed.strip() == str(current).strip():
+        return None
+    return check(parsed)
 
 
 def set_value(paths: Paths, key: str, value: Any) -> Config:

@@ -101,6 +101,7 @@ class Runtime:
         self._worker = threading.Thread(target=self._run, name="rltray-worker", daemon=True)
         self._ordinal = 0  # turns seen, for "ask about every Nth turn"
         self._rating_mark: tuple[int, str] | None = None  # store.rating_changes' last mark
+        self._runs_told: set[str] | None = None  # finished runs already told (None: not read)
         self.snoozed_until: datetime | None = None
         self.gate_reason = "not checked yet"  # the scheduler gate's last word, for status lines
         self._gate_stale = False  # something it depends on changed since: ask again when read
@@ -211,6 +212,7 @@ class Runtime:
             if not self._stopping.is_set():
                 self._safely(self._ingest)
                 self._safely(self._notice_outside_ratings)
+                self._safely(self._tell_training_outcomes)
                 self._safely(self._backup_if_due)
 
     def _safely(self, job: Callable[[], None]) -> None:
@@ -246,12 +248,13 @@ class Runtime:
     # -- notifications ---------------------------------------------------------------
 
     def _start_notifier(self) -> None:
+        from rltray.app.desktop import appicon
         from rltray.app.desktop.notifier import Notifier
 
         def on_rating(turn_id: int, value: int, comment: str | None) -> None:
             self.submit(lambda: self._rate_from_notification(turn_id, value, comment))
 
-        self.notifier = Notifier(on_rating)
+        self.notifier = Notifier(on_rating, icon=appicon.install() or "rltray")
         self.notifier.start()
         self.service.rating_listeners.append(self.notifier.withdraw)
 
@@ -277,7 +280,37 @@ class Runtime:
             turn.rating is not None,
         )
         if ask:  # the notifier cuts the answer to a notification's preview
-            self.notifier.ask(turn.id, title_for(turn.agent, turn.cwd), turn.response)
+            self.notifier.ask(
+                turn.id,
+                title_for(turn.agent, turn.cwd),
+                turn.response,
+                group=f"{turn.agent}:{turn.session}",
+                expire_s=settings.expire_minutes * 60 or None,
+            )
+
+    def _tell_training_outcomes(self) -> None:
+        """Rounds that ended since the last pass (here or in another process) are told.
+
+        Runs that ended before this service started are old news and stay quiet.
+        """
+        from rltray.app.desktop.notify_policy import should_tell_training
+        from rltray.app.training import outcome
+
+        runs = [r for r in self.service.runs(limit=10) if r["finished_at"]]
+        if self._runs_told is None:
+            self._runs_told = {r["id"] for r in runs}
+            return
+        news = [r for r in reversed(runs) if r["id"] not in self._runs_told]
+        self._runs_told |= {r["id"] for r in news}
+        if not news or self.notifier is None:
+            return
+        tell, _why = should_tell_training(
+            self.service.settings().notify, datetime.now().astimezone(), self.snoozed_until
+        )
+        for run in news if tell else ():
+            said = outcome.notice(run)
+            if said is not None:
+                self.notifier.tell(*said, quiet=True)
 
     # -- the training gate -------------------------------------------------------------
 

@@ -138,6 +138,9 @@ def enable(env: dict[str, str] | None = None, platform: str = sys.platform) -> A
         }
         _write(_plist_file(env), plistlib.dumps(plist))
     else:
+        from rltray.app.desktop import appicon
+
+        appicon.install(env, platform)  # the entry's Icon=rltray names this file
         _write(_desktop_file(env), _desktop_entry(cmd).encode())
     return status(env, platform)
 

@@ -37,6 +37,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 from rltray.app.words import NOTIFICATION_CHARS, preview
@@ -117,7 +118,8 @@ class Notifier:
     ``comments``: offer a reply field for a comment (sent with a Bad rating).
     ``None`` means where desktop-notifier supports it, which is macOS only
     (Linux servers other than KDE have no inline reply). ``icon`` is a named
-    icon (the launcher entry's ``Icon=rltray``) or ``None`` for the server's.
+    icon (the launcher entry's ``Icon=rltray``), an image file (``appicon.install``'s,
+    which a server finds without an icon theme) or ``None`` for the server's.
 
     Work on the loop runs one job at a time (an asyncio lock): desktop-notifier
     opens its bus connection lazily, and concurrent first sends would each open
@@ -130,7 +132,7 @@ class Notifier:
         *,
         on_delivered: DeliveredCallback | None = None,
         app_name: str = "rltray",
-        icon: str | None = "rltray",
+        icon: str | Path | None = "rltray",
         comments: bool | None = None,
         dispatch_timeout: float = 5.0,
     ) -> None:
@@ -152,6 +154,7 @@ class Notifier:
         self._capabilities: frozenset[Any] = frozenset()
         self._probed = False  # the server answered get_capabilities() once
         self._shown: dict[int, str] = {}  # turn id -> the notification asking about it
+        self._groups: dict[str, int] = {}  # session -> the turn its notification asks about
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -200,14 +203,22 @@ class Notifier:
 
     # -- asking -----------------------------------------------------------------
 
-    def ask(self, turn_id: int, title: str, body: str) -> None:
+    def ask(
+        self, turn_id: int, title: str, body: str, *, group: str | None = None,
+        expire_s: int | None = None,
+    ) -> None:  # fmt: skip
         """Show "rate this turn" with Good / Bad buttons; returns at once.
 
         ``body`` is cut to a 200-character preview here, whatever the caller passed.
+        ``group`` (the agent's session): a newer turn's notification takes the place
+        of the older one still on screen, which stays unrated, so a session leaves
+        one notification, not a stack. ``expire_s``: the server takes it down after
+        that many seconds (None: the server's own default).
         """
         with self._lock:
             if self._usable("ask"):
-                self._submit(self._ask(turn_id, title, preview(body, NOTIFICATION_CHARS)))
+                text = preview(body, NOTIFICATION_CHARS)
+                self._submit(self._ask(turn_id, title, text, group, expire_s))
 
     def withdraw(self, turn_ids: list[int]) -> None:
         """Take down the rating notifications of these turns; returns at once.
@@ -220,11 +231,15 @@ class Notifier:
             if self._state == "running":
                 self._submit(self._withdraw(list(turn_ids)))
 
-    def tell(self, title: str, body: str) -> None:
-        """A plain notification without buttons (the tray's answer to a click); returns at once."""
+    def tell(self, title: str, body: str, *, quiet: bool = False) -> None:
+        """A plain notification without buttons; returns at once.
+
+        ``quiet``: low urgency, for news nobody waits for (a training round's end),
+        which servers show without sound and may keep out of the way.
+        """
         with self._lock:
             if self._usable("tell"):
-                self._submit(self._tell(title, preview(body, NOTIFICATION_CHARS)))
+                self._submit(self._tell(title, preview(body, NOTIFICATION_CHARS), quiet))
 
     def send_test(self) -> concurrent.futures.Future[bool]:
         """Send a test notification; the future is True once the server accepted it.
@@ -267,7 +282,10 @@ class Notifier:
         except ImportError as exc:
             self._problem("server", describe_failure(exc))
             return
-        icon = Icon(name=self._icon) if self._icon else None
+        if isinstance(self._icon, Path):
+            icon = Icon(path=self._icon)
+        else:
+            icon = Icon(name=self._icon) if self._icon else None
         self._desktop = DesktopNotifier(app_name=self._app_name, app_icon=icon)
         await self._probe()
 
@@ -298,11 +316,18 @@ class Notifier:
             return False
         return self._probed or await self._probe()
 
-    async def _ask(self, turn_id: int, title: str, body: str) -> None:
+    async def _ask(
+        self, turn_id: int, title: str, body: str, group: str | None, expire_s: int | None
+    ) -> None:
         from desktop_notifier import Button, ReplyField
 
         if not await self._ready():
             return
+        if group is not None:
+            older = self._groups.get(group)
+            if older is not None and older != turn_id:
+                await self._withdraw([older])
+            self._groups[group] = turn_id
         reply = None
         if self._comments:
             reply = ReplyField(
@@ -320,6 +345,7 @@ class Notifier:
             ),
             reply_field=reply,
             on_dismissed=lambda: self._shown.pop(turn_id, None),
+            timeout=expire_s if expire_s else -1,
         )
         if not delivered:
             logger.info("the rating notification for turn %s was not delivered", turn_id)
@@ -329,9 +355,13 @@ class Notifier:
             except Exception:
                 logger.exception("on_delivered failed for turn %s", turn_id)
 
-    async def _tell(self, title: str, body: str) -> None:
+    async def _tell(self, title: str, body: str, quiet: bool) -> None:
+        from desktop_notifier import Urgency
+
         if await self._ready():
-            await self._send(title=title, message=body, timeout=5)
+            urgency = Urgency.Low if quiet else Urgency.Normal
+            await self._send(title=title, message=body, timeout=5 if not quiet else 15,
+                             urgency=urgency)  # fmt: skip
 
     async def _send_test(self, future: concurrent.futures.Future[bool]) -> None:
         ok = False
@@ -355,6 +385,7 @@ class Notifier:
     async def _withdraw(self, turn_ids: list[int]) -> None:
         for turn_id in turn_ids:
             identifier = self._shown.pop(turn_id, None)
+            self._groups = {g: t for g, t in self._groups.items() if t != turn_id}
             if identifier is not None and self._desktop is not None:
                 try:
                     await self._desktop.clear(identifier)

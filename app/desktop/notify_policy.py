@@ -69,6 +69,23 @@ def should_ask(
     return True, ""
 
 
+def should_tell_training(
+    settings: NotifySettings, now_local: datetime, snoozed_until: datetime | None
+) -> tuple[bool, str]:
+    """``(True, "")`` to tell that a training round ended, else ``(False, reason)``.
+
+    The same quiet rules as rating notifications (off, snoozed, quiet hours), with
+    their own switch; the news stays in the tray, `rltray runs` and the dashboard.
+    """
+    if not settings.training:
+        return False, "training notifications are turned off (notify.training = false)"
+    if snoozed_until is not None and now_local < snoozed_until:
+        return False, f"notifications are snoozed until {snoozed_until:%Y-%m-%d %H:%M}"
+    if in_quiet_hours(settings.quiet_hours, now_local):
+        return False, f"it is quiet hours ({settings.quiet_hours})"
+    return True, ""
+
+
 def in_quiet_hours(quiet_hours: str, now_local: datetime) -> bool:
     """Whether the wall-clock time of ``now_local`` falls in ``"HH:MM-HH:MM"``.
 

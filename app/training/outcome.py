@@ -137,6 +137,27 @@ def accepted_sentence(run: Mapping[str, Any]) -> str:
     return text
 
 
+def notice(run: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The desktop notification for a finished round: (title, body), None for no news.
+
+    A round stopped or paused by the user is no news to them; everything else that
+    ended is, so nobody has to open the tray to learn that a version changed.
+    """
+    status = run.get("status")
+    if status == "done" and accepted(run):
+        title = "rltray: a new version is active"
+        if _metrics(run).get("kept_as") == "candidate":
+            title = "rltray: a new version is kept as a candidate"
+        return title, f"{accepted_sentence(run)} The gate found it {verdict(run)}."
+    if status == "done":
+        return "rltray: training round rejected", (
+            f"{cause(run)[0].upper()}{cause(run)[1:]}. The active version stays."
+        )
+    if status == "failed":
+        return "rltray: training failed", f"{cause(run)} (`rltray runs` has the details)."
+    return None
+
+
 def _name(version: Any) -> str:
     return "the base model" if version is None else f"v{version}"
 

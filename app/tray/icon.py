@@ -2,23 +2,24 @@
 
 Drawn rather than shipped as files so the training state can show its
 percent as a filling ring; the shapes follow packaging/icons/rltray.svg (a
-speech bubble with a check mark) so the tray matches the launcher icon.
+speech bubble with a check mark, app/desktop/appicon.py) so the tray matches the
+launcher icon.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rltray.app.desktop import appicon
 from rltray.app.tray.state import ATTENTION, TRAINING
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
 SIZE = 64
-BLUE = (45, 108, 223, 255)
 GREY = (120, 128, 140, 255)
 ORANGE = (230, 126, 34, 255)
-WHITE = (255, 255, 255, 255)
+WHITE = appicon.WHITE
 
 
 def draw(mode: str, percent: int | None = None) -> Image:
@@ -27,9 +28,7 @@ def draw(mode: str, percent: int | None = None) -> Image:
 
     image = Image.new("RGBA", (SIZE, SIZE), (0, 0, 0, 0))
     pen = ImageDraw.Draw(image)
-    colour = ORANGE if mode == ATTENTION else BLUE
-    pen.rounded_rectangle((4, 6, 60, 48), radius=10, fill=colour)
-    pen.polygon([(18, 48), (18, 60), (32, 48)], fill=colour)
+    appicon.bubble(pen, SIZE, ORANGE if mode == ATTENTION else appicon.BLUE)
     if mode == ATTENTION:
         pen.rounded_rectangle((29, 13, 35, 33), radius=3, fill=WHITE)
         pen.ellipse((28, 36, 36, 44), fill=WHITE)
@@ -39,5 +38,5 @@ def draw(mode: str, percent: int | None = None) -> Image:
         if done:
             pen.arc((18, 11, 46, 39), start=-90, end=-90 + 360 * done / 100, fill=WHITE, width=5)
     else:
-        pen.line([(19, 27), (28, 36), (45, 18)], fill=WHITE, width=6, joint="curve")
+        appicon.check(pen, SIZE)
     return image

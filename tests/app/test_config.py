@@ -19,6 +19,8 @@ EXPECTED = {
     "notify.enabled": ("bool", True),
     "notify.ask": ("choice", "every"),
     "notify.every_nth": ("int", 3),
+    "notify.expire_minutes": ("int", 15),
+    "notify.training": ("bool", True),
     "notify.min_turn_seconds": ("int", 60),
     "notify.quiet_hours": ("str", ""),
     "training.base_model": ("str", ""),

@@ -10,6 +10,7 @@ from rltray.app.config import NotifySettings
 from rltray.app.desktop.notify_policy import (
     in_quiet_hours,
     should_ask,
+    should_tell_training,
     snooze_for,
     snooze_until_tomorrow,
 )
@@ -199,3 +200,14 @@ def test_snooze_until_tomorrow_keeps_the_zone_and_its_wall_clock() -> None:
     until = snooze_until_tomorrow(now)
     assert until.tzinfo is berlin and (until.day, until.hour, until.minute) == (29, 8, 0)
     assert until.utcoffset() == timedelta(hours=2)
+
+
+def test_training_news_keeps_quiet_hours_snooze_and_its_own_switch() -> None:
+    """Issue 22: a round's end is told, under the same quiet rules as ratings."""
+    assert should_tell_training(NotifySettings(), NOON, None) == (True, "")
+    quiet = NotifySettings(quiet_hours="11:00-13:00")
+    assert should_tell_training(quiet, NOON, None)[1] == "it is quiet hours (11:00-13:00)"
+    snoozed = should_tell_training(NotifySettings(), NOON, NOON + timedelta(hours=1))
+    assert snoozed[0] is False and "snoozed" in snoozed[1]
+    off = should_tell_training(NotifySettings(training=False), NOON, None)
+    assert off == (False, "training notifications are turned off (notify.training = false)")

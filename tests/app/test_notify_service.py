@@ -132,3 +132,57 @@ def test_a_rating_given_elsewhere_takes_the_notification_down(
     own = service.store.turn_by_source_key("codex:s1:t3").id  # type: ignore[union-attr]
     service.rate(own, 1, source="web")  # the settings window, in this process
     wait_closed(notification_server, third.id, timeout=5.0)
+
+
+def test_a_session_keeps_one_notification_that_expires(
+    service: Service, notification_server: NotificationServer, start_runtime: Any
+) -> None:
+    """Issue 22: six stacked after a short session, none expiring, no icon found."""
+    config.set_value(service.paths, "notify.expire_minutes", 10)
+    start_runtime(service, scheduler=False, api=False)
+    spool(service.paths.home, "1", "first answer")
+    first = notification_server.wait_for_calls(1)[0]
+    spool(service.paths.home, "2", "second answer")  # the same session (s1)
+    second = notification_server.wait_for_calls(2)[1]
+    deadline = time.monotonic() + 10
+    while first.id not in notification_server.service.closed:
+        assert time.monotonic() < deadline, "the older notification of the session stayed"
+        time.sleep(0.05)
+    assert second.id not in notification_server.service.closed
+    assert (first.expire_timeout, second.expire_timeout) == (600_000, 600_000)
+    icon = Path.home() / ".local/share/icons/hicolor/256x256/apps/rltray.png"
+    assert second.app_icon == icon.as_uri() and icon.read_bytes()[:4] == b"\x89PNG"
+    spool(service.paths.home, "3", "another session's answer", session="s2")
+    notification_server.wait_for_calls(3)
+    time.sleep(0.3)
+    assert second.id not in notification_server.service.closed  # another session leaves it up
+    counts = service.store.counts()
+    assert (counts["good"], counts["bad"]) == (0, 0)  # replaced is not rated
+
+
+def test_the_end_of_a_training_round_is_told_quietly(
+    service: Service, notification_server: NotificationServer, start_runtime: Any
+) -> None:
+    service.store.add_run("old")
+    service.store.finish_run("old", "failed", error="an old failure")
+    start_runtime(service, scheduler=False, api=False)
+    time.sleep(0.5)  # the worker's first pass: old news stays quiet
+    service.store.add_run("r1")
+    service.store.finish_run(
+        "r1", "done", metrics={"accepted": False, "reasons": ["drift above the cap"]}
+    )
+    spool(service.paths.home, "wake", "an answer")  # wakes the worker now, not in 5 s
+    notification_server.wait_for_calls(2)
+    told = [c for c in notification_server.calls if ("good", "Good") not in c.action_pairs]
+    assert [(c.summary, c.body) for c in told] == [(
+        "rltray: training round rejected",
+        "Rejected: drift above the cap. The active version stays.",
+    )]  # fmt: skip
+    assert told[0].hints["urgency"] == 0  # low: no sound, out of the way
+    config.set_value(service.paths, "notify.training", False)
+    service.store.add_run("r2")
+    service.store.finish_run("r2", "failed", error="the trainer ran out of memory")
+    spool(service.paths.home, "wake2", "another answer")
+    notification_server.wait_for_calls(3)
+    time.sleep(0.5)
+    assert len([c for c in notification_server.calls if "training" in c.summary]) == 1

@@ -82,3 +82,24 @@ def test_budget_stop_names_the_newest_failure_and_its_log_tail(tmp_path: Path) -
     assert stop is not None
     assert (stop["failures"], stop["run"], stop["cause"]) == (3, "r3", "boom 3")
     assert stop["log_tail"].splitlines() == [f"line {i}" for i in range(25, 40)]
+
+
+def test_the_notice_of_a_rounds_end() -> None:
+    """Issue 22: no notification said a round finished, was rejected or failed."""
+    done = {"status": "done", "adapter_version": 6, "metrics": {"accepted": True,
+            "preference": "better", "kept_as": "active"}}  # fmt: skip
+    assert outcome.notice(done) == (
+        "rltray: a new version is active",
+        "version v6 is now active. The gate found it measurably better.",
+    )
+    rejected = {"status": "done", "metrics": {"accepted": False, "reasons": ["too much drift"]}}
+    assert outcome.notice(rejected) == (
+        "rltray: training round rejected",
+        "Rejected: too much drift. The active version stays.",
+    )
+    failed = {"status": "failed", "error": "the trainer ran out of memory\nlog tail"}
+    assert outcome.notice(failed) == (
+        "rltray: training failed",
+        "the trainer ran out of memory (`rltray runs` has the details).",
+    )
+    assert outcome.notice({"status": "cancelled", "error": "stopped by the user"}) is None
