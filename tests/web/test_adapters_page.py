@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from rltray.app.training.versions import next_version
+from rltray.web.server import WebServer
 
-from tests.web.webtesting import post_json
+from tests.web.webtesting import chromium_page, missing_chromium, post_json
 
 
 def make_versions(service) -> None:
@@ -67,3 +69,28 @@ def test_delete_old_versions_never_the_active_one(client, service) -> None:
 
 def test_no_versions_yet(client) -> None:
     assert b"No trained versions yet" in client.get("/adapters").data
+
+
+ROW_AND_ACTIONS = """() => [...document.querySelectorAll("#versions tbody tr")].map((row) => {
+    const r = row.getBoundingClientRect();
+    const c = row.querySelector("td.actions").getBoundingClientRect();
+    return [row.dataset.version, r.top, r.bottom, c.top, c.bottom]; })"""
+
+
+@pytest.mark.skipif(missing_chromium() is not None, reason=f"needs {missing_chromium()}")
+def test_the_buttons_sit_in_their_rows(runtime, service) -> None:
+    """Issue 22 item 10: the actions column was offset from its rows (the cell had become a
+    flex box, no longer a table cell), so a button sat beside another version's row."""
+    make_versions(service)
+    server = WebServer(runtime).start()
+    try:
+        with chromium_page() as (page, problems):
+            page.goto(server.launch_url("adapters"))
+            page.wait_for_selector("#versions")
+            boxes = page.evaluate(ROW_AND_ACTIONS)
+            assert problems.items == []
+    finally:
+        server.stop()
+    assert len(boxes) == 3
+    for version, row_top, row_bottom, cell_top, cell_bottom in boxes:
+        assert (cell_top, cell_bottom) == (row_top, row_bottom), f"v{version}"
