@@ -124,9 +124,14 @@ MARKUP = ["[/api/orders]", "[red]x[/red]", "[link=https://e.com]click[/link]", "
 
 
 @pytest.mark.parametrize("text", MARKUP)
-def test_captured_markup_is_printed_as_text_and_never_crashes(rltray_home: Path, text: str) -> None:
+def test_captured_markup_is_printed_as_text_and_never_crashes(
+    rltray_home: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Bug pinned: an answer containing `[/api/orders]` crashed good/bad/undo/turns with
     MarkupError after saving, and `list[str]` printed as `list`."""
+    # wide enough that `turns` shows the whole prompt cell (at 80 columns the id, agent,
+    # captured and rating columns come first and the preview is cut)
+    monkeypatch.setenv("COLUMNS", "200")
     spool_turn(rltray_home, "t1", f"prompt {text}", f"answer {text}")
     for argv in (("turns",), ("good",), ("bad", "--last"), ("undo",)):
         code, out, err = cli(*argv)
