@@ -120,6 +120,10 @@ class Settings:
                 errors[key] = refused
                 continue
             try:
+                refused = config.refusal_on_set(key, value, snapshot.get(key))
+                if refused:
+                    errors[key] = refused
+                    continue
                 after = self.set(key, value)
             except config.ConfigError as exc:
                 errors[key] = str(exc)

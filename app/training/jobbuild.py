@@ -52,6 +52,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rltray.app import basemodel
 from rltray.app.errors import ExitCode, NothingToDo, UserError
 from rltray.app.fileio import write_private_atomic
 from rltray.app.store.base import parse_iso
@@ -310,6 +311,20 @@ def line_parent(active: Adapter | None, base_model: str) -> Adapter | None:
     return active
 
 
+def not_enough(fresh: int, needed: int) -> str:
+    """Why no round starts yet, in words that are right for 0 and 1 too ("0 new ratings
+    wait for training; a round starts at 1" was the sentence once)."""
+    ratings = "rating" if needed == 1 else "ratings"
+    if fresh == 0:
+        return (
+            f"No new ratings yet; a round starts after {needed} new {ratings} (rate answers "
+            "with the notification's buttons, `rltray good` / `rltray bad`, or "
+            "`rltray rate ID good`)"
+        )
+    waits = "1 new rating waits" if fresh == 1 else f"{fresh} new ratings wait"
+    return f"{waits} for training; a round starts at {needed}"
+
+
 def build_job(
     store: Store,
     paths: Paths,
@@ -332,7 +347,7 @@ def build_job(
     """
     base_model = training.base_model.strip()
     if not base_model:
-        raise UserError("choose the model to train first (training.base_model is empty)")
+        raise UserError(basemodel.NOT_CHOSEN)
     preset_replay, preset_heldout = DATA_SHARES.get(training.preset, DATA_SHARES["balanced"])
     replay_share = preset_replay if replay_share is None else replay_share
     heldout_fraction = preset_heldout if heldout_fraction is None else heldout_fraction
@@ -341,9 +356,7 @@ def build_job(
     )
     fresh_count = sel.new_count  # the standing held-out set is not new: it never starts a round
     if fresh_count < max(1, min_fresh) or not sel.train:
-        raise NotEnoughRatings(
-            f"{fresh_count} new ratings wait for training; a round starts at {max(1, min_fresh)}"
-        )
+        raise NotEnoughRatings(not_enough(fresh_count, max(1, min_fresh)))
     parent = line_parent(store.active_adapter(), base_model)
     if parent is not None and not Path(parent.path).is_dir():
         raise UserError(

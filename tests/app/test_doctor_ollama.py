@@ -50,8 +50,7 @@ def test_gguf_base_says_where_it_is_converted(
 ) -> None:
     model = build_tiny_gguf(tmp_path / "t.gguf")
     monkeypatch.setenv("RLTRAY_GGUF_CACHE", str(tmp_path / "cache"))
-    assert "no GGUF" in doctor._gguf_base(service).detail
     config.set_value(service.paths, "training.base_model", str(model))
-    check = doctor._gguf_base(service)
+    check = doctor._training_base(service)
     assert check.state == doctor.OK
     assert check.detail.startswith(f"t.gguf: converted once into {tmp_path / 'cache'} (now 0.0 GB")

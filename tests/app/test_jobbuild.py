@@ -209,13 +209,20 @@ def test_the_parent_and_baseline_come_from_the_active_adapter(
 
 
 def test_too_few_ratings_and_no_model_are_refused(store: Store, paths: Paths, make_turn) -> None:
-    with pytest.raises(UserError, match="choose the model to train first"):
+    # issue 22: the empty model says where to choose one
+    with pytest.raises(UserError, match=r"No model to train is chosen yet .*`rltray setup`.*"
+                                        r"`rltray config set training.base_model PATH`"):
         jobbuild.build_job(store, paths, settings(base_model=" "), "r0")
-    with pytest.raises(jobbuild.NotEnoughRatings, match="0 new ratings"):
+    # issue 22: "0 new ratings wait for training; a round starts at 1" read as nonsense
+    with pytest.raises(jobbuild.NotEnoughRatings,
+                       match=r"^No new ratings yet; a round starts after 1 new rating \("):
         jobbuild.build_job(store, paths, settings(), "r1")
     rate_many(store, make_turn, [1, -1, 1])
-    with pytest.raises(jobbuild.NotEnoughRatings, match=r"3 new ratings .* starts at 32"):
+    with pytest.raises(jobbuild.NotEnoughRatings,
+                       match=r"^3 new ratings wait for training; a round starts at 32$"):
         jobbuild.build_job(store, paths, settings(), "r2", min_fresh=32)
+    assert jobbuild.not_enough(1, 4) == "1 new rating waits for training; a round starts at 4"
+    assert "starts after 32 new ratings (" in jobbuild.not_enough(0, 32)
     assert not (paths.runs / "r1").exists() and not (paths.runs / "r2").exists()
 
 
@@ -229,7 +236,7 @@ def test_a_later_round_reuses_the_standing_heldout_set(
     store.add_run("run-1")
     store.mark_trained(one.fresh_ids, "run-1")  # accepted: the runner retires the trained ones
     assert store.counts()["untrained"] == 0 and store.counts()["heldout"] == 8
-    with pytest.raises(jobbuild.NotEnoughRatings, match="0 new ratings"):
+    with pytest.raises(jobbuild.NotEnoughRatings, match="No new ratings yet"):
         jobbuild.build_job(store, paths, settings(), "run-2")  # the held-out set is not new
     second = rate_many(store, make_turn, [1, -1] * 10, start=40)
     two = jobbuild.build_job(store, paths, settings(), "run-3")

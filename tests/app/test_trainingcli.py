@@ -72,12 +72,22 @@ def test_versions_runs_and_rollback(rltray_home: Path) -> None:
 # -- what `rltray train` and `rltray runs` say (issue 20 items 11, 12, 13) ----------
 
 
+def model_folder(name: str) -> str:
+    """A model folder `config set training.base_model` accepts (it has a config.json);
+    the fake trainer never reads it. Next to the data folder, inside the test's tmp_path."""
+    folder = Paths.from_env().home.parent / "models" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    return str(folder)
+
+
 @pytest.fixture
 def fake_trainer(rltray_home: Path, fake_python: str, monkeypatch: pytest.MonkeyPatch) -> Paths:
-    """Settings that train with the fake trainer of test_training.py on model /models/a."""
+    """Settings that train with the fake trainer of test_training.py on model ``a``."""
     monkeypatch.setenv("FAKE_MODE", "done")
     monkeypatch.setenv("COLUMNS", "240")  # tables as wide as a terminal that shows them whole
-    for key, value in (("training.python", fake_python), ("training.base_model", "/models/a")):
+    chosen = (("training.python", fake_python), ("training.base_model", model_folder("a")))
+    for key, value in chosen:
         assert cli("config", "set", key, value)[0] == ExitCode.OK
     return Paths.from_env()
 
@@ -103,13 +113,14 @@ def test_train_says_exactly_what_a_new_base_model_did(fake_trainer: Paths) -> No
     assert "Accepted: version v1 is now active.\n" in out
     assert "Gate: not measurably worse; no measurable change on the held-out ratings" in out
     assert "  · held-out AUROC 0.50 -> 0.60: no measurable change" in out
-    cli("config", "set", "training.base_model", "/models/b")
+    a, b = model_folder("a"), model_folder("b")
+    assert cli("config", "set", "training.base_model", b)[0] == ExitCode.OK
     rate(fake_trainer, 8, 8)
     code, out, err = cli("train")
     assert code == ExitCode.OK, err
     assert (
-        "Accepted: version v2 is now active. It starts a new line of versions on /models/b, "
-        "trained from that base model; v1 (trained on /models/a) is no longer served."
+        f"Accepted: version v2 is now active. It starts a new line of versions on {b}, "
+        f"trained from that base model; v1 (trained on {a}) is no longer served."
     ) in out
     (v2, v1) = json.loads(cli("versions", "--json")[1])
     assert (v2["active"], v2["parent"], v1["active"]) == (True, None, False)
@@ -155,7 +166,7 @@ def test_train_says_when_it_resumes_a_paused_round(
     monkeypatch.setenv("FAKE_MODE", "slow")
     rate(fake_trainer, 8, 0)
     with Store.open(fake_trainer) as store:
-        runner, _, changes = make_runner(store, fake_trainer, fake_python, "/models/a")
+        runner, _, changes = make_runner(store, fake_trainer, fake_python, model_folder("a"))
         run_id = runner.start()
         wait_for_a_step(runner, changes)
         runner.stop(pause=True, timeout=20)

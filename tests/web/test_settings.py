@@ -96,3 +96,21 @@ def test_the_token_goes_to_the_keyring_and_is_never_shown_in_full(client, memory
     assert empty.status_code == 400 and b"Paste a token first" in empty.data
     removed = client.post("/settings/secret", data={"csrf_token": client.csrf, "action": "remove"})
     assert removed.status_code == 303 and ("rltray", "hf-token") not in memory_keyring.items
+
+
+def test_the_page_refuses_a_base_model_the_trainer_cannot_load(client, service, tmp_path) -> None:
+    """Issue 22: the page saves through the same check as `rltray config set` (one home,
+    ``config.refusal_on_set``), so a missing model is refused here too."""
+    bad = post_json(client, "/api/settings", {"training.base_model": "/nonexistent/model"})
+    assert bad.status_code == 400
+    said = bad.get_json()["error"]["fields"]["training.base_model"]
+    assert said.startswith("training.base_model: there is no folder or file /nonexistent/model")
+    response = client.post("/settings", data=_form(client, training__base_model="qwen2.5:7b"))
+    assert response.status_code == 400
+    assert "looks like an Ollama model name" in response.data.decode()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    ok = post_json(client, "/api/settings", {"training.base_model": str(folder)})
+    assert ok.status_code == 200 and ok.get_json()["changed"] == ["training.base_model"]
+    assert config.load_config(service.paths).training.base_model == str(folder)

@@ -94,7 +94,7 @@ def collect(ctx: Context) -> Iterator[Check]:
         yield from _training_backends()
         return
     for check in (
-        _data_folder, _database, _spool, _hook_log, _config, _hook_program, _ollama, _gguf_base
+        _data_folder, _database, _spool, _hook_log, _config, _hook_program, _ollama, _training_base
     ):
         yield _safely(check, service)
     yield from _agents_safely(service)
@@ -306,17 +306,29 @@ def _ollama(service: Service) -> Check:
                  f"({details.get('quantization_level', '?')}); versions go in as {path}")
 
 
-def _gguf_base(service: Service) -> Check:
-    """A GGUF as training.base_model: where its HF copy goes and what the copy costs.
+def _training_base(service: Service) -> Check:
+    """training.base_model names something the trainer can load (``basemodel.problem``,
+    offline); for a GGUF, where its HF copy goes and what the copy costs.
 
-    The cache folder is the trainer's (``rltray.trainer.gguf_base.cache_root``),
-    found the same way here without importing the trainer.
+    Regression (issue 22): an empty or missing model showed "✓ training base" and
+    failed only when a round started. The GGUF cache folder is the trainer's
+    (``rltray.trainer.gguf_base.cache_root``), found the same way here without
+    importing the trainer.
     """
     import platformdirs
+    from rltray.app import basemodel
 
-    base = Path(service.settings().training.base_model).expanduser()
+    value = service.settings().training.base_model
+    if not value.strip():
+        return Check("training base", WARN, "none chosen: nothing can be trained yet",
+                     basemodel.WHERE_TO_CHOOSE)
+    problem = basemodel.problem(value)
+    if problem:
+        return Check("training base", FAIL, problem.removeprefix(f"{basemodel.KEY}: "),
+                     f"fix {basemodel.KEY}: {basemodel.WHERE_TO_CHOOSE}")
+    base = Path(value).expanduser()
     if not base.is_file():
-        return Check("training base", OK, "a Hugging Face folder or id (no GGUF to convert)")
+        return Check("training base", OK, basemodel.describe(value))
     override = os.environ.get("RLTRAY_GGUF_CACHE")
     cache = Path(override) if override else Path(platformdirs.user_cache_dir("rltray")) / (
         "gguf-bases")
