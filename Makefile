@@ -51,9 +51,10 @@ $(FULL): $(APP)
 	$(PIP) -e ".[torch,mlx,bench,test,export,package]" "$(TORCH)"
 	touch $(FULL) $(TRAIN)
 
-# Ctrl+C stops rltray cleanly (exit 0). Run as a plain command, GNU make still printed
-# "make: *** [Makefile:NN: run] Interrupt", which read like a crash; through `exec` it
-# prints nothing (tests/packaging/test_fresh_clone.py checks it).
+# Ctrl+C reaches make and rltray together; rltray stops cleanly and exits 0, and make
+# then prints nothing. `exec` keeps it that way: a shell between them (any recipe with
+# shell syntax runs under /bin/sh) re-raises the Ctrl+C after rltray exits, and make
+# prints "make: *** [Makefile:NN: run] Interrupt" (tests/packaging/test_fresh_clone.py).
 run: $(TRAIN) desktop
 	@exec $(BIN)/rltray run
 
