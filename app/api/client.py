@@ -15,12 +15,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rltray.app import instance
-from rltray.app.errors import ExitCode, UserError
+from rltray.app.errors import ExitCode, NothingToDo, UserError
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
 
 TIMEOUT_S = 30.0
+
+
+#: The error codes (the exception's class name, ``web/app.py``) of a NothingToDo: the
+#: service did not refuse anything, there was just nothing to do, so the CLI says the
+#: sentence as it is, with NothingToDo's exit code. Tied to the classes by a test.
+NOTHING_TO_DO_CODES = frozenset({"NothingToDo", "NotEnoughRatings", "AlreadyRated"})
 
 
 class ServiceError(UserError):
@@ -71,9 +77,12 @@ class ApiClient:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             try:
-                message = json.loads(exc.read())["error"]["message"]
+                error = json.loads(exc.read())["error"]
+                message, code = str(error["message"]), error.get("code")
             except (ValueError, KeyError, TypeError):
-                message = f"HTTP {exc.code}"
+                message, code = f"HTTP {exc.code}", None
+            if code in NOTHING_TO_DO_CODES:  # "refused: v6 is already active" read as a fault
+                raise NothingToDo(message) from None
             raise ServiceError(f"The running rltray refused: {message}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise ServiceError(

@@ -243,7 +243,10 @@ def rollback(store: Store, paths: Paths, version: int | None = None) -> Adapter 
     active = store.active_adapter()
     if version is None:
         if active is None:
-            raise NothingToDo("Nothing to roll back: the base model is already in use.")
+            raise NothingToDo(
+                "Nothing to roll back: the base model is already active (no trained version "
+                "is in use); `rltray versions` lists the versions to switch to."
+            )
         version = active.parent_version
     elif version == 0:
         version = None
@@ -254,7 +257,10 @@ def rollback(store: Store, paths: Paths, version: int | None = None) -> Adapter 
         if not Path(target.path).is_dir():
             raise UserError(f"Adapter v{version}'s folder {target.path} is missing.")
     if (active.version if active else None) == version:
-        raise NothingToDo(f"Nothing to do: {describe(version)} is already in use.")
+        now = "the base model is already active" if version is None else (
+            f"v{version} is already the active version"
+        )
+        raise NothingToDo(f"Nothing to do: {now}.")
     with store.batch():
         if active is not None:
             store.set_adapter_status(active.version, "rolled-back")

@@ -192,6 +192,47 @@ def running_service(fake_trainer: Paths) -> Iterator[Service]:
         service.close()
 
 
+def test_nothing_to_do_through_the_service_is_not_a_refusal(running_service: Service) -> None:
+    """Regression (issue 22): "The running rltray refused: the base model is already in
+    use" and "0 new ratings wait for training; a round starts at 1"."""
+    code, _, err = cli("rollback")
+    assert code == ExitCode.NOTHING_TO_DO and "refused" not in err
+    assert "Nothing to roll back: the base model is already active" in err
+    code, _, err = cli("train")
+    assert code == ExitCode.NOTHING_TO_DO and "refused" not in err
+    assert "No new ratings yet; a round starts after 1 new rating" in err
+    rate(running_service.paths, 8, 0)
+    assert cli("train", "--wait")[0] == ExitCode.OK
+    code, _, err = cli("rollback", "v1")
+    assert code == ExitCode.NOTHING_TO_DO
+    assert err.strip() == "rltray: Nothing to do: v1 is already the active version."
+    code, _, err = cli("rollback", "v9")  # a real refusal still says so
+    assert code == ExitCode.USAGE and "The running rltray refused: There is no usable" in err
+
+
+def test_the_client_knows_every_nothing_to_do() -> None:
+    """The codes the CLI says without "refused" are the NothingToDo classes' names."""
+    from rltray.app import service  # noqa: F401  (defines AlreadyRated)
+    from rltray.app.api.client import NOTHING_TO_DO_CODES
+    from rltray.app.errors import NothingToDo
+    from rltray.app.training import jobbuild  # noqa: F401  (defines NotEnoughRatings)
+
+    def names(cls: type) -> set[str]:
+        return {cls.__name__}.union(*(names(sub) for sub in cls.__subclasses__()))
+
+    assert names(NothingToDo) == NOTHING_TO_DO_CODES
+
+
+def test_config_set_reads_a_quoted_number(rltray_home: Path) -> None:
+    """Regression (issue 22): `config set training.min_ratings '"4"'` (a TOML string, as
+    config.toml shows values) was refused as "not '4'"."""
+    code, out, err = cli("config", "set", "training.min_ratings", '"4"')
+    assert code == ExitCode.OK, err
+    assert out.startswith("training.min_ratings = 4 ")
+    assert cli("config", "set", "training.preset", "'careful'")[0] == ExitCode.OK
+    assert cli("config", "get", "training.preset")[1].strip() == '"careful"'
+
+
 def test_train_wait_follows_the_running_service(running_service: Service) -> None:
     rate(running_service.paths, 8, 0)
     code, out, err = cli("train", "--wait")
