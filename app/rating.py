@@ -15,6 +15,14 @@ same way wherever the rating comes from:
   notification may have sat on screen for an hour, and a click on it must not
   undo what the user said since in the CLI or the agent.
 
+Graded ratings: a 1-5 score instead of one click (``rltray rate 42 4``, ``/rl 4``,
+keys 1-5 in the ratings browser). 4 and 5 are good, 1 and 2 bad, and the
+trainer's reward is ``(score - 3) / 2`` (plain good and bad stay +1 and -1). A 3
+says neither good nor bad: its reward would be 0, so it would teach nothing and
+belong to no class, and the trainer balances the push of the good and the bad
+class; it is refused with that reason rather than stored as a rating that never
+counts. Another score of the same class is a new judgement, like the other value.
+
 Which turn is meant is the caller's business (``rltray good`` means the newest
 turn and asks before changing it; ``/rl good`` means that session's previous
 answer); this module starts once the turn is known.
@@ -26,10 +34,50 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from rltray.app.errors import UserError
+
 if TYPE_CHECKING:
     from rltray.app.store import Rating, Store
 
 NOTIFICATION = "notification"
+SCORES = (1, 2, 3, 4, 5)
+NEUTRAL = (
+    "3 is the middle of the scale: it says neither good nor bad, so it would teach "
+    "nothing; give 1-2 (bad) or 4-5 (good)."
+)
+
+
+def parse(text: str) -> tuple[int, int | None]:
+    """``good``/``bad``/``1``-``5`` -> (value, score); one sentence for anything else."""
+    word = text.strip().lower()
+    if word in ("good", "+", "+1", "up"):
+        return 1, None
+    if word in ("bad", "-", "-1", "down"):
+        return -1, None
+    if word.isdigit() and int(word) in SCORES:
+        return from_score(int(word)), int(word)
+    raise UserError(f"A rating is good, bad, or a score from 1 to 5, not {text.strip()!r}.")
+
+
+def from_score(score: int) -> int:
+    """The class (+1 / -1) of a 1-5 score; a 3 is refused (see the top)."""
+    if isinstance(score, bool) or score not in SCORES:
+        raise UserError(f"A score is 1 to 5, not {score!r}.")
+    if score == 3:
+        raise UserError(NEUTRAL)
+    return 1 if score > 3 else -1
+
+
+def reward(value: int, score: int | None) -> float:
+    """What the trainer gets for a rating: ``(score - 3) / 2``, else +1 / -1."""
+    return (score - 3) / 2 if score is not None else float(value)
+
+
+def label(value: int, score: int | None) -> str:
+    """How a rating is shown: ``good``, ``bad``, or ``4/5`` for a graded one."""
+    if score is not None:
+        return f"{score}/5"
+    return "good" if value > 0 else "bad"
 
 
 @dataclass(frozen=True)
@@ -52,18 +100,23 @@ def apply(
     source: str,
     comment: str | None = None,
     at: datetime | None = None,
+    score: int | None = None,
 ) -> Applied:
     """Rate or re-rate one turn by the rules above (``comment`` None keeps the current one)."""
     comment = (comment or "").strip() or None
+    if score is not None and from_score(score) != value:
+        raise UserError(f"A score of {score} is {label(from_score(score), None)}, not {value}.")
     current = store.active_rating(turn_id)
     if current is not None:
         if source == NOTIFICATION and current.source != NOTIFICATION:
             return Applied(current, changed=False, stale=True)
-        if current.value == value:
+        if current.value == value and current.score == score:
             if comment is None or comment == current.comment:
                 return Applied(current, changed=False)
             return Applied(store.set_comment(turn_id, comment), changed=True)
         if comment is None:
             comment = current.comment
-    return Applied(store.rate(turn_id, value, source, comment=comment, at=at), changed=True)
+    return Applied(
+        store.rate(turn_id, value, source, comment=comment, at=at, score=score), changed=True
+    )
 

@@ -145,14 +145,23 @@ class Service:
         return self.rate(turn.id, value, comment=comment, source=source)
 
     def rate(
-        self, turn_id: int, value: int, *, comment: str | None = None, source: str = "cli"
+        self,
+        turn_id: int,
+        value: int,
+        *,
+        comment: str | None = None,
+        source: str = "cli",
+        score: int | None = None,
     ) -> RateOutcome:
-        """Rate or re-rate one turn; no ``comment`` keeps the one it has (app/rating.py)."""
+        """Rate or re-rate one turn; no ``comment`` keeps the one it has (app/rating.py).
+
+        ``score``: a graded rating (1, 2, 4 or 5); ``value`` is then its class.
+        """
         from rltray.app import rating
 
         _check_value(value)
         turn = self._turn(turn_id)
-        applied = rating.apply(self.store, turn.id, value, source, comment)
+        applied = rating.apply(self.store, turn.id, value, source, comment, score=score)
         if applied.stale:
             self.store.log_event(
                 "rating",

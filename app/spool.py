@@ -42,7 +42,7 @@ MAX_FILE = 16 * 1024 * 1024
 BATCH = 256  # records per transaction: one fsync each instead of one per record
 STALE_TEMP_S = 3600  # a hook's temp file this old belongs to a hook that died mid-write
 AGENT = re.compile(r"[a-z0-9][a-z0-9\-]{0,39}")
-COMMANDS = ("good", "bad", "undo", "status")
+COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5")  # 1-5: graded (app/rating.py)
 ROLES = ("user", "assistant", "system")
 
 
@@ -291,8 +291,10 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
                 store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
         else:
             when = datetime.fromisoformat(rec["captured_at"])
-            value = 1 if command == "good" else -1
-            changed = rating.apply(store, turn.id, value, "agent", rec["comment"], at=when).changed
+            value, score = rating.parse(command)
+            changed = rating.apply(
+                store, turn.id, value, "agent", rec["comment"], at=when, score=score
+            ).changed
     store.mark_command_applied(name, command, None if turn is None else turn.id)
     if changed and turn is not None:
         report.rated.append(turn.id)

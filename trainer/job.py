@@ -53,7 +53,7 @@ JOB_KEYS: dict[str, tuple[bool, Any]] = {
 
 EXAMPLE_KEYS = (
     "id", "messages", "prompt", "response", "rating", "rated_at", "behaviour_logprobs",
-    "truncated", "replay",
+    "truncated", "replay", "reward",
 )
 EXAMPLE_REQUIRED = ("id", "prompt", "response", "rating", "rated_at")
 
@@ -70,6 +70,9 @@ class Example:
     end-of-turn token is never trained (the model must not learn to stop there).
     ``replay``: an older, already-trained rating replayed in this round; it is
     trained on but not counted again in the reward baseline.
+    ``reward``: a graded rating's reward in [-1, 1] (the app sends ``(score - 3) / 2``
+    for a 1-5 score), of the same sign as ``rating``, which stays the class the
+    good/bad push balance counts; ``None`` means the rating itself (+1 / -1).
     ``line`` is the 1-based line in the source file, for messages about it.
     """
 
@@ -83,6 +86,12 @@ class Example:
     truncated: bool = False
     replay: bool = False
     line: int = 0
+    reward: float | None = None
+
+    @property
+    def value(self) -> float:
+        """What the objective and the reward baseline use: the reward, else the rating."""
+        return float(self.rating) if self.reward is None else self.reward
 
     def to_dict(self) -> dict[str, Any]:
         """The JSONL form (what :func:`load_examples` reads back)."""
@@ -98,6 +107,7 @@ class Example:
             ),
             "truncated": self.truncated,
             "replay": self.replay,
+            **({"reward": self.reward} if self.reward is not None else {}),
         }
 
 
@@ -343,9 +353,17 @@ def example_from_dict(obj: Any, *, where: str = "the example", line: int = 0) ->
         if not isinstance(value, bool):
             raise JobError(f"{where}: {key!r} must be true or false, not {value!r}")
         flags[key] = value
+    reward = obj.get("reward")
+    if reward is not None:
+        if (isinstance(reward, bool) or not isinstance(reward, (int, float))
+                or not math.isfinite(reward) or not 0 < abs(reward) <= 1
+                or (reward > 0) != (rating > 0)):
+            raise JobError(f"{where}: 'reward' must be a number in [-1, 1] with the sign of "
+                           f"'rating' ({rating}), not {reward!r}")
+        reward = float(reward)
     return Example(id=ex_id, prompt=obj["prompt"], response=obj["response"], rating=int(rating),
                    rated_at=rated_at, messages=messages, behaviour_logprobs=lps, line=line,
-                   **flags)
+                   reward=reward, **flags)
 
 
 def _messages(value: Any, where: str) -> tuple[dict[str, str], ...]:

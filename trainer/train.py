@@ -270,7 +270,7 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
     weights are then those of the newest step within the guard's line).
     """
     hyper, guard, emit, kept = rnd.hyper, rnd.guard, rnd.emit, state.kept
-    ratings = [rnd.examples[i].rating for i in kept]
+    ratings = [rnd.examples[i].value for i in kept]  # a graded rating's reward, else +1 / -1
     adv = advantages(ratings, rnd.job.baseline, float(hyper.adv_clip))
     cls_w = class_weights(ratings, adv)
     per_step = max(1, int(hyper.step_examples))
@@ -535,7 +535,7 @@ def _new_baseline(rnd: Round, accept: bool, unseen: set[str]) -> float:
     fresh = sorted((e for e in rnd.examples if not e.replay and e.id not in unseen),
                    key=_rated_key)
     decay = float(rnd.hyper.ema_decay)
-    updated = ema_update(rnd.job.baseline, [e.rating for e in fresh], decay)
+    updated = ema_update(rnd.job.baseline, [e.value for e in fresh], decay)
     return updated if accept else float(rnd.job.baseline)
 
 

@@ -74,7 +74,8 @@ def turn_json(turn: Any, tags: list[str] | None = None) -> dict[str, Any]:
         "response": turn.response,
         "rating": None
         if rating is None
-        else {"value": rating.value, "comment": rating.comment, "rated_at": rating.rated_at},
+        else {"value": rating.value, "score": rating.score, "comment": rating.comment,
+              "rated_at": rating.rated_at},
         "tags": tags or [],
     }
 
@@ -181,16 +182,27 @@ def api_get(turn_id: int) -> Any:
 @bp.post(f"/api/turns/<{ID_PATH}:turn_id>/rating")
 @takes(body=RateTurnBody, max_bytes=SMALL_BODY)
 def api_rate(turn_id: int, body: RateTurnBody) -> Any:
-    """Rate a turn (1 good, -1 bad) or withdraw its rating (0); the history keeps every one.
+    """Rate a turn (1 good, -1 bad, or a 1-5 score) or withdraw its rating (0); the history
+    keeps every one.
 
     The same rules as every other way to rate (app/rating.py): the same rating
     again changes nothing, another one keeps the comment unless a new one is given.
     """
+    from rltray.app import rating
+
     service = state().service
-    if body.value == 0:
+    if body.value is None and body.score is None:
+        raise UserError("Give a rating: value (1 good, -1 bad, 0 withdraws) or score (1-5).")
+    value = body.value if body.score is None else rating.from_score(body.score)
+    if body.value is not None and body.value != value:
+        kind = rating.label(value, None)
+        raise UserError(f"A score of {body.score} is {kind}, not {body.value}.")
+    if value == 0:
         service.unrate(turn_id, rating_source())
     else:
-        service.rate(turn_id, body.value, comment=body.comment, source=rating_source())
+        service.rate(
+            turn_id, value, comment=body.comment, source=rating_source(), score=body.score
+        )
     return _one(turn_id)
 
 

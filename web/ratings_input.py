@@ -60,9 +60,11 @@ class ExportQuery(TurnQuery):
 
 
 class RateTurnBody(Body):
-    """Rate a turn: 1 good, -1 bad, 0 withdraws; no comment keeps the one it has."""
+    """Rate a turn: 1 good, -1 bad, 0 withdraws, or ``score`` 1-5 (a graded rating: 4-5
+    good, 1-2 bad, 3 refused with the reason); no comment keeps the one it has."""
 
-    value: int_choice(1, -1, 0)  # type: ignore[valid-type]
+    value: int_choice(1, -1, 0) | None = None  # type: ignore[valid-type]
+    score: int_choice(1, 2, 3, 4, 5) | None = None  # type: ignore[valid-type]
     comment: Comment | None = None  # type: ignore[valid-type]
 
 

@@ -31,12 +31,13 @@ def plural(n: int, noun: str) -> str:
 
 
 def _said(ctx: Context, verb: str, outcome: Any) -> None:
-    from rltray.app.words import preview, word
+    from rltray.app.rating import label
+    from rltray.app.words import preview
 
     turn, value = outcome.turn, outcome.rating.value
     ctx.say(
         f"{verb} ",
-        (word(value), "green" if value > 0 else "red"),
+        (label(value, outcome.rating.score), "green" if value > 0 else "red"),
         f": turn {turn.id} ({turn.agent}) — {preview(turn.prompt or turn.response)}",
     )
 
@@ -49,18 +50,22 @@ def cmd_rate(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_rate_turn(ctx: Context, args: argparse.Namespace) -> int:
-    value = 1 if args.rating == "good" else -1
-    outcome = ctx.service().rate(args.turn, value, comment=args.comment)
+    from rltray.app import rating
+
+    value, score = rating.parse(args.rating)
+    outcome = ctx.service().rate(args.turn, value, comment=args.comment, score=score)
     _said(ctx, "Rated" if outcome.changed else "Already rated", outcome)
     return ExitCode.OK
 
 
 def cmd_undo(ctx: Context, args: argparse.Namespace) -> int:
-    from rltray.app.words import preview, word
+    from rltray.app.rating import label
+    from rltray.app.words import preview
 
     outcome = ctx.service().undo()
     ctx.say(
-        f"Withdrew the {word(outcome.rating.value)} rating of turn {outcome.turn.id} — "
+        f"Withdrew the {label(outcome.rating.value, outcome.rating.score)} rating of turn "
+        f"{outcome.turn.id} — "
         f"{preview(outcome.turn.prompt or outcome.turn.response)}"
     )
     return ExitCode.OK
@@ -122,6 +127,7 @@ def cmd_turns(ctx: Context, args: argparse.Namespace) -> int:
     from rich import box
     from rich.table import Table
     from rich.text import Text
+    from rltray.app.rating import label
 
     wide = ctx.out.width >= WIDE
     rows = [
@@ -129,7 +135,7 @@ def cmd_turns(ctx: Context, args: argparse.Namespace) -> int:
             str(t.id),
             t.agent,
             local_time(t.captured_at),
-            "" if t.rating is None else ("good" if t.rating.value > 0 else "bad"),
+            "" if t.rating is None else label(t.rating.value, t.rating.score),
             [t.prompt, t.response] if wide else [f"{t.prompt} → {t.response}"],
         )
         for t in turns
@@ -199,7 +205,8 @@ def _turn_json(t: Any) -> dict[str, Any]:
         "response": t.response,
         "rating": None
         if t.rating is None
-        else {"value": t.rating.value, "comment": t.rating.comment, "source": t.rating.source},
+        else {"value": t.rating.value, "score": t.rating.score, "comment": t.rating.comment,
+              "source": t.rating.source},
     }
 
 
@@ -246,7 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
     p = add("rate", cmd_rate_turn, "rate (or re-rate) one turn by its id from `rltray turns`")
     p.add_argument("turn", type=_positive_int, help="the turn's id")
-    p.add_argument("rating", choices=("good", "bad"))
+    p.add_argument(
+        "rating", metavar="RATING",
+        help="good, bad, or a score from 1 to 5 (4-5 good, 1-2 bad; 3 says neither)",
+    )  # fmt: skip
     p.add_argument("--comment", "-c", help="why (kept with the rating)")
     add("undo", cmd_undo, "withdraw the rating given last (history is kept)")
     p = add("status", cmd_status, "counts of turns, ratings and pending records")

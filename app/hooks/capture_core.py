@@ -63,7 +63,10 @@ SECRET_RUN = 16
 # bytes.translate table: ASCII letters -> "a", digits -> "0", everything else -> space.
 _CLASSES = bytes(97 if 65 <= c <= 90 or 97 <= c <= 122 else 48 if 48 <= c <= 57 else 32
                  for c in range(256))
-RL_COMMANDS = ("good", "bad", "undo", "status")
+RL_COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5")  # 1-5: a graded rating
+# a 3 is refused here as in app/rating.py, whose reason this repeats (the hook imports no app)
+RL_NEUTRAL = ("rltray: 3 is the middle of the scale: it says neither good nor bad, so it "
+              "would teach nothing; give 1-2 (bad) or 4-5 (good).")
 # How each agent's user types a rating (one home; README says the same): Claude Code knows
 # `/rl` through rltray's custom command file; Codex's terminal UI refuses unknown slash
 # commands, so there it is `$rl`, the rltray skill's mention (`codex exec` takes both).
@@ -646,7 +649,7 @@ def prompt_hook(hook, payload, out):
     if sub not in RL_COMMANDS:
         if folder is not None:
             folder.close()
-        out({"decision": "block", "reason": hook.usage})
+        out({"decision": "block", "reason": RL_NEUTRAL if sub == "3" else hook.usage})
         return
     out({"decision": "block", "reason": run_command(hook, session, state, folder, sub, comment)})
 
@@ -698,7 +701,8 @@ def run_command(hook, session, state, folder, sub, comment):
     state.pop("undone_at", None)
     hook.save_state(folder, session, state)
     noted = " with your comment" if comment else ""
-    return f'rltray: rated the last answer {sub}{noted} ("{preview(str(shown))}")'
+    said = f"{sub}/5" if sub.isdigit() else sub
+    return f'rltray: rated the last answer {said}{noted} ("{preview(str(shown))}")'
 
 
 def unrecorded(home, exc, log_path):

@@ -14,7 +14,10 @@ AGENT = "claude-code"  # the name the store records (hooks/registry.py)
 # claude-<event>: prompt and expand are capture_core's (every agent's /rl handling)
 EVENTS = ("stop", "prompt", "expand")
 # What a bare or wrong `/rl` answers: Claude Code knows `/rl` through rltray's command file.
-USAGE = "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl undo | /rl status"
+USAGE = (
+    "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl 1-5 [comment] | /rl undo | "
+    "/rl status"
+)
 
 
 TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size

@@ -13,7 +13,7 @@ EVENTS = ("stop", "prompt", "notify")  # codex-<event>; prompt is capture_core's
 # Codex's terminal UI refuses unknown slash commands, so there a rating is `$rl`, the
 # rltray skill's mention (`codex exec` takes both).
 USAGE = (
-    "rltray: usage: $rl good [comment] | $rl bad [comment] | $rl undo | "
+    "rltray: usage: $rl good [comment] | $rl bad [comment] | $rl 1-5 [comment] | $rl undo | "
     "$rl status (`/rl ...` also works in `codex exec`)"
 )
 

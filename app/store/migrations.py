@@ -190,6 +190,20 @@ def m006_standing_heldout(conn: sqlite3.Connection) -> None:
     _run(conn, "ALTER TABLE ratings ADD COLUMN heldout_at TEXT")
 
 
+def m007_graded_ratings(conn: sqlite3.Connection) -> None:
+    """A rating's 1-5 score, where the user gave one instead of a plain good or bad.
+
+    ``value`` stays the class (+1 for 4-5, -1 for 1-2), so everything that counts
+    good and bad ratings reads on; the trainer gets ``(score - 3) / 2`` as the reward.
+    A 3 says neither and is not stored (app/rating.py says why).
+    """
+    _run(
+        conn,
+        "ALTER TABLE ratings ADD COLUMN score INTEGER"
+        " CHECK (score IS NULL OR score IN (1, 2, 4, 5))",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -197,6 +211,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m004_applied_commands,
     m005_tags_and_deletion,
     m006_standing_heldout,
+    m007_graded_ratings,
 )
 
 

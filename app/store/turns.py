@@ -35,6 +35,7 @@ class Rating:
     withdrawn_at: str | None = None
     withdrawn_by: str | None = None
     trained_run_id: str | None = None
+    score: int | None = None  # 1-5 when graded (value is then its class)
 
     @property
     def active(self) -> bool:
@@ -92,7 +93,8 @@ def forget(conn: sqlite3.Connection, source_keys: list[str]) -> int:
 
 
 _RATING_COLS = (
-    "id, turn_id, value, comment, source, rated_at, withdrawn_at, withdrawn_by, trained_run_id"
+    "id, turn_id, value, comment, source, rated_at, withdrawn_at, withdrawn_by, trained_run_id, "
+    "score"
 )
 _TURN_COLS = (
     "t.id, t.source_key, t.agent, t.session, t.turn, t.prompt, t.response, t.context, t.cwd, "
@@ -285,10 +287,16 @@ class TurnsAndRatings(StoreBase):
         source: str,
         comment: str | None = None,
         at: datetime | None = None,
+        score: int | None = None,
     ) -> Rating:
-        """Give a turn a rating; an earlier active rating is withdrawn, not overwritten."""
+        """Give a turn a rating; an earlier active rating is withdrawn, not overwritten.
+
+        ``score`` (1, 2, 4 or 5) grades it; ``value`` must then be its class.
+        """
         if value not in (1, -1) or isinstance(value, bool):
             raise StoreError(f"A rating is +1 (good) or -1 (bad), not {value!r}.")
+        if score is not None and (score not in (1, 2, 4, 5) or (score > 3) != (value > 0)):
+            raise StoreError(f"A score of {score!r} does not go with the rating {value!r}.")
         _check_source(source)
         when = utc_iso(at)
         with self._write() as conn:
@@ -300,9 +308,9 @@ class TurnsAndRatings(StoreBase):
                 (when, source, turn_id),
             )
             cur = conn.execute(
-                "INSERT INTO ratings (turn_id, value, comment, source, rated_at)"
-                " VALUES (?,?,?,?,?)",
-                (turn_id, value, comment or None, source, when),
+                "INSERT INTO ratings (turn_id, value, comment, source, rated_at, score)"
+                " VALUES (?,?,?,?,?,?)",
+                (turn_id, value, comment or None, source, when, score),
             )
             row = conn.execute(f"SELECT {_RATING_COLS} FROM ratings WHERE id = ?", (cur.lastrowid,))
             return _rating(row.fetchone())
@@ -411,7 +419,7 @@ class TurnsAndRatings(StoreBase):
         """Active ratings joined with their turns, oldest rating first (for building a job)."""
         sql = (
             "SELECT r.id, r.value, r.rated_at, r.trained_run_id, t.id, t.source_key, t.agent,"
-            " t.prompt, t.response, t.context, r.heldout_at"
+            " t.prompt, t.response, t.context, r.heldout_at, r.score"
             " FROM ratings r JOIN turns t ON t.id = r.turn_id"
             " WHERE r.withdrawn_at IS NULL"
             + (" AND r.trained_run_id IS NULL" if untrained_only else "")
@@ -430,6 +438,7 @@ class TurnsAndRatings(StoreBase):
                 "response": r[8],
                 "context": json.loads(r[9] or "[]"),
                 "heldout_at": r[10],
+                "score": r[11],
             }
             for r in self._read(sql)
         ]
@@ -488,6 +497,7 @@ class TurnsAndRatings(StoreBase):
                     if t.rating is None
                     else {
                         "value": t.rating.value,
+                        "score": t.rating.score,
                         "comment": t.rating.comment,
                         "source": t.rating.source,
                         "rated_at": t.rating.rated_at,

@@ -175,6 +175,10 @@ def example_line(row: Mapping[str, Any], *, replay: bool = False) -> dict[str, A
         "rating": 1 if int(row["rating"]) > 0 else -1,
         "rated_at": rated_at,
     }
+    if row.get("score") is not None:  # a graded rating: its reward, the class stays +-1
+        from rltray.app.rating import reward
+
+        line["reward"] = reward(line["rating"], int(row["score"]))
     if row.get("truncated"):
         line["truncated"] = True
     if replay:

@@ -340,6 +340,19 @@ def test_rl_good_rates_the_sessions_newest_turn_never_an_older_one(home: Path) -
     assert turns(home)[-1]["prompt"] != "/rl bad too verbose"
 
 
+def test_rl_with_a_score_and_the_middle_of_the_scale(home: Path) -> None:
+    """Issue 22 item 12: `/rl 4` grades the answer; `/rl 3` is refused with the reason."""
+    session = {"session_id": "s"}
+    run_hook(home, "claude-prompt", {**session, "prompt": "a question"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "an answer"})
+    reason = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl 4 nearly"}))
+    assert reason == 'rltray: rated the last answer 4/5 with your comment ("an answer")'
+    neutral = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl 3"}))
+    assert neutral.startswith("rltray: 3 is the middle of the scale")
+    commands = [r for r in spooled(home) if r["kind"] == "command"]
+    assert [(c["command"], c["comment"]) for c in commands] == [("4", "nearly")]
+
+
 def test_rl_undo_targets_the_last_rated_turn(home: Path) -> None:
     run_hook(home, "codex-prompt", {"session_id": "c", "prompt": "q1"})
     run_hook(

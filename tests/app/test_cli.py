@@ -345,3 +345,18 @@ def test_the_service_lock_is_private(rltray_home: Path) -> None:
         server.join(timeout=10)
         ctx.close()
     assert not instance.service_running(Paths.from_env())
+
+
+def test_rate_takes_a_score_from_1_to_5_and_turns_shows_it(rltray_home: Path) -> None:
+    """Issue 22 item 12: graded ratings beside good / bad."""
+    spool_turn(rltray_home, "t1", "first prompt", "first answer")
+    code, out, err = cli("rate", "1", "4")
+    assert code == ExitCode.OK and "Rated 4/5: turn 1" in out, err
+    code, _, err = cli("rate", "1", "3")
+    assert code != ExitCode.OK and "3 is the middle of the scale" in err
+    code, _, err = cli("rate", "1", "7")
+    assert code != ExitCode.OK and "a score from 1 to 5, not '7'" in err
+    code, out, _ = cli("turns")
+    assert code == ExitCode.OK and "4/5" in out
+    code, out, _ = cli("export")
+    assert json.loads(out.splitlines()[0])["rating"]["score"] == 4

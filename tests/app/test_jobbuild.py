@@ -283,3 +283,14 @@ def test_custom_sends_the_hyper_table_and_other_presets_do_not(
     assert (job["preset"], job["hyper"]) == ("custom", table)
     plain = jobbuild.build_job(store, paths, settings(preset="balanced", hyper=table), "run-2")
     assert json.loads((plain.folder / "job.json").read_text())["hyper"] == {}
+
+
+def test_a_graded_rating_goes_to_the_trainer_as_its_reward() -> None:
+    """Issue 22 item 12: (score - 3) / 2 beside the +-1 class; plain ratings carry none."""
+    from rltray.app.training.jobbuild import example_line
+
+    row = {"rating_id": 7, "rating": 1, "rated_at": "2026-11-22T10:00:00+00:00",
+           "prompt": "p", "response": "r", "context": [], "score": 4}  # fmt: skip
+    assert example_line(row)["reward"] == 0.5 and example_line(row)["rating"] == 1
+    assert example_line({**row, "rating": -1, "score": 1})["reward"] == -1.0
+    assert "reward" not in example_line({**row, "score": None})

@@ -66,8 +66,9 @@ def test_the_document_says_what_the_routes_check(api) -> None:
     assert rate["security"] == [{"session": [], "csrf": []}, {"bearer": []}]
     ref = rate["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     body = schemas[ref.rsplit("/", 1)[1]]
-    assert body["additionalProperties"] is False and body["required"] == ["value"]
-    assert body["properties"]["value"]["enum"] == [1, -1, 0]
+    assert body["additionalProperties"] is False and "required" not in body  # value or score
+    assert body["properties"]["value"]["anyOf"][0]["enum"] == [1, -1, 0]
+    assert body["properties"]["score"]["anyOf"][0]["enum"] == [1, 2, 3, 4, 5]
     (param,) = rate["parameters"]
     assert param["in"] == "path" and param["schema"]["maximum"] == INT64_MAX
     comment = body["properties"]["comment"]["anyOf"][0]

@@ -204,3 +204,46 @@ def test_an_agent_turned_off_is_not_captured(service: Service) -> None:
     assert [t.agent for t in service.turns()] == ["claude-code"]
     assert not list(incoming.glob("*.json"))  # dropped, not left to pile up
     assert any("capture from codex is off" in e["message"] for e in service.store.events(10))
+
+
+# -- graded ratings (issue 22 item 12) -------------------------------------------------------
+
+
+def test_a_graded_rating_keeps_its_score_and_its_class(service: Service) -> None:
+    turn = add_turn(service)
+    first = service.rate(turn, 1, score=4)
+    assert first.changed and (first.rating.value, first.rating.score) == (1, 4)
+    assert not service.rate(turn, 1, score=4).changed  # the same score again: nothing
+    five = service.rate(turn, 1, score=5, comment="spot on")
+    assert five.changed and five.rating.score == 5  # another score is a new judgement
+    plain = service.rate(turn, 1)
+    assert plain.changed and plain.rating.score is None  # plain good replaces the 5
+    with pytest.raises(UserError, match="3 is the middle of the scale"):
+        service.rate(turn, 1, score=3)
+    with pytest.raises(UserError, match="A score of 2 is bad, not 1"):
+        service.rate(turn, 1, score=2)
+    assert [(r.value, r.score, r.active) for r in service.store.rating_history(turn)] == [
+        (1, 4, False), (1, 5, False), (1, None, True)]  # fmt: skip
+
+
+def test_rl_with_a_score_rates_that_answer(service: Service) -> None:
+    turn = add_turn(service)
+    rl(service, "2", "t1", comment="wrong file")
+    rating = service.store.active_rating(turn)
+    assert rating is not None and (rating.value, rating.score, rating.comment) == (
+        -1, 2, "wrong file")  # fmt: skip
+    (example,) = service.store.training_examples()
+    assert example["score"] == 2
+
+
+def test_parse_reads_words_and_scores() -> None:
+    from rltray.app import rating
+
+    assert [rating.parse(t) for t in ("good", "BAD", "1", "2", "4", " 5 ")] == [
+        (1, None), (-1, None), (-1, 1), (-1, 2), (1, 4), (1, 5)]  # fmt: skip
+    for wrong in ("3", "6", "0", "meh"):
+        with pytest.raises(UserError):
+            rating.parse(wrong)
+    assert [rating.reward(1, s) for s in (4, 5)] == [0.5, 1.0]
+    assert [rating.reward(-1, s) for s in (1, 2)] == [-1.0, -0.5]
+    assert rating.reward(-1, None) == -1.0 and rating.label(1, 4) == "4/5"

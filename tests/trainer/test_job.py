@@ -201,3 +201,31 @@ def test_example_truncated_and_replay_flags(tmp_path) -> None:
             assert str(exc) == f"x.jsonl, line 3: {key!r} must be true or false, not 'yes'"
         else:
             raise AssertionError("a non-boolean flag was accepted")
+
+
+def test_a_graded_ratings_reward_is_checked_and_used() -> None:
+    """Issue 22 item 12: the job contract carries (score - 3) / 2 beside the +-1 class."""
+    from rltray.trainer.job import example_from_dict
+
+    base = {"id": "a", "prompt": "p", "response": "r", "rating": -1,
+            "rated_at": "2025-01-01T00:00:00Z"}  # fmt: skip
+    plain = example_from_dict(base)
+    assert plain.reward is None and plain.value == -1.0 and "reward" not in plain.to_dict()
+    graded = example_from_dict({**base, "reward": -0.5})
+    assert graded.value == -0.5 and graded.rating == -1
+    assert example_from_dict(graded.to_dict()) == graded
+    for wrong in (0.5, 0, -1.5, True, "x", float("nan")):
+        with pytest.raises(JobError, match="'reward' must be a number in \\[-1, 1\\]"):
+            example_from_dict({**base, "reward": wrong})
+
+
+def test_rewards_set_the_advantages_and_the_classes_keep_their_balance() -> None:
+    """What train._optimise does with a round's values: a 4/5 pushes half as hard as a plain
+    good one, and the good and the bad class still push equally."""
+    from rltray.trainer.objective import advantages, class_weights, push_ratio
+
+    values = [0.5, 1.0, -1.0, -0.5, -1.0]  # 4/5, good, bad, 2/5, bad
+    adv = advantages(values, baseline=0.0)
+    assert adv == values
+    weights = class_weights(values, adv)
+    assert push_ratio(values, adv, weights) == pytest.approx(1.0)

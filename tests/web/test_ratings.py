@@ -106,3 +106,22 @@ def test_tag_list_is_editable(client) -> None:
     assert post_json(client, "/api/tags/delete", {"name": "needs tests"}).status_code == 200
     gone = post_json(client, "/api/tags/delete", {"name": "needs tests"})
     assert gone.status_code == 400 and "no tag" in gone.get_json()["error"]["message"]
+
+
+def test_a_score_from_1_to_5_through_the_api(client, add_turns, service) -> None:
+    """Issue 22 item 12: graded ratings; a 3 is refused with the reason, nothing is lost."""
+    (turn_id,) = add_turns(1)
+    rated = post_json(client, f"/api/turns/{turn_id}/rating", {"score": 2})
+    assert rated.status_code == 200
+    assert rated.get_json()["rating"]["value"] == -1 and rated.get_json()["rating"]["score"] == 2
+    neutral = post_json(client, f"/api/turns/{turn_id}/rating", {"score": 3})
+    assert neutral.status_code == 400
+    assert "3 is the middle of the scale" in neutral.get_json()["error"]["message"]
+    clash = post_json(client, f"/api/turns/{turn_id}/rating", {"score": 4, "value": -1})
+    assert clash.get_json()["error"]["message"] == "A score of 4 is good, not -1."
+    empty = post_json(client, f"/api/turns/{turn_id}/rating", {})
+    assert empty.status_code == 400
+    rating = service.store.active_rating(turn_id)
+    assert rating is not None and (rating.value, rating.score) == (-1, 2)
+    page = client.get("/ratings").get_data(as_text=True)
+    assert ">2/5</span>" in page

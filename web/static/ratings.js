@@ -34,7 +34,7 @@
       const cell = row.querySelector(".rating");
       cell.textContent = "";
       const r = turn.rating;
-      cell.append(rltray.el("span", { class: "badge " + (r ? (r.value > 0 ? "good" : "bad") : "") }, r ? (r.value > 0 ? "good" : "bad") : "—"));
+      cell.append(rltray.el("span", { class: "badge " + (r ? (r.value > 0 ? "good" : "bad") : "") }, r ? label(r) : "—"));
       if (r && r.comment) cell.append(" ", rltray.el("span", { class: "muted", title: r.comment }, "✎"));
       const tags = row.querySelector(".tags");
       tags.textContent = "";
@@ -43,10 +43,14 @@
     if (!drawer.hidden && drawer.dataset.id === String(turn.id)) openDetail(turn.id);
   }
 
-  async function rate(id, value) {
-    const turn = await rltray.call("POST", `/api/turns/${id}/rating`, { value });
+  // a graded rating shows its score ("4/5"); good and bad show as words
+  function label(r) { return r.score ? `${r.score}/5` : r.value > 0 ? "good" : "bad"; }
+
+  async function rate(id, value, score) {
+    const body = score ? { score } : { value };
+    const turn = await rltray.call("POST", `/api/turns/${id}/rating`, body);
     redraw(turn);
-    rltray.say(value === 0 ? `Turn ${id}: rating withdrawn.` : `Turn ${id} rated ${value > 0 ? "good" : "bad"}.`);
+    rltray.say(value === 0 && !score ? `Turn ${id}: rating withdrawn.` : `Turn ${id} rated ${label(turn.rating)}.`);
   }
 
   async function remove(ids) {
@@ -136,6 +140,7 @@
     else if (key === "Enter" && current) focusRow(current, true);
     else if (key === "Escape") closeDetail();
     else if ((key === "g" || key === "b" || key === "u") && current) rate(Number(current.dataset.id), key === "g" ? 1 : key === "b" ? -1 : 0);
+    else if ("12345".includes(key) && key.length === 1 && current) rate(Number(current.dataset.id), null, Number(key)).catch(() => {});
     else if (key === "x" && current) { const box = current.querySelector(".pick"); box.checked = !box.checked; updateCount(); }
     else return;
     event.preventDefault();
