@@ -27,7 +27,18 @@ def run(ctx: Context, action: str, agent_name: str) -> int:
         for line in report.lines:
             ctx.say(f"  {line}")
     service.store.log_event("hooks", f"hooks {action} for {agent_name}")
+    if action == "install":
+        _say_where_the_hooks_point(ctx, agents[0].command("claude-stop", service.paths))
     return ExitCode.OK
+
+
+def _say_where_the_hooks_point(ctx: Context, argv: list[str]) -> None:
+    """The hooks hold absolute paths: moving the folder they name stops capture without a
+    word, so say it while the user is looking (doctor checks it later)."""
+    ctx.say(
+        f"The hooks run {argv[0]} {argv[3]}; if either moves (this folder, its virtual "
+        "environment or the app), capture stops until you run `rltray hooks install` again."
+    )
 
 
 def _refuse_when_nothing_to_install(agents: list, agent_name: str) -> None:

@@ -65,7 +65,9 @@ class AgentStatus:
     ``installed`` is true only when every piece is there. ``stale`` means an
     entry is ours but points at another Python, capture.py or data folder
     (install again). ``hooks_disabled`` means the agent is told to run no hooks.
-    Whether events actually arrive is the store's business, keyed by ``name``.
+    ``commands``: the argv of each of our entries as installed, so doctor can see
+    that the program they start still exists (a moved clone silently stops
+    capture). Whether events actually arrive is the store's business, keyed by ``name``.
     """
 
     name: str
@@ -77,6 +79,7 @@ class AgentStatus:
     notes: list[str] = field(default_factory=list)
     stale: bool = False
     hooks_disabled: bool = False
+    commands: list[list[str]] = field(default_factory=list)
 
 
 class Agent(ABC):
@@ -196,6 +199,20 @@ def version_key(version: str) -> tuple[int, ...]:
 def join_command(argv: Sequence[str]) -> str:
     """One shell command string for a JSON ``command`` field, quoted for this OS's shell."""
     return subprocess.list2cmdline(list(argv)) if os.name == "nt" else shlex.join(argv)
+
+
+def command_argv(command: object) -> list[str]:
+    """An installed command as an argv: a JSON ``command`` string split as this OS's shell
+    would (``join_command`` in reverse), an argv list (Codex's notify) as it is."""
+    if isinstance(command, (list, tuple)):
+        return [str(part) for part in command]
+    if not isinstance(command, str):
+        return []
+    try:
+        parts = shlex.split(command, posix=os.name != "nt")
+    except ValueError:
+        return []
+    return parts if os.name != "nt" else [p.strip('"') for p in parts]
 
 
 def is_rltray_command(command: object) -> bool:

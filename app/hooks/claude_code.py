@@ -22,6 +22,7 @@ from rltray.app.hooks.base import (
     Agent,
     AgentStatus,
     InstallReport,
+    command_argv,
 )
 from rltray.app.hooks.managed import Editor, read_config, read_json_config
 from rltray.app.paths import Paths
@@ -105,11 +106,12 @@ class ClaudeCode(Agent):
     def status(self, paths: Paths) -> AgentStatus:
         state, doc = read_json_config(self.settings_file())
         wanted = self.handlers(EVENTS, paths)
-        pieces, stale = {}, False
+        pieces, stale, commands = {}, False, []
         for event, handler in wanted.items():
             found = hooksjson.find(doc, event)
             pieces[event] = bool(found)
             stale = stale or any(h.get("command") != handler["command"] for h in found)
+            commands += [command_argv(h.get("command")) for h in found]
         command = read_config(self.command_file())
         pieces["/rl command"] = command.existed and command.data == COMMAND_FILE
         stale = stale or (command.existed and COMMAND_MARKER in command.data
@@ -138,4 +140,5 @@ class ClaudeCode(Agent):
             notes=notes,
             stale=stale,
             hooks_disabled=disabled,
+            commands=commands,
         )

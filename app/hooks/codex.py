@@ -30,6 +30,7 @@ from rltray.app.hooks.base import (
     AgentStatus,
     HookInstallError,
     InstallReport,
+    command_argv,
     is_rltray_command,
     join_command,
 )
@@ -219,6 +220,7 @@ class Codex(Agent):
         ours = is_rltray_command(notify_value)
         pieces = {"notify": ours}
         stale = False
+        commands = [command_argv(notify_value)] if ours else []
         if ours:
             want, _ = self._notify_plan(toml_doc, paths, toml_state.path)
             stale = notify_value != want
@@ -226,6 +228,7 @@ class Codex(Agent):
             found = hooksjson.find(hooks_doc, event)
             pieces[event] = bool(found)
             stale = stale or any(h.get("command") != handler["command"] for h in found)
+            commands += [command_argv(h.get("command")) for h in found]
         skill = {p: read_config(p) for p in self.skill_files()}
         pieces["$rl skill"] = all(s.data == self.skill_files()[p] for p, s in skill.items())
         stale = stale or any(s.existed and SKILL_MARKER in s.data and not pieces["$rl skill"]
@@ -257,6 +260,7 @@ class Codex(Agent):
             notes=notes,
             stale=stale,
             hooks_disabled=disabled,
+            commands=commands,
         )
 
 

@@ -346,11 +346,26 @@ def _training_base(service: Service) -> Check:
 
 
 def _hook_program(service: Service) -> Check:
-    """The interpreter the hook commands start exists, stays put, and runs capture.py."""
+    """The interpreter the hook commands start exists, stays put, and runs capture.py.
+
+    The installed commands come first: they hold absolute paths, so a moved or
+    deleted clone (or its .venv) left hooks that start nothing and capture
+    stopped without a word (issue 22).
+    """
     from rltray.app import bundle
     from rltray.app.hooks import registry
 
     agents = registry.all_agents()
+    for agent in agents:
+        for installed in agent.status(service.paths).commands:
+            gone = _missing_program(installed)
+            if gone:
+                return Check(
+                    "hook program", FAIL,
+                    f"{agent.display_name} hooks point at a missing program {gone}: "
+                    "no turn is captured",
+                    "run `rltray hooks install`",
+                )  # fmt: skip
     argv = agents[0].command("claude-stop", service.paths)
     problem = bundle.probe_hook_program(argv)
     if problem:
@@ -367,6 +382,17 @@ def _hook_program(service: Service) -> Check:
             "rltray hooks install",
         )
     return Check("hook program", OK, f"{argv[0]} runs {argv[3]}")
+
+
+def _missing_program(argv: list[str]) -> str | None:
+    """The interpreter or capture.py of an installed hook command that is gone, or None."""
+    python = argv[0] if argv else ""
+    if not python or not Path(python).is_file() or not os.access(python, os.X_OK):
+        return python or "(an empty command)"
+    script = argv[3] if len(argv) > 3 and argv[3].endswith("capture.py") else None
+    if script is not None and not Path(script).is_file():
+        return script
+    return None
 
 
 def _agents(service: Service) -> Iterator[Check]:

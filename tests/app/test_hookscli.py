@@ -1,0 +1,66 @@
+"""`rltray hooks install` says where the hooks point; doctor notices when that is gone.
+
+Regression pinned (issue 22): hook commands hold the clone's absolute paths, so
+moving the clone (or deleting its .venv) silently stopped capture; neither the
+install nor doctor said a word.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from rltray.app.cli import doctor
+from rltray.app.errors import ExitCode
+from rltray.app.hooks import registry
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+
+from tests.app.test_cli import cli
+
+MOVED = "/moved/away/clone/.venv/bin/python"
+
+
+@pytest.fixture
+def agents_present(rltray_home: Path) -> Path:
+    home = Path(os.environ["HOME"])
+    (home / ".claude").mkdir()
+    (home / ".codex").mkdir()
+    return home
+
+
+def hook_program() -> doctor.Check:
+    with Service(Paths.from_env()) as service:
+        return doctor._hook_program(service)
+
+
+def test_install_says_which_program_the_hooks_run(agents_present: Path) -> None:
+    code, out, err = cli("hooks", "install")
+    assert code == ExitCode.OK, err
+    assert f"The hooks run {sys.executable} " in out
+    assert "capture stops until you run `rltray hooks install` again." in out
+
+
+def test_doctor_fails_when_the_installed_hooks_start_a_missing_program(
+    agents_present: Path,
+) -> None:
+    assert cli("hooks", "install")[0] == ExitCode.OK
+    paths = Paths.from_env()
+    for agent in registry.all_agents():
+        commands = agent.status(paths).commands
+        assert commands and all(argv[0] == sys.executable for argv in commands)
+    assert hook_program().state == doctor.OK
+    # the clone moved: its settings still name the old interpreter
+    settings = agents_present / ".claude" / "settings.json"
+    settings.write_text(settings.read_text().replace(sys.executable, MOVED))
+    check = hook_program()
+    assert check.state == doctor.FAIL and check.fix == "run `rltray hooks install`"
+    assert check.detail == (
+        f"Claude Code hooks point at a missing program {MOVED}: no turn is captured"
+    )
+    assert cli("hooks", "install")[0] == ExitCode.OK  # the fix it names works
+    assert hook_program().state == doctor.OK
+    assert MOVED not in json.dumps(json.loads(settings.read_text()))
