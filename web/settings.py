@@ -36,6 +36,27 @@ SECTION_TITLES = {
 }
 
 
+# A person reads a label, not a key: each setting's label is its name spelled out ("base_model"
+# -> "Base model"), except the few names that read wrongly that way. The key stays beside it,
+# small, since it is what `rltray config set` and config.toml take. (A label field beside
+# each setting's help in app/config.py would be its one home; this is the web's stand-in.)
+LABELS = {
+    "agents.claude_code": "Claude Code",
+    "notify.enabled": "Ask for ratings",
+    "notify.ask": "Ask about",
+    "notify.every_nth": "Every Nth turn",
+    "notify.training": "When a training round ends",
+    "training.require_ac_power": "Require AC power",
+    "training.python": "Trainer Python",
+    "ollama.num_ctx": "Context length",
+}
+
+
+def label(setting: Any) -> str:
+    """What the settings page calls ``setting`` (its key is shown too, as a hint)."""
+    return LABELS.get(setting.key) or setting.name.replace("_", " ").capitalize()
+
+
 def _form_value(setting: Any, form: Any) -> Any:
     """A form's text for one setting; a checkbox's absence means false (hidden field first)."""
     values = form.getlist(setting.key)
@@ -95,7 +116,7 @@ def _page(errors: dict[str, str] | None = None, form: Any = None, status: int = 
         value = current.get(s.key)
         if form is not None and s.key in (errors or {}):
             value = _form_value(s, form)
-        sections.setdefault(s.section, []).append({"s": s, "value": value})
+        sections.setdefault(s.section, []).append({"s": s, "value": value, "label": label(s)})
     html = render_template(
         "settings.html",
         sections=sections,

@@ -114,3 +114,18 @@ def test_the_page_refuses_a_base_model_the_trainer_cannot_load(client, service, 
     ok = post_json(client, "/api/settings", {"training.base_model": str(folder)})
     assert ok.status_code == 200 and ok.get_json()["changed"] == ["training.base_model"]
     assert config.load_config(service.paths).training.base_model == str(folder)
+
+
+def test_each_setting_is_labelled_in_words_with_its_key_as_a_hint(client) -> None:
+    """Issue 22 item 10: the page labelled every field with its raw key (training.base_model)."""
+    from rltray.web.settings import label
+
+    text = client.get("/settings").data.decode()
+    labels = {s.key: label(s) for s in config.describe()}
+    assert len(set(labels.values())) == len(labels)  # no two fields read the same
+    for key, words in labels.items():
+        assert "_" not in words and "." not in words and words[0].isupper(), key
+        hint = f'<code class="key">{key}</code>'
+        assert f"{escape(words)} {hint}" in text or f"{escape(words)}</label> {hint}" in text, key
+    assert labels["training.base_model"] == "Base model"
+    assert labels["training.require_ac_power"] == "Require AC power"
