@@ -262,6 +262,7 @@ def _install_templates(app: Flask) -> None:
         return {"csrf_token": session.csrf if session is not None else "", "nav": NAV}
 
     app.jinja_env.filters["markdown"] = render.markdown
+    app.jinja_env.filters["commands"] = render.commands
     app.jinja_env.filters["localtime"] = render.local_time
     app.jinja_env.filters["version"] = render.version
     app.jinja_env.filters["number"] = render.number

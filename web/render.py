@@ -50,6 +50,19 @@ def _link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
     return str(self.renderToken(tokens, idx, options, env))
 
 
+def commands(text: str | None) -> Markup:
+    """A sentence of rltray's own with each `command` in it shown as code, the rest escaped.
+
+    The sentences are written for the terminal and the tray too, where the backticks read
+    as quoting; a page shows code as code instead of bare backticks.
+    """
+    import re
+
+    from markupsafe import escape
+
+    return Markup(re.sub(r"`([^`\n]+)`", r"<code>\1</code>", str(escape(text or ""))))
+
+
 def markdown(text: str | None) -> Markup:
     """Captured Markdown as safe HTML (raw HTML escaped, code highlighted)."""
     return Markup(_parser().render(text or ""))

@@ -44,3 +44,13 @@ def test_an_unexpected_failure_is_a_sentence_not_a_trace(client, service, monkey
     assert page.status_code == 500 and b"disk on fire" in page.data
     assert b"Traceback" not in page.data
     assert_error(client.get("/api/dashboard"), 500, "internal")
+
+
+def test_a_command_in_a_message_shows_as_code_and_the_rest_stays_text(anonymous, client) -> None:
+    """Issue 22: the pages showed rltray's sentences with bare backticks (`rltray settings`)."""
+    refused = anonymous.get("/settings").data.decode()
+    assert "<code>rltray settings</code>" in refused and "`" not in refused
+    missing = client.get("/<b>`x`</b>").data.decode()  # what the address holds is only text
+    assert "There is no page /&lt;b&gt;<code>x</code>&lt;/b&gt;." in missing
+    assert "<b>" not in missing
+    assert "<code>rltray run</code>" in client.get("/").data.decode()
