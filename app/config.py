@@ -33,7 +33,8 @@ from rltray.app.paths import Paths
 #: not import the trainer, tests/app/test_config.py ties the two): what a
 #: ``[training.hyper]`` table may set for the ``custom`` preset.
 TRAINER_HYPER_FIELDS = (
-    "adv_clip", "alpha", "auroc_tolerance", "batch_size", "beta", "delta_hi", "delta_lo",
+    "adv_clip", "alpha", "auroc_tolerance", "batch_size", "beta", "degen_cap", "delta_hi",
+    "delta_lo",
     "dropout", "ema_decay", "epochs", "gate_profile", "grad_clip", "guard_max_gap",
     "guard_turns", "kl_cap", "kl_cap_total", "lr", "max_seq_len", "nll_cap", "rank",
     "ref_prompts", "ref_tokens", "rho_hi", "rho_lo", "step_examples", "target_modules",

@@ -19,11 +19,22 @@ gate caps with ``hyper.nll_cap`` (``evaluate.gate``).
 
 Greedy answers, not rated ones: they are what the base model does well by its
 own measure, so a rise in their NLL is capability lost, whatever the user rated.
+
+Broken answers, the second half: the NLL reads a style the user asked for as
+capability lost too (issue 20: on ``comment`` the NLL rose +7% on references
+*without* the preference, against -0.1% on those with it), and it can miss a model
+that still scores the base's answers well but writes no code any more
+(``aggressive`` on an independent bench: 20% of answers without code, accepted).
+So at the end the new adapter answers the same prompts greedily too, and the gate
+counts answers that are :func:`degenerate` — empty, looping, or without the code
+the base's answer to that prompt had — against the base's own (``degen_cap``).
+Eight prompts see a large rise (one answer is 12.5 points), not a small one.
 Everything here runs through the ``Backend`` door (``greedy`` and ``logprobs``).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +45,28 @@ from rltray.trainer import data
 #: End-of-turn tokens of the common chat templates: generation stops at any of them
 #: that the tokenizer knows, as well as at its ``eos_token_id``.
 TURN_ENDS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+
+
+def looping(text: str, n: int = 6, share: float = 0.5) -> bool:
+    """Half or more of the word n-grams are repeats: the model is stuck in a loop."""
+    words = text.split()
+    grams = [tuple(words[i : i + n]) for i in range(max(0, len(words) - n + 1))]
+    return len(grams) >= 8 and 1 - len(set(grams)) / len(grams) >= share
+
+
+def has_code(text: str) -> bool:
+    """A fenced code block (the form coding agents and instruct models write code in)."""
+    return bool(_FENCE.search(text))
+
+
+def degenerate(answer: str, base_answer: str) -> bool:
+    """Empty, looping, or without the code the base model's answer to the prompt had."""
+    if not answer.strip() or looping(answer):
+        return True
+    return has_code(base_answer) and not has_code(answer)
 
 
 def stop_ids(tokenizer: Any) -> set[int]:
@@ -105,20 +138,39 @@ def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
     }  # fmt: skip
 
 
-def finish(backend: Any, state: dict[str, Any], pad_id: int) -> dict[str, Any]:
-    """The new adapter's NLL on the round-start answers, as the gate's ``ref_nll_*`` metrics."""
+def finish(backend: Any, state: dict[str, Any], pad_id: int, hyper: Any = None
+           ) -> dict[str, Any]:
+    """The new adapter's NLL on the round-start answers (the gate's ``ref_nll_*``), and
+    with ``hyper.degen_cap`` set, its own greedy answers' broken count (``ref_degenerate_*``)."""
     if not state:
         return {}
     t0 = time.monotonic()
     batch = reference_batch(state["prompts"], state["answers"], pad_id)
     new = mean_nll(backend, batch, adapter=True)
     base, parent = float(state["nll_base"]), float(state["nll_parent"])
-    return {
+    out = {
         "ref_nll_base": base,
         "ref_nll_parent": parent,
         "ref_nll_new": new,
         "ref_nll_increase": new / base - 1.0 if base > 0 else None,
         "ref_prompts": len(state["prompts"]),
         "ref_tokens": int(sum(len(a) for a in state["answers"])),
-        "ref_seconds": round(float(state.get("seconds", 0.0)) + time.monotonic() - t0, 3),
     }
+    if getattr(hyper, "degen_cap", None) is not None:
+        out.update(broken_answers(backend, state, int(hyper.ref_tokens)))
+    out["ref_seconds"] = round(float(state.get("seconds", 0.0)) + time.monotonic() - t0, 3)
+    return out
+
+
+def broken_answers(backend: Any, state: dict[str, Any], max_new_tokens: int) -> dict[str, Any]:
+    """How many of the base's and of the new adapter's greedy answers are degenerate."""
+    stop = stop_ids(backend.tokenizer)
+    mine = backend.greedy(state["prompts"], max_new_tokens, stop, adapter=True)
+
+    def text(ids: Sequence[int]) -> str:
+        return str(backend.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    theirs = [text(a) for a in state["answers"]]
+    base = sum(degenerate(b, b) for b in theirs)
+    new = sum(degenerate(text(m), b) for m, b in zip(mine, theirs, strict=True))
+    return {"ref_degenerate_base": int(base), "ref_degenerate_new": int(new)}

@@ -432,6 +432,27 @@ def _capability(
                      f"{parent:.3f}: this round gave capability back")
     else:
         notes.append(f"{told}: capability kept")
+    _broken_answers(metrics, hyper, reasons, notes)
+
+
+def _broken_answers(
+    metrics: Mapping[str, Any], hyper: GateHyper, reasons: list[str], notes: list[str]
+) -> None:
+    """Rejects when the new adapter's greedy answers to the reference prompts are broken
+    (``capability.degenerate``) more often than the base's by over ``hyper.degen_cap``,
+    and by two answers at least: one answer that flips is not evidence on a handful."""
+    cap = getattr(hyper, "degen_cap", None)
+    new, base = metrics.get("ref_degenerate_new"), metrics.get("ref_degenerate_base")
+    n = metrics.get("ref_prompts")
+    if cap is None or missing(new) or missing(base) or not n:
+        return
+    rise = (int(new) - int(base)) / int(n)
+    told = (f"broken answers (empty, looping, or without the code the base wrote) to the "
+            f"same {n} prompts: {int(base)} from the base, {int(new)} from the new adapter")
+    if rise > float(cap) and int(new) - int(base) >= 2:
+        reasons.append(f"{told}, {rise:+.0%} above the {float(cap):.0%} cap (degen_cap)")
+    else:
+        notes.append(told)
 
 
 def _preference(

@@ -187,6 +187,11 @@ class Hyper:
     # Capability check (capability.py): most relative rise of the NLL of the base's own
     # greedy answers to the round's prompts, new adapter vs base (evaluate.py).
     nll_cap: float = 0.05
+    # Most share of those prompts whose greedy answer the new adapter may break (empty,
+    # looping, or the code the base wrote gone: capability.degenerate) beyond the
+    # base's own; 0.15 lets one of 8 through and rejects two (and never fewer than two
+    # more: evaluate.py).
+    degen_cap: float = 0.15
     # Prompts the base answers for that check (0 = check off) and tokens per answer.
     ref_prompts: int = 8
     ref_tokens: int = 128
@@ -460,6 +465,7 @@ def _check(h: Hyper, info: ModelInfo) -> None:
         (h.kl_cap > 0, "'kl_cap' must be greater than 0"),
         (h.kl_cap_total >= h.kl_cap, "'kl_cap_total' must be at least 'kl_cap'"),
         (h.nll_cap > 0, "'nll_cap' must be greater than 0"),
+        (0 <= h.degen_cap <= 1, "'degen_cap' must be in [0, 1]"),
         (h.ref_prompts >= 0, "'ref_prompts' must be 0 (capability check off) or more"),
         (h.ref_tokens >= 1, "'ref_tokens' must be 1 or more"),
         (h.guard_turns >= 0, "'guard_turns' must be 0 (guard off) or more"),

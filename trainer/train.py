@@ -463,7 +463,7 @@ def _measure(rnd: Round, state: checkpoint.RoundState) -> dict[str, Any]:
     h_base = dict(zip(state.held_kept, state.held_base, strict=True))
     metrics.update(rounddata.heldout_metrics(
         rnd.held_enc, state.held_kept, rnd.heldout, h_pol, h_base, "auroc_new"))
-    metrics.update(capability.finish(rnd.backend, state.reference, rnd.pad_id))  # ref_nll_*
+    metrics.update(capability.finish(rnd.backend, state.reference, rnd.pad_id, rnd.hyper))
     metrics["kl_to_base"] = metrics["kl_total"]  # the name earlier rounds stored
     metrics["drift_set"] = drift.which
     return metrics

@@ -56,6 +56,7 @@ def test_greedy_is_the_base_models_argmax_with_the_lora_off(
     backend.set_lora_state({k: rng.normal(0, 0.5, v.shape).astype(np.float32)
                             for k, v in state.items()})
     assert backend.greedy([prompts[0]], 12, set()) == [answer]
+    assert backend.greedy([prompts[0]], 12, set(), adapter=True) != [answer]  # the adapter's
     # each token is the argmax of the base's full forward (no cache) at its position
     ids = torch.tensor([prompts[0] + answer])
     with torch.no_grad(), backend.model.disable_adapter():
@@ -132,16 +133,23 @@ def test_a_paused_round_scores_the_same_reference_answers(
 
     saved = checkpoint.load(paused.checkpoint)
     assert saved is not None and len(saved.reference["answers"]) == 4
-    calls: list[int] = []
+    calls: list[bool] = []  # adapter on?
     from rltray.trainer.backends.torch_peft import TorchPeftBackend
 
     real = TorchPeftBackend.greedy
-    TorchPeftBackend.greedy = lambda self, *a: calls.append(1) or real(self, *a)  # type: ignore[method-assign]
+
+    def counted(self, *a, **k):  # type: ignore[no-untyped-def]
+        calls.append(bool(k.get("adapter")))
+        return real(self, *a, **k)
+
+    TorchPeftBackend.greedy = counted  # type: ignore[method-assign]
     try:
         resumed, _ = run_round(job)
     finally:
         TorchPeftBackend.greedy = real  # type: ignore[method-assign]
-    assert calls == [] and resumed.status == "done"
+    # the base's answers come from the checkpoint; only the new adapter answers (the
+    # broken-answer count at the end)
+    assert calls == [True] and resumed.status == "done"
     keys = ("ref_nll_base", "ref_nll_parent", "ref_nll_new", "ref_tokens")
     assert {k: resumed.result.metrics[k] for k in keys} == {
         k: straight.result.metrics[k] for k in keys}
@@ -187,3 +195,28 @@ def test_the_tiny_test_profile_turns_the_check_off_and_says_so() -> None:
     v = evaluate.gate(lost, tiny)
     assert v.accept and "capability check off (gate profile 'tiny-test'" in v.notes[-1]
     assert not evaluate.gate(lost, GATE).accept
+
+
+def test_broken_answers_are_empty_looping_or_lost_the_code() -> None:
+    """Issue 20: the gate had no degeneracy check; these are what it counts."""
+    code = "Here it is:\n```python\ndef f():\n    return 1\n```"
+    assert not capability.degenerate(code, code)
+    assert capability.degenerate("   ", code)
+    assert capability.degenerate("the same words again and " * 20, "plain text")
+    assert capability.degenerate("def f(): return 1 is what you want", code)  # no fence
+    assert not capability.degenerate("A plain explanation.", "Another plain one.")
+
+
+def test_the_gate_rejects_a_rise_in_broken_answers_beyond_degen_cap() -> None:
+    ok = {**DRIFT_OK, "ref_nll_base": 1.0, "ref_nll_parent": 1.0, "ref_nll_new": 1.01,
+          "ref_nll_increase": 0.01, "ref_prompts": 8}  # fmt: skip
+    gate = SimpleNamespace(**{**vars(GATE), "degen_cap": 0.15})
+    one = evaluate.gate({**ok, "ref_degenerate_base": 1, "ref_degenerate_new": 2}, gate)
+    assert one.accept and "1 from the base, 2 from the new adapter" in one.notes[-1]
+    few = {**ok, "ref_prompts": 4, "ref_degenerate_base": 0, "ref_degenerate_new": 1}
+    assert evaluate.gate(few, gate).accept  # one answer of four is not evidence enough
+    two = evaluate.gate({**ok, "ref_degenerate_base": 1, "ref_degenerate_new": 3}, gate)
+    assert not two.accept
+    assert two.reasons == ["broken answers (empty, looping, or without the code the base "
+                           "wrote) to the same 8 prompts: 1 from the base, 3 from the new "
+                           "adapter, +25% above the 15% cap (degen_cap)"]

@@ -183,9 +183,10 @@ class Backend(ABC):
         forward (the gate's held-out scores need it on the same turns).
         """
 
-    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int]
-               ) -> list[list[int]]:
-        """The base model's greedy answers (LoRA off, no gradient), one per prompt.
+    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int],
+               adapter: bool = False) -> list[list[int]]:
+        """Greedy answers (no gradient), one per prompt: the base model's (LoRA off), or
+        with ``adapter`` the adapter's (the gate's degenerate-answer check).
 
         At most ``max_new_tokens`` new token ids each, ending with the first one in
         ``stop`` when the model writes it. The capability check

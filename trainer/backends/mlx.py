@@ -312,19 +312,19 @@ class MlxBackend(Backend):
 
     # ---- evaluation ----------------------------------------------------------------
 
-    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int]
-               ) -> list[list[int]]:
-        """Greedy answers with mlx-lm's prompt cache, LoRA off, one prompt at a time."""
-        return [self._greedy_one(p, max_new_tokens, stop) for p in prompts]
+    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int],
+               adapter: bool = False) -> list[list[int]]:
+        """Greedy answers with mlx-lm's prompt cache, one prompt at a time."""
+        return [self._greedy_one(p, max_new_tokens, stop, adapter) for p in prompts]
 
-    def _greedy_one(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int]
-                    ) -> list[int]:
+    def _greedy_one(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int],
+                    adapter: bool) -> list[int]:
         import mlx.core as mx
         from mlx_lm.models.cache import make_prompt_cache
 
         self.model.eval()
         out: list[int] = []
-        with self._adapter_context(False):
+        with self._adapter_context(adapter):
             cache = make_prompt_cache(self.model)
             logits = self.model(mx.array([list(prompt_ids)], dtype=mx.int32), cache=cache)
             for _ in range(int(max_new_tokens)):

@@ -372,8 +372,8 @@ class TorchPeftBackend(Backend):
 
     # ---- evaluation -----------------------------------------------------------------
 
-    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int]
-               ) -> list[list[int]]:
+    def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int],
+               adapter: bool = False) -> list[list[int]]:
         """Greedy answers to all prompts in one left-padded batch (Transformers'
         ``generate``, from a fresh config so no sampling setting of the model's
         own generation config creeps in). On a CPU one decoding step of SmolLM2
@@ -395,7 +395,8 @@ class TorchPeftBackend(Backend):
             mask[r, width - len(p):] = 1
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), do_sample=False,
                                   eos_token_id=sorted(stop) or None, pad_token_id=pad)
-        with torch.no_grad(), self.model.disable_adapter():
+        lora = contextlib.nullcontext() if adapter else self.model.disable_adapter()
+        with torch.no_grad(), lora:
             out = self.model.generate(input_ids=ids.to(self.device),
                                       attention_mask=mask.to(self.device),
                                       generation_config=config)
