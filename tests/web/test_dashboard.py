@@ -95,9 +95,7 @@ def finished_run(service, name: str, minutes: float, status: str = "done", **met
 
 
 @browser
-def test_the_charts_draw_when_the_window_says_its_language_is_c(
-    server, service, add_turns
-) -> None:
+def test_the_charts_draw_when_the_window_says_its_language_is_c(server, service, add_turns) -> None:
     """Issue 22 item 1: WebKitGTK under LANG=C.UTF-8 says "C", the vendored uPlot threw
     "RangeError: invalid language tag: C" as it loaded, and all six charts stayed blank."""
     for turn_id in add_turns(3):
@@ -147,6 +145,9 @@ def test_a_chart_with_nothing_to_draw_says_so(server, service) -> None:
         assert page.locator(".chart .uplot").count() == 0
         assert page.inner_text("#chart-auroc") == "No run measured its AUROC yet."
         assert page.inner_text("#chart-duration") == "No run has finished yet."
+        # "base model" in use fits its tile on one line at 800 px, as tall as the numbers
+        tiles = page.evaluate("[...document.querySelectorAll('.big')].map((b) => b.offsetHeight)")
+        assert len(tiles) == 5 and len(set(tiles)) == 1, tiles
         assert problems.items == []
 
 
