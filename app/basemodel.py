@@ -18,6 +18,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from rltray.app import modelfiles
+
 KEY = "training.base_model"
 KINDS = "a model folder (with config.json), a .gguf file, or a Hugging Face id in the local cache"
 WHERE_TO_CHOOSE = (
@@ -25,7 +27,6 @@ WHERE_TO_CHOOSE = (
     f"or run `rltray config set {KEY} PATH`"
 )
 NOT_CHOSEN = f"No model to train is chosen yet ({KEY} is empty): {WHERE_TO_CHOOSE}."
-GGUF_MAGIC = b"GGUF"
 
 
 def hf_cache(env: Mapping[str, str] | None = None) -> Path:
@@ -53,12 +54,6 @@ def in_hf_cache(repo_id: str, env: Mapping[str, str] | None = None) -> bool:
     return any((snap / "config.json").is_file() for snap in repo.glob("snapshots/*"))
 
 
-def is_gguf(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(4) == GGUF_MAGIC
-    except OSError:
-        return False
 
 
 def problem(value: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -79,7 +74,7 @@ def problem(value: str, env: Mapping[str, str] | None = None) -> str | None:
             f"(the one with config.json and the weights), or {KINDS}."
         )
     if path.is_file():
-        if is_gguf(path):
+        if modelfiles.is_gguf(path):
             return None
         return f"{KEY}: {text} is a file but not a GGUF model; give {KINDS}."
     if looks_like_path(text):

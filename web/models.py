@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rltray.web import modelfiles
+from rltray.app import basemodel, modelfiles
 
 # The memory a round needs, from measured peaks of the trainer process (torch on a CPU:
 # fp32 weights, bf16 autocast). bench/train_speed.py's steps on Llamas of real shapes:
@@ -30,15 +30,6 @@ BYTES_PER_PARAM = 4 * 2.09
 ROUND_EXTRA_GIB = 1.2
 #: the share of the machine's memory a round may take while the user's other work goes on
 FIT_SHARE = 0.8
-
-
-def hf_cache(env: Mapping[str, str]) -> Path:
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"])
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]) / "hub"
-    home = Path(env.get("HOME") or Path.home())
-    return Path(env.get("XDG_CACHE_HOME") or home / ".cache") / "huggingface" / "hub"
 
 
 def describe_folder(
@@ -96,18 +87,10 @@ def describe(path: Path, source: str | None = None, name: str | None = None) -> 
     return describe_folder(path, source or "folder", name)
 
 
-def trainable_problem(path_text: str) -> str | None:
-    """Why ``path_text`` cannot be chosen as the model to train (None: it can)."""
-    if not path_text:
-        return "Choose a model: a folder that holds a config.json, or a .gguf file."
-    path = Path(path_text).expanduser()
-    if path.is_file():
-        return None if modelfiles.is_gguf(path) else f"{path} is a file but not a GGUF model."
-    if path.is_dir():
-        if (path / "config.json").is_file():
-            return None
-        return f"{path} holds no config.json (a Hugging Face model folder) and is not a GGUF file."
-    return f"{path} is not on this machine."
+def trainable_problem(value: str) -> str | None:
+    """Why ``value`` cannot be chosen as the model to train (None: it can); the same
+    check as `rltray config set` and the settings page (app/basemodel.py)."""
+    return basemodel.problem(value) if value.strip() else basemodel.NOT_CHOSEN
 
 
 def estimate_params(config: Mapping[str, Any]) -> int | None:
@@ -143,7 +126,7 @@ def scan(
     A place is a model folder, a GGUF file, or a folder of either (one level down).
     """
     found: list[dict[str, Any]] = []
-    cache = hf_cache(env)
+    cache = basemodel.hf_cache(env)
     if cache.is_dir():
         for repo in sorted(cache.glob("models--*")):
             snapshots = sorted(

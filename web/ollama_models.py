@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rltray.web import modelfiles
+from rltray.app import modelfiles
 
 OLLAMA_TIMEOUT_S = 3.0
 DEFAULT_REGISTRY = "registry.ollama.ai"

@@ -307,7 +307,8 @@ class Tray:
     def _rollback(self, version: int | None) -> str:
         result = self.service.rollback(0 if version is None else version)
         active = result["active"]
-        return f"Now using v{active}." if active else "Now using the base model (no adapter)."
+        said = f"Now using v{active}." if active else "Now using the base model (no adapter)."
+        return f"{said} Ollama: {result['ollama']}" if result.get("ollama") else said
 
     def _open_settings(self, page: str = "") -> None:
         self.runtime.open_settings(page)

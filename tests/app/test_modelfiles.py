@@ -8,7 +8,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from rltray.web import modelfiles, models
+from rltray.app import modelfiles
+from rltray.web import models
 
 gguf = pytest.importorskip("gguf", reason="needs the gguf package (test extras) to write GGUFs")
 np = pytest.importorskip("numpy")
