@@ -6,11 +6,8 @@ named an icon and a browser then asks for that one.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from pathlib import Path
-
-import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 ICON = re.compile(r'<link rel="icon" type="image/svg\+xml" href="([^"]+)">')
@@ -31,13 +28,3 @@ def test_every_page_names_an_icon_that_serves(client, anonymous, guard) -> None:
     icon = anonymous.get("/static/rltray.svg")  # no session needed: the refusal pages show it too
     assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
     assert icon.data == (ROOT / "packaging" / "icons" / "rltray.svg").read_bytes()
-
-
-def test_the_icon_is_in_the_wheel() -> None:
-    """The wheel carries only the static files pyproject.toml names: a new kind must be named."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    patterns = project["tool"]["setuptools"]["package-data"]["rltray.web"]
-    for path in (ROOT / "web" / "static").rglob("*"):
-        if path.is_file():
-            name = path.relative_to(ROOT / "web").as_posix()
-            assert any(fnmatch.fnmatch(name, p) for p in patterns), f"{name} is not in the wheel"
