@@ -6,8 +6,10 @@ document.addEventListener("click", async (event) => {
   if (activate) {
     const version = Number(activate.dataset.activate);
     const result = await rltray.call("POST", "/api/rollback", { version });
-    rltray.say(result.active === null ? "Now using the base model." : `Now using v${result.active}.`);
-    setTimeout(() => location.reload(), 400);
+    const said = result.active === null ? "Now using the base model." : `Now using v${result.active}.`;
+    // and what Ollama serves now, or why it does not (a rollback once said nothing of it)
+    rltray.say(result.ollama ? `${said} Ollama: ${result.ollama}` : said);
+    setTimeout(() => location.reload(), result.ollama ? 2500 : 400);
   } else if (remove) {
     const version = Number(remove.dataset.deleteVersion);
     if (!confirm(`Delete v${version} and its files? This cannot be undone.`)) return;
