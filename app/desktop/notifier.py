@@ -17,8 +17,12 @@ other notification.
 Delivery: desktop-notifier's ``send()`` never raises (it logs "Notification
 failed"), so a send counts as delivered only when ``on_dispatched`` fired, and
 the notification server is probed once at start with ``get_capabilities()``,
-which does raise. What went wrong is kept as one sentence per kind of problem
-for ``rltray doctor`` (``delivery_problems()``) and logged.
+which does raise. ``on_dispatched`` alone is not proof either: desktop-notifier's
+dummy backend and an unauthorised macOS backend fire it too, so nothing is sent
+(or counted) unless ``request_authorisation()`` said yes and the backend is a
+real one (notify_access.py). What went wrong is kept as one sentence per kind of
+problem for ``rltray doctor``, the self-test and the tray (``delivery_problems()``)
+and logged.
 
 Each notification's buttons carry their own turn id: a press rates exactly the
 turn that was asked about, never "the newest". Dismissing or letting it expire
@@ -40,6 +44,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from rltray.app.desktop import notify_access
 from rltray.app.words import NOTIFICATION_CHARS, preview
 
 logger = logging.getLogger(__name__)
@@ -67,10 +72,6 @@ NO_BUTTONS = (
     "The notification server cannot show buttons, so Good/Bad cannot be pressed in "
     "notifications; rate with /rl good|bad or `rltray good`/`rltray bad`, or use a server "
     "with actions (dunst, GNOME Shell, KDE Plasma)."
-)
-NO_BUNDLE = (
-    "macOS shows notifications only from an app bundle, and this rltray is not running from "
-    "one; start the packaged rltray.app, or rate with `rltray good`/`rltray bad`."
 )
 NO_LIBRARY = (
     "The desktop-notifier package is missing, so rltray cannot show notifications; "
@@ -120,6 +121,7 @@ class Notifier:
     (Linux servers other than KDE have no inline reply). ``icon`` is a named
     icon (the launcher entry's ``Icon=rltray``), an image file (``appicon.install``'s,
     which a server finds without an icon theme) or ``None`` for the server's.
+    ``platform`` picks the sentences that say what works instead (tests pass any).
 
     Work on the loop runs one job at a time (an asyncio lock): desktop-notifier
     opens its bus connection lazily, and concurrent first sends would each open
@@ -135,12 +137,14 @@ class Notifier:
         icon: str | Path | None = "rltray",
         comments: bool | None = None,
         dispatch_timeout: float = 5.0,
+        platform: str = sys.platform,
     ) -> None:
         self._on_rating = on_rating
         self._on_delivered = on_delivered
         self._app_name = app_name
         self._icon = icon
-        self._comments = sys.platform == "darwin" if comments is None else comments
+        self._platform = platform
+        self._comments = platform == "darwin" if comments is None else comments
         self._dispatch_timeout = dispatch_timeout
         self._lock = threading.Lock()  # guards the fields below that other threads read
         self._state = "new"  # new -> running -> closed
@@ -286,8 +290,14 @@ class Notifier:
             icon = Icon(path=self._icon)
         else:
             icon = Icon(name=self._icon) if self._icon else None
-        self._desktop = DesktopNotifier(app_name=self._app_name, app_icon=icon)
-        await self._probe()
+        try:
+            self._desktop = DesktopNotifier(app_name=self._app_name, app_icon=icon)
+        except Exception as exc:  # a backend that cannot start: say so, never "works"
+            logger.debug("DesktopNotifier() failed", exc_info=True)
+            self._problem("server", notify_access.cannot_start(exc))
+            return
+        if await self._probe():
+            await self._allowed()  # macOS asks the user here, once ever, not at the first rating
 
     async def _probe(self) -> bool:
         """Ask the server what it can do; record a sentence if it is not there."""
@@ -302,19 +312,42 @@ class Notifier:
             return False
         self._probed = True
         self._problem("server", None)
-        if Capability.BUTTONS in self._capabilities:
-            self._problem("buttons", None)
-        elif sys.platform == "darwin" and not self._capabilities:
-            self._problem("buttons", NO_BUNDLE)  # desktop-notifier fell back to its dummy
-        else:
-            self._problem("buttons", NO_BUTTONS)
+        buttons = Capability.BUTTONS in self._capabilities
+        stand_in = notify_access.is_stand_in(self._capabilities)  # "allowed" says that one
+        self._problem("buttons", None if buttons or stand_in else NO_BUTTONS)
         return True
 
+    async def _allowed(self) -> bool:
+        """Whether what is sent would be shown: a real backend, and the system allows it.
+
+        Asked before every send, so notifications turned on in the system's
+        settings while rltray runs are used from then on. ``request_authorisation``
+        rather than ``has_authorisation``: after its first prompt it only answers
+        the current state, and 6.2.0's macOS ``has_authorisation`` sets its future
+        twice (an "Exception ignored" traceback on stderr at every call).
+        """
+        if notify_access.is_stand_in(self._capabilities):
+            self._problem("allowed", notify_access.no_backend(self._platform))
+            return False
+        asking = self._desktop.request_authorisation()
+        try:  # the first time on macOS this waits for the user's answer to a prompt
+            allowed = bool(await asyncio.wait_for(asking, self._dispatch_timeout))
+        except asyncio.TimeoutError:
+            self._problem("allowed", notify_access.UNANSWERED)
+            return False
+        except Exception:  # cannot tell: nothing sent counts as shown
+            logger.debug("request_authorisation failed", exc_info=True)
+            allowed = False
+        self._problem("allowed", None if allowed else notify_access.refused(self._platform))
+        return allowed
+
     async def _ready(self) -> bool:
-        """Whether a send can be tried: the library loaded and the server answered once."""
+        """Whether a send can be tried: the server answered once and would show it."""
         if self._desktop is None:
             return False
-        return self._probed or await self._probe()
+        if not (self._probed or await self._probe()):
+            return False
+        return await self._allowed()
 
     async def _ask(
         self, turn_id: int, title: str, body: str, group: str | None, expire_s: int | None

@@ -152,3 +152,33 @@ def test_a_desktop_without_a_tray_host_is_named(
         assert checks()["tray"] == Check("tray", OK, "a tray icon can be shown here")
     finally:
         thread.close()
+
+
+def test_a_notifier_whose_constructor_raises_is_a_warning_not_ok(
+    session_bus: PrivateSessionBus, rltray_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23 item 12: only the import was guarded, so doctor said "shows Good / Bad"."""
+    import time
+
+    from rltray.app.runtime import compose
+    from rltray.web.server import SettingsWeb
+
+    from tests.app.test_notify_access import Broken
+
+    monkeypatch.setattr("desktop_notifier.main.get_backend_class", lambda: Broken)
+    service = Service(Paths.from_env())
+    runtime = compose(service, SettingsWeb(), notifications=True, scheduler=False, api=True)
+    try:
+        assert runtime.notifier is not None
+        deadline = time.monotonic() + 10
+        while not runtime.notifier.delivery_problems():
+            assert time.monotonic() < deadline, "the notifier never reported its failed start"
+            time.sleep(0.05)
+        running = checks()["notifications"]
+    finally:
+        runtime.close()
+        service.close()
+    probed = checks()["notifications"]  # no service: doctor's own probe
+    for got in (running, probed):
+        assert got.state == WARN
+        assert got.detail.startswith("desktop-notifier could not start here (RuntimeError: ")

@@ -295,6 +295,29 @@ def test_quit_stops_the_icon(tray: Tray) -> None:
     assert stopped == [True] and tray._stopping.is_set()
 
 
+def test_a_notifier_that_cannot_start_makes_the_icon_ask_for_attention(
+    rltray_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23 item 12: DesktopNotifier() raising left the tray saying all was well."""
+    from tests.app.test_notify_access import Broken
+
+    monkeypatch.setattr("desktop_notifier.main.get_backend_class", lambda: Broken)
+    paths = Paths.from_env()
+    paths.ensure()
+    config.set_value(paths, "training.base_model", "/models/tiny")
+    svc = Service(paths)
+    running = compose(svc, SettingsWeb(), notifications=True, scheduler=False, api=False)
+    try:
+        assert running.notifier is not None
+        wait_until(lambda: bool(running.notifier and running.notifier.delivery_problems()), 10)
+        state = snapshot(running)
+    finally:
+        running.close()
+        svc.close()
+    assert state.mode == ATTENTION
+    assert [p for p in state.problems if p.startswith("desktop-notifier could not start")]
+
+
 # -- pictures and where a tray can show ------------------------------------------------
 
 
