@@ -318,56 +318,19 @@ class Tray:
 
 
 def run_tray(runtime: Runtime, ready: Callable[[Tray], None] | None = None) -> None:
-    """Show the tray for a started runtime until Quit, SIGINT or SIGTERM."""
-    import signal
+    """Show the tray for a started runtime until Quit, SIGINT or SIGTERM (tray/signals.py)."""
+    from rltray.app.tray import signals
 
     tray = Tray(runtime)
 
     def stop(*_: object) -> None:
         tray.stop()
 
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError, OSError):
-                signal.signal(signum, stop)
-
-    claimed = _reclaim_ctrl_c(tray.icon, stop)
+    claimed = signals.route(tray.icon, stop)
 
     def on_ready(shown: Tray) -> None:
-        claimed.wait(5.0)  # the handler is back before anything (a window) starts
+        claimed.wait(5.0)  # the handlers are in place before anything (a window) starts
         if ready is not None:
             ready(shown)
 
     tray.run(on_ready)
-
-
-GTK_BACKENDS = ("pystray._appindicator", "pystray._gtk")
-
-
-def _reclaim_ctrl_c(icon: Any, handler: Callable[..., None]) -> threading.Event:
-    """Put rltray's Ctrl+C handler back after pystray's GTK backends took it; the event
-    is set once it is back (at once for other backends, which keep run_tray's handler).
-
-    They set SIGINT to SIG_DFL when their loop starts ("do not inhibit
-    ctrl+c"), so Ctrl+C killed rltray outright (exit 130): no trainer paused
-    with a checkpoint, its run left "running", the settings window left open on
-    a dead server. ``signal.signal`` works on the main thread only, which is the
-    GTK loop's: an idle callback queued now runs there on the loop's first
-    turn, after pystray's reset.
-    """
-    claimed = threading.Event()
-    if type(icon).__module__ not in GTK_BACKENDS:
-        claimed.set()
-        return claimed
-    import signal
-
-    from gi.repository import GLib
-
-    def claim() -> bool:
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(signal.SIGINT, handler)
-        claimed.set()
-        return False  # once
-
-    GLib.idle_add(claim)
-    return claimed

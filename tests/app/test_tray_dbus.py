@@ -73,6 +73,13 @@ def read_store(paths: Paths, fn: Callable[[Store], Any]) -> Any:
         return fn(store)
 
 
+def stopped_cleanly(paths: Paths) -> bool:
+    """Runtime.stop() ran to its end: the service's last word in the store is "stopped"."""
+    said = read_store(paths, lambda s: [e["message"] for e in s.events(limit=50)
+                                         if e["kind"] == "service"])  # fmt: skip
+    return bool(said) and said[0] == "service stopped"
+
+
 @contextlib.contextmanager
 def running_tray(
     env: dict[str, str], log: Path, *, new_session: bool = False
@@ -254,6 +261,7 @@ def test_sigterm_stops_the_tray_cleanly_and_a_second_run_refuses(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
     assert "rltray stopped." in (tmp_path / "one.log").read_text()
+    assert stopped_cleanly(Paths.from_env())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill(2) is Linux's")
@@ -365,6 +373,7 @@ def test_ctrl_c_stops_the_tray_as_sigterm_does_and_closes_its_settings_window(
             proc.send_signal(signal.SIGINT)  # only rltray: the window must be closed by it
         assert proc.wait(30) == 0, log.read_text()
         assert "rltray stopped." in log.read_text()
+        assert stopped_cleanly(Paths.from_env())
         wait_until(lambda: not window.is_running() or window.status() == "zombie",
                    timeout=10, what="the settings window to close")  # fmt: skip
         assert not Paths.from_env().endpoint.exists()
