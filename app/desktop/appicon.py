@@ -29,11 +29,11 @@ def bubble(pen: Any, size: int, colour: tuple[int, ...]) -> None:
     pen.polygon([(18 * k, 48 * k), (18 * k, 60 * k), (32 * k, 48 * k)], fill=colour)
 
 
-def check(pen: Any, size: int) -> None:
-    """The white check mark inside the bubble."""
+def check(pen: Any, size: int, colour: tuple[int, ...] = WHITE) -> None:
+    """The check mark inside the bubble (white; a hole in macOS's template glyph)."""
     k = size / 64
     points = [(19 * k, 27 * k), (28 * k, 36 * k), (45 * k, 18 * k)]
-    pen.line(points, fill=WHITE, width=max(1, round(6 * k)), joint="curve")
+    pen.line(points, fill=colour, width=max(1, round(6 * k)), joint="curve")
 
 
 def png(size: int = INSTALLED_SIZE) -> bytes:

@@ -95,6 +95,7 @@ class Tray:
     def __init__(self, runtime: Runtime) -> None:
         import pystray
         from rltray.app.tray import icon as trayicon
+        from rltray.app.tray import menubar
 
         if not runtime.running:
             raise RuntimeError("start the runtime before its tray")
@@ -108,7 +109,7 @@ class Tray:
         self._refresher = threading.Thread(
             target=self._follow, name="rltray-tray-refresh", daemon=True
         )
-        self.icon = pystray.Icon(
+        self.icon = menubar.icon_class(pystray.Icon)(
             "rltray",
             self._draw(self.state.mode, self.state.percent),
             self.state.tooltip,
