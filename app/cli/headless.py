@@ -10,6 +10,7 @@ per hook event, which buried everything else in the terminal (issue 22).
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,14 +28,21 @@ if TYPE_CHECKING:
 
 
 def serve(
-    ctx: Context, once: bool = False, stop: threading.Event | None = None, open_setup: bool = False
+    ctx: Context,
+    once: bool = False,
+    stop: threading.Event | None = None,
+    open_setup: bool = False,
+    platform: str = sys.platform,
 ) -> int:
     """Run until Ctrl+C or SIGTERM (``stop`` in tests); exit 0 after a clean stop.
 
     ``open_setup``: a display exists though no tray can show (`rltray run`), so the
-    first run still opens the setup wizard, as the tray does.
+    first run still opens the setup wizard, as the tray does. On macOS the main
+    thread runs the main run loop while it waits (desktop/runloop.py), which
+    notification buttons need.
     """
     from rltray.app import instance
+    from rltray.app.desktop.runloop import main_thread_wait
 
     service = ctx.service(ingest=False)
     if once:
@@ -66,13 +74,16 @@ def serve(
         "Press Ctrl+C (or send SIGTERM) to stop.",
         err=True,
     )
+    wait, problem = main_thread_wait(stop, platform)
+    if problem:
+        ctx.warn(problem)
     if service.needs_setup():
         _first_run(ctx, runtime, open_setup)
     try:
         # a timed wait, never a bare one: a signal the kernel hands to another thread only
         # sets Python's flag, and the handler runs when the main thread next wakes; blocked
         # in an untimed wait it never does and SIGTERM is lost (issue 18)
-        while not stop.wait(SIGNAL_POLL_S):
+        while not wait(SIGNAL_POLL_S):
             pass
     finally:
         runtime.close()
