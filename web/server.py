@@ -14,6 +14,7 @@ can read any process's argv in ``/proc/PID/cmdline``.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
@@ -77,7 +78,14 @@ def open_window(url: str, redirect_dir: str | None = None) -> subprocess.Popen[b
     """
     import json
 
-    proc = subprocess.Popen(window_command(), stdin=subprocess.PIPE)
+    # A session of its own (POSIX): Ctrl+C in rltray's terminal goes to the whole
+    # foreground process group, and a window caught starting, or in PyGObject's own
+    # SIGINT fallback, printed a KeyboardInterrupt traceback after rltray's clean stop
+    # (issue 22). rltray closes its windows itself (Runtime.close), and a window whose
+    # parent is gone closes too (window.close_with_parent).
+    proc = subprocess.Popen(
+        window_command(), stdin=subprocess.PIPE, start_new_session=os.name == "posix"
+    )
     assert proc.stdin is not None
     try:
         proc.stdin.write(json.dumps({"url": url, "redirect_dir": redirect_dir}).encode() + b"\n")

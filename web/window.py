@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import webbrowser
 from collections.abc import Callable
@@ -130,6 +131,27 @@ def read_request(stream: Any) -> tuple[str, Path | None] | None:
     return url, (Path(folder) if isinstance(folder, str) and folder else None)
 
 
+PARENT_POLL_S = 1.0
+
+
+def close_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """End this process once ``parent`` is no longer its parent (it died or was killed).
+
+    The window runs in a session of its own (``server.open_window``), so the terminal's
+    Ctrl+C or hang-up no longer reaches it; a window left open on a dead server is
+    worse than none. A polling daemon thread, because the GUI loop owns the main thread.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(0)
+
+    thread = threading.Thread(target=watch, name="rltray-window-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None, stdin: Any = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args:  # a URL on the command line is readable by every local user: refuse it
@@ -160,5 +182,15 @@ def main(argv: list[str] | None = None, stdin: Any = None) -> int:
     return 0
 
 
+def process_main(argv: list[str] | None = None) -> int:
+    """The window process's entry: `python -m rltray.web.window`, the bundle's `window`."""
+    if os.name == "posix":
+        close_with_parent(os.getppid())
+    try:
+        return main(argv)
+    except KeyboardInterrupt:  # Ctrl+C where it was started by hand: close, no traceback
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(process_main())

@@ -38,7 +38,7 @@ def main():
     if args[:1] == ["window"]:
         from rltray.web import window
 
-        return window.main(args[1:])
+        return window.process_main(args[1:])
     # macOS < 10.9 passed -psn_0_NNN to apps opened from Finder
     args = [a for a in args if not a.startswith("-psn_")] or ["run"]
     from rltray.app.cli import main as cli
