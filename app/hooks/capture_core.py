@@ -13,8 +13,10 @@ falls back to the ordinary module when the fast one is missing.
 
 It never fails the agent: every problem becomes one line in
 ``<home>/logs/hook.log`` (in ``fallback_log_path()`` when logs/ cannot be written)
-and exit status 0, and the only stdout it ever writes
-is the documented ``{"decision": "block", ...}`` answer to a `/rl` prompt.
+and exit status 0, and the only stdout it ever writes is a documented answer: the
+``{"decision": "block", ...}`` answer to a `/rl` prompt, the lessons rltray wrote for a
+session's start (``start_hook``), and the one-line note after a bad rating that the
+next prompt carries (``prompt_hook``), both as ``hookSpecificOutput.additionalContext``.
 Records go to ``spool/incoming/`` as one file each, written atomically (temp +
 rename, 0600) through directory descriptors opened without following symlinks,
 so a planted link can redirect nothing. Credentials in spool records are
@@ -63,7 +65,8 @@ SECRET_RUN = 16
 # bytes.translate table: ASCII letters -> "a", digits -> "0", everything else -> space.
 _CLASSES = bytes(97 if 65 <= c <= 90 or 97 <= c <= 122 else 48 if 48 <= c <= 57 else 32
                  for c in range(256))
-RL_COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5")  # 1-5: a graded rating
+RL_COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5",  # 1-5: a graded rating
+               "lesson", "lessons")  # teach the agent a lesson; what new sessions are told
 # a 3 is refused here as in app/rating.py, whose reason this repeats (the hook imports no app)
 RL_NEUTRAL = ("rltray: 3 is the middle of the scale: it says neither good nor bad, so it "
               "would teach nothing; give 1-2 (bad) or 4-5 (good).")
@@ -363,6 +366,7 @@ class Hook:
         self.home = home
         self.event = event
         module = agent_events(event.partition("-")[0]) if "-" in event else None
+        self.module = module
         self.agent = module.AGENT if module is not None else "unknown"
         self.usage = module.USAGE if module is not None else ""
         self._scrub = None  # app/scrub.py's scrub once loaded; False when it cannot be
@@ -435,9 +439,9 @@ class Hook:
 
 
 def prune_sessions(folder, keep, now):
-    """Delete session state files (and stray temp files) idle for PRUNE_AFTER, except ``keep``;
-    scans at most once per PRUNE_EVERY. Regular files only, judged by lstat: a link is never
-    followed nor removed. Returns how many files went."""
+    """Delete session state files (and stray temp files, untaken notes) idle for PRUNE_AFTER,
+    except ``keep``; scans at most once per PRUNE_EVERY. Regular files only, judged by lstat: a
+    link is never followed nor removed. Returns how many files went."""
     import stat
 
     try:
@@ -449,7 +453,7 @@ def prune_sessions(folder, keep, now):
     write_atomic(folder, PRUNE_STAMP, b"")  # first, so hooks running alongside skip the scan
     removed = 0
     for name in folder.names():
-        if name == keep or not name.endswith((".json", ".tmp")):
+        if name == keep or not name.endswith((".json", ".tmp", ".note")):
             continue
         try:
             info = folder.lstat(name)
@@ -527,7 +531,19 @@ def rl_command(text):
     if s[:3].lower() not in RL_PREFIXES or (len(s) > 3 and not s[3].isspace()):
         return None
     rest = s[3:].split(None, 1)
-    return (rest[0].lower() if rest else ""), (rest[1].strip() or None if len(rest) > 1 else None)
+    return (rest[0].lower() if rest else ""), (comment_of(rest[1]) if len(rest) > 1 else None)
+
+
+def comment_of(text):
+    """The comment after a `/rl` subcommand; `-c "…"` as in `rltray bad -c "…"` is one too."""
+    text = text.strip()
+    for flag in ("-c", "--comment"):
+        if text == flag or text.startswith((flag + " ", flag + "=")):
+            text = text[len(flag) + 1:].strip()
+            break
+    if len(text) >= 2 and (text[0], text[-1]) in (('"', '"'), ("'", "'"), ("\u201c", "\u201d")):
+        text = text[1:-1].strip()
+    return text or None
 
 
 # -- events ------------------------------------------------------------------------------
@@ -644,6 +660,11 @@ def prompt_hook(hook, payload, out):
             state.pop("prompt_scrubbed", None)
         state["prompt_at"] = time.time()
         hook.save_state(folder, session, state)
+        lessons = sibling("lessonfiles")
+        note = lessons.take_note(hook.home, hook.agent, session) if lessons is not None else None
+        if note:  # said once: the bad rating's why, to the answer after it
+            out({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                        "additionalContext": note}})
         return
     sub, comment = command
     if sub not in RL_COMMANDS:
@@ -651,17 +672,23 @@ def prompt_hook(hook, payload, out):
             folder.close()
         out({"decision": "block", "reason": RL_NEUTRAL if sub == "3" else hook.usage})
         return
-    out({"decision": "block", "reason": run_command(hook, session, state, folder, sub, comment)})
+    said = run_command(hook, session, state, folder, sub, comment, text_or_none(payload.get("cwd")))
+    out({"decision": "block", "reason": said})
 
 
-def run_command(hook, session, state, folder, sub, comment):
+def run_command(hook, session, state, folder, sub, comment, cwd=None):
     """Spool the command for the exact turn it names; the user-facing sentence about it.
 
     `/rl good` and `/rl bad` name the session's newest turn (so a second rating changes
     your mind about the same answer). `/rl undo` names the turn last rated here, else
     the newest turn, once: ``undone_at`` remembers the newest turn when an undo ran,
     and until a new rating or a new answer there is nothing left to undo.
+    `/rl lesson` and `/rl lessons` are ``lesson_command``'s.
     """
+    if sub in ("lesson", "lessons"):
+        if folder is not None:
+            folder.close()
+        return lesson_command(hook, session, state, sub, comment, cwd)
     last_turn = text_or_none(state.get("last_turn"))
     target, shown = last_turn, state.get("last_turn_preview") or ""
     if sub == "undo":
@@ -691,6 +718,7 @@ def run_command(hook, session, state, folder, sub, comment):
         if sub == "undo":
             return "rltray: nothing to undo in this session."
         return "rltray: no answer has been captured in this session yet, so nothing was rated."
+    leave_note(hook, session, sub, comment)
     if sub == "undo":
         state.pop("last_rated_turn", None)
         state.pop("last_rated_preview", None)
@@ -703,6 +731,105 @@ def run_command(hook, session, state, folder, sub, comment):
     noted = " with your comment" if comment else ""
     said = f"{sub}/5" if sub.isdigit() else sub
     return f'rltray: rated the last answer {said}{noted} ("{preview(str(shown))}")'
+
+
+def leave_note(hook, session, sub, comment):
+    """After `/rl bad <why>` (or a 1 or 2 with a why) the session's next prompt tells the agent
+    why, once (``lessonfiles.take_note``); a good rating or an undo takes a waiting note back.
+    Not for a command seen by notify: that `/rl` reached the model itself."""
+    lessons = sibling("lessonfiles")
+    if lessons is None or hook.event.endswith("-notify"):
+        return
+    try:
+        if sub in ("bad", "1", "2"):
+            score = None if sub == "bad" else int(sub)
+            lessons.note_after_rating(hook.home, hook.agent, session, comment, score)
+        else:
+            lessons.drop_note(hook.home, hook.agent, session)
+    except OSError as exc:
+        hook.log(f"note for the next prompt not written: {exc.strerror or exc}")
+
+
+def lesson_command(hook, session, state, sub, text, cwd):
+    """`/rl lesson <text>`: spool it for the service (which words the lessons files);
+    `/rl lessons`: what a new session in ``cwd`` is told now (``lessonfiles.read``)."""
+    lessons = sibling("lessonfiles")
+    on = lessons is not None and lessons.is_on(hook.home, hook.agent)
+    if sub == "lessons":
+        if not on:
+            return (f"rltray: lessons are off for this agent; new sessions are told none "
+                    f"(`rltray lessons on --agent {hook.agent}` turns them on).")
+        told = lessons.read(hook.home, hook.agent, cwd)
+        if told is None:
+            return "rltray: no lessons for this folder yet; new sessions here are told none."
+        return "rltray: new sessions in this folder are told:\n" + told
+    if not text:
+        return hook.usage
+    try:
+        hook.spool({"kind": "command", "agent": hook.agent, "session": session,
+                    "command": "lesson", "target_turn": text_or_none(state.get("last_turn")),
+                    "comment": cap(text, 2000), "captured_at": iso_now(), "event": hook.event})
+    except Exception as exc:
+        written = hook.log(f"command not recorded: {type(exc).__name__}: {exc}")
+        return unrecorded(hook.home, exc, written)
+    later = "" if on else "; lessons are off for this agent, so sessions are not told it yet"
+    return f'rltray: saved the lesson ("{preview(text, 60)}"){later}.'
+
+
+def start_hook(hook, payload, out):
+    """SessionStart: the lessons the service wrote for this agent and folder become the
+    session's context, word for word; no lessons, no output. An agent whose module sets
+    ``LESSONS_CHANGED`` also shows the user that sentence when the text differs from the
+    last session's in this folder (``lessons_changed``)."""
+    lessons = sibling("lessonfiles")
+    if lessons is None:
+        hook.log("lessonfiles.py is not beside the hook program; no lessons given")
+        return
+    cwd = text_or_none(payload.get("cwd"))
+    text = lessons.read(hook.home, hook.agent, cwd)
+    tell = getattr(hook.module, "LESSONS_CHANGED", None)
+    changed = False
+    if tell:
+        try:
+            changed = lessons_changed(hook, lessons.key(cwd) if cwd else lessons.GLOBAL, text)
+        except OSError as exc:
+            hook.log(f"lessons seen before not checked: {exc.strerror or exc}")
+    if text is None:
+        return
+    answer = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    if changed:
+        answer["systemMessage"] = tell
+    out(answer)
+
+
+SEEN_KEEP = 200  # folders whose last lessons ``lessons_changed`` remembers, newest kept
+
+
+def lessons_changed(hook, key, text):
+    """Whether ``text`` (None: none) differs from the last session's in folder ``key``, and
+    remember it: ``spool/sessions/<agent>.lessons-seen`` maps key -> hash (not pruned)."""
+    name = f"{hook.agent}.lessons-seen"
+    folder = open_dir(hook.home, "spool", "sessions")
+    try:
+        try:
+            data, _ = read_regular(lambda flags: folder.open(name, flags), 64 * 1024)
+            seen = loads(data.decode("utf-8", "replace"))
+        except (FileNotFoundError, ValueError):  # none yet, or not ours to trust
+            seen = {}
+        if not isinstance(seen, dict):
+            seen = {}
+        digest = _sha256_hex(text)[:16] if text else None
+        if seen.get(key) == digest:
+            return False
+        seen.pop(key, None)
+        if digest is not None:
+            seen[key] = digest
+        for old in list(seen)[: max(0, len(seen) - SEEN_KEEP)]:
+            del seen[old]
+        write_atomic(folder, name, dumps(seen).encode("ascii"))
+        return digest is not None
+    finally:
+        folder.close()
 
 
 def unrecorded(home, exc, log_path):
@@ -836,11 +963,19 @@ def agent_events(prefix):
     beside this file), loaded once, or None when there is none; it reaches the shared
     helpers as its ``core``. The module names its agent, its events and its `/rl` usage,
     so a new agent adds a module here and touches nothing in this file."""
-    name = "events_" + prefix
+    if not prefix.isidentifier():
+        return None
+    module = sibling("events_" + prefix)
+    if module is not None:
+        module.core = sys.modules[__name__]
+    return module
+
+
+def sibling(name):
+    """The stdlib-only module ``name`` beside this file (an agent's events, ``lessonfiles``),
+    imported once by location; None when it is not there."""
     module = sys.modules.get(name)
     if module is None:
-        if not prefix.isidentifier():
-            return None
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, here)
         try:
@@ -849,7 +984,6 @@ def agent_events(prefix):
             return None
         finally:
             sys.path.remove(here)
-    module.core = sys.modules[__name__]
     return module
 
 
@@ -902,6 +1036,8 @@ def main(argv=None, out=write_stdout):
         prefix, _, name = event.partition("-")
         if name == "prompt":
             prompt_hook(hook, payload, out)
+        elif name == "start":
+            start_hook(hook, payload, out)
         elif name == "expand":
             expand_hook(hook, payload, out)
         else:  # stop, notify: the agent's own module reads its payload

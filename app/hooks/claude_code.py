@@ -1,8 +1,11 @@
-"""Claude Code: ``Stop`` and ``UserPromptSubmit`` command hooks in the user's settings.json.
+"""Claude Code: ``Stop``, ``UserPromptSubmit`` and ``SessionStart`` command hooks in the user's
+settings.json.
 
 User-level settings (``$CLAUDE_CONFIG_DIR/settings.json``, else
 ``~/.claude/settings.json``) are shared by the terminal app and Claude Code
-Desktop, so one install covers both. Neither event takes a ``matcher``.
+Desktop, so one install covers both. None of these events takes a ``matcher``
+(SessionStart without one runs on startup, resume, clear and compact alike: the
+lessons rltray wrote for the folder become the session's context each time).
 
 ``/rl``: Claude Code answers an unknown slash command itself ("Unknown command: /rl")
 before any hook runs, in ``-p`` and in the terminal UI. A user-level custom command
@@ -29,21 +32,22 @@ from rltray.app.paths import Paths
 
 # Claude Code event name -> the hook program's event argument.
 EVENTS = {"Stop": "claude-stop", "UserPromptSubmit": "claude-prompt",
-          "UserPromptExpansion": "claude-expand"}
+          "UserPromptExpansion": "claude-expand", "SessionStart": "claude-start"}
 MATCHERS = {"UserPromptExpansion": "rl"}  # only rltray's own command expands into our hook
 COMMAND_MARKER = b"Installed by rltray"
 COMMAND_FILE = (
     b"---\n"
-    b"description: Rate Claude's last answer for rltray (good, bad, undo, status)\n"
-    b"argument-hint: good|bad|undo|status [comment]\n"
+    b"description: Rate Claude's last answer for rltray (good, bad, 1-5, undo, status) or "
+    b"give it a lesson (lesson, lessons)\n"
+    b"argument-hint: good|bad|1-5|undo|status|lesson|lessons [comment or lesson]\n"
     b"disable-model-invocation: true\n"
     b"---\n"
     b"<!-- Installed by rltray (`rltray hooks install`); `rltray hooks uninstall` removes it."
     b" -->\n"
-    b"The user typed `/rl $ARGUMENTS`, an rltray rating command that rltray's hooks take "
-    b"before it reaches you. You see it, so those hooks did not run and nothing was rated. "
-    b"Do nothing else and reply with exactly this line: rltray's hooks did not run, so nothing "
-    b"was rated; run `rltray doctor`.\n"
+    b"The user typed `/rl $ARGUMENTS`, an rltray command that rltray's hooks take "
+    b"before it reaches you. You see it, so those hooks did not run and nothing was rated "
+    b"or saved. Do nothing else and reply with exactly this line: rltray's hooks did not run, "
+    b"so nothing was rated or saved; run `rltray doctor`.\n"
 )
 
 
@@ -81,7 +85,8 @@ class ClaudeCode(Agent):
             )
             verb = "Installed" if pristine else "Updated"
             report.lines.append(
-                f"{verb} the Stop, UserPromptSubmit and UserPromptExpansion hooks in {state.path}."
+                f"{verb} the Stop, UserPromptSubmit, UserPromptExpansion and SessionStart hooks "
+                f"in {state.path}."
             )
             if report.backups:
                 report.lines.append(f"Backup of the previous file: {report.backups[-1]}")

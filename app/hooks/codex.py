@@ -37,22 +37,22 @@ from rltray.app.hooks.base import (
 from rltray.app.hooks.managed import Editor, FileState, read_config, read_json_config
 from rltray.app.paths import Paths
 
-EVENTS = {"Stop": "codex-stop", "UserPromptSubmit": "codex-prompt"}
+EVENTS = {"Stop": "codex-stop", "UserPromptSubmit": "codex-prompt", "SessionStart": "codex-start"}
 NOTIFY_EVENT = "codex-notify"
 SKILL_MARKER = b"Installed by rltray"
 SKILL_FILE = (
     b"---\n"
     b"name: rl\n"
-    b'description: "rltray rating command, typed by the user only: $rl good, $rl bad, '
-    b'$rl undo or $rl status. Never use it on your own."\n'
+    b'description: "rltray command, typed by the user only: $rl good, $rl bad, $rl 1-5, '
+    b'$rl undo, $rl status, $rl lesson or $rl lessons. Never use it on your own."\n'
     b"---\n"
     b"<!-- Installed by rltray (`rltray hooks install`); `rltray hooks uninstall` removes it."
     b" -->\n"
-    b"The user typed an rltray rating command (`$rl ...`). rltray's hook takes it before you "
-    b"see it once Codex trusts rltray's hooks; until then rltray applies it to your previous "
-    b"answer when this turn ends. Do nothing else and reply with exactly this line: rltray "
-    b"noted your rating of the previous answer (trust rltray's hooks in /hooks to rate without "
-    b"a model turn).\n"
+    b"The user typed an rltray command (`$rl ...`). rltray's hook takes it before you "
+    b"see it once Codex trusts rltray's hooks; until then rltray applies it (a rating to your "
+    b"previous answer) when this turn ends. Do nothing else and reply with exactly this line: "
+    b"rltray noted your command (trust rltray's hooks in /hooks to use it without a model "
+    b"turn).\n"
 )
 # Codex loads a skill into the model's context unless its policy says only `$rl` invokes it.
 SKILL_POLICY = (
@@ -174,7 +174,8 @@ class Codex(Agent):
                 report=report,
             )
             report.lines.append(
-                f"Installed the Stop and UserPromptSubmit hooks in {hooks_state.path}."
+                f"Installed the Stop, UserPromptSubmit and SessionStart hooks in "
+                f"{hooks_state.path}."
             )
         skill = [editor.install_file(p, d, report, marker=SKILL_MARKER)
                  for p, d in self.skill_files().items()]
@@ -237,7 +238,7 @@ class Codex(Agent):
         disabled = hooks_disabled(toml_doc)
         if disabled:
             notes.append(_disabled_note(toml_state.path))
-        if pieces["Stop"] or pieces["UserPromptSubmit"]:
+        if pieces["Stop"] or pieces["UserPromptSubmit"] or pieces["SessionStart"]:
             notes.append(TRUST_NOTE)
         if ours and chained_program(notify_value):
             notes.append(

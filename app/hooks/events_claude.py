@@ -11,13 +11,17 @@ import os
 core = None  # capture_core, set by capture_core.agent_events() before any call
 
 AGENT = "claude-code"  # the name the store records (hooks/registry.py)
-# claude-<event>: prompt and expand are capture_core's (every agent's /rl handling)
-EVENTS = ("stop", "prompt", "expand")
+# claude-<event>: prompt, expand and start are capture_core's (every agent's /rl handling,
+# and the lessons a session starts with)
+EVENTS = ("stop", "prompt", "expand", "start")
 # What a bare or wrong `/rl` answers: Claude Code knows `/rl` through rltray's command file.
 USAGE = (
     "rltray: usage: /rl good [comment] | /rl bad [comment] | /rl 1-5 [comment] | /rl undo | "
-    "/rl status"
+    "/rl status | /rl lesson <text> | /rl lessons"
 )
+# Shown to the user (SessionStart's systemMessage) when a session starts with lessons that
+# differ from the last session's in that folder; the model gets the lessons themselves.
+LESSONS_CHANGED = "rltray: this session starts with updated lessons (/rl lessons shows them)."
 
 
 TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size

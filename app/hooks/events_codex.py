@@ -9,12 +9,12 @@ A new agent is a module like this one plus its line in ``hooks/registry.py``.
 core = None  # capture_core, set by capture_core.agent_events() before any call
 
 AGENT = "codex"  # the name the store records (hooks/registry.py)
-EVENTS = ("stop", "prompt", "notify")  # codex-<event>; prompt is capture_core's
+EVENTS = ("stop", "prompt", "notify", "start")  # codex-<event>; prompt, start: capture_core's
 # Codex's terminal UI refuses unknown slash commands, so there a rating is `$rl`, the
 # rltray skill's mention (`codex exec` takes both).
 USAGE = (
     "rltray: usage: $rl good [comment] | $rl bad [comment] | $rl 1-5 [comment] | $rl undo | "
-    "$rl status (`/rl ...` also works in `codex exec`)"
+    "$rl status | $rl lesson <text> | $rl lessons (`/rl ...` also works in `codex exec`)"
 )
 
 
@@ -65,7 +65,8 @@ def notify(hook, payload):
             if folder is not None:
                 folder.close()
             return
-        said = core.run_command(hook, session, state, folder, sub, comment)
+        cwd = core.text_or_none(payload.get("cwd"))
+        said = core.run_command(hook, session, state, folder, sub, comment, cwd)
         hook.log(f"applied from notify (the prompt hook did not run): {said}")
         return
     turn = core.text_or_none(payload.get("turn-id"))

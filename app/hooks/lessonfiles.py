@@ -17,6 +17,12 @@ Layout under rltray's data folder::
 case-normalised path. Every file is written whole (temp + rename, 0600); the hook
 cuts whatever it reads to ``MAX_CHARS``, so a file written by hand cannot flood the
 agent's context.
+
+Notes after a rating: a bad rating with a comment leaves one line for the session's
+next prompt (``note_after_rating``; the hook's ``/rl bad …`` writes it, the service calls
+it for a Bad click with a comment). The prompt hook takes it (``take_note``: read, then
+deleted, so it is said once) and hands it to the agent. Notes live beside the hook's
+per-session state, ``spool/sessions/<agent>-<16 hex of the session's SHA-256>.note``.
 """
 
 import os
@@ -27,8 +33,11 @@ MAX_CHARS = 4000  # the hard cap the hook applies; the service aims at BUDGET_CH
 BUDGET_CHARS = 2000
 
 
-def key(cwd):
-    """The file name (without ``.md``) for sessions in folder ``cwd``."""
+NOTE_CHARS = 500  # a note is one line: the comment is cut here
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _sha16(text):
     try:
         from _sha256 import sha256  # the C module directly: hashlib costs an import chain
     except ImportError:
@@ -36,12 +45,21 @@ def key(cwd):
             from _sha2 import sha256
         except ImportError:
             from hashlib import sha256
-    norm = os.path.normcase(os.path.abspath(cwd))
-    return sha256(norm.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def key(cwd):
+    """The file name (without ``.md``) for sessions in folder ``cwd``."""
+    return _sha16(os.path.normcase(os.path.abspath(cwd)))
 
 
 def agent_folder(home, agent):
     return os.path.join(home, FOLDER, agent)
+
+
+def is_on(home, agent):
+    """Whether lessons are on for ``agent`` (the service keeps its folder only then)."""
+    return os.path.isdir(agent_folder(home, agent))
 
 
 def read(home, agent, cwd):
@@ -92,3 +110,69 @@ def clear(home, agent):
     for name in names:
         os.unlink(os.path.join(folder, name))
     os.rmdir(folder)
+
+
+# -- the note after a bad rating ----------------------------------------------------------
+
+
+def note_path(home, agent, session):
+    return os.path.join(home, "spool", "sessions", f"{agent}-{_sha16(session)}.note")
+
+
+def rating_note(comment, score=None):
+    """The line the agent gets: that the user rated its previous answer bad, and why."""
+    said = "bad" if score is None else f"{score} out of 5 (bad)"
+    why = " ".join(comment.split())
+    if len(why) > NOTE_CHARS:
+        why = why[: NOTE_CHARS - 1] + "…"
+    return f"The user rated your previous answer {said} in rltray and said why: {why}"
+
+
+def note_after_rating(home, agent, session, comment, score=None):
+    """Leave ``rating_note`` for the next prompt of ``agent``'s ``session`` (replacing any
+    waiting one); nothing when there is no comment. Written whole (temp + rename, 0600)."""
+    if not comment or not comment.strip():
+        return
+    path = note_path(home, agent, session)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, rating_note(comment, score).encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def drop_note(home, agent, session):
+    """The user took the bad rating back (undo, or rated the answer good): no note."""
+    try:  # noqa: SIM105 (contextlib costs import time in the hook)
+        os.unlink(note_path(home, agent, session))
+    except OSError:
+        pass
+
+
+def take_note(home, agent, session):
+    """The note waiting for this session, deleted as it is read (said once); None if none.
+
+    Never through a link, never more than a note's size; a note two prompts raced for
+    goes to the one whose delete succeeded.
+    """
+    path = note_path(home, agent, session)
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, NOTE_CHARS * 4 + 200)
+    finally:
+        os.close(fd)
+    try:
+        os.unlink(path)
+    except OSError:
+        return None
+    return " ".join(data.decode("utf-8", "replace").split()) or None

@@ -120,8 +120,8 @@ def test_build_command_is_the_documented_argv(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown hook event"):
         capture.build_command("stop", tmp_path)
     assert capture_core.known_events() == [
-        "claude-stop", "claude-prompt", "claude-expand", "codex-stop", "codex-prompt",
-        "codex-notify",
+        "claude-stop", "claude-prompt", "claude-expand", "claude-start", "codex-stop",
+        "codex-prompt", "codex-notify", "codex-start",
     ]
 
 

@@ -66,7 +66,8 @@ def test_fresh_install_creates_private_settings_with_both_hooks(paths: Paths, se
     doc = json.loads(settings.read_text())
     for event, arg, matcher in (("Stop", "claude-stop", None),
                                 ("UserPromptSubmit", "claude-prompt", None),
-                                ("UserPromptExpansion", "claude-expand", "rl")):
+                                ("UserPromptExpansion", "claude-expand", "rl"),
+                                ("SessionStart", "claude-start", None)):
         (group,) = doc["hooks"][event]
         assert group.get("matcher") == matcher
         (handler,) = group["hooks"]
@@ -82,7 +83,8 @@ def test_install_keeps_user_hooks_keys_order_and_indent(paths: Paths, settings: 
     text = settings.read_text()
     doc = json.loads(text)
     assert list(doc) == ["model", "hooks", "permissions"]
-    assert list(doc["hooks"]) == ["Stop", "PreToolUse", "UserPromptSubmit", "UserPromptExpansion"]
+    assert list(doc["hooks"]) == ["Stop", "PreToolUse", "UserPromptSubmit", "UserPromptExpansion",
+                                  "SessionStart"]
     assert doc["hooks"]["Stop"][0]["hooks"][0]["command"] == "echo mine"  # theirs stays first
     assert len(ours(doc, "Stop")) == 1 and len(ours(doc, "UserPromptSubmit")) == 1
     assert doc["hooks"]["PreToolUse"] == json.loads(USER_SETTINGS)["hooks"]["PreToolUse"]
@@ -215,7 +217,7 @@ def test_status_reports_pieces_and_disabled_hooks(paths: Paths, settings: Path):
     st = ClaudeCode().status(paths)
     assert st.name == "claude-code" and not st.installed
     assert st.pieces == {"Stop": False, "UserPromptSubmit": False, "UserPromptExpansion": False,
-                         "/rl command": False}
+                         "SessionStart": False, "/rl command": False}
     assert st.hooks_disabled and "disableAllHooks" in st.notes[0]
     assert st.config_files == [settings, settings.parent / "commands" / "rl.md"]
 

@@ -65,7 +65,8 @@ def test_fresh_install_writes_notify_and_hooks_and_explains_trust(paths: Paths, 
     argv = notify_of(config)
     assert argv[-1] == "codex-notify" and is_rltray_command(argv) and "--chain" not in argv
     doc = json.loads(hooks.read_text())
-    for event, arg in (("Stop", "codex-stop"), ("UserPromptSubmit", "codex-prompt")):
+    for event, arg in (("Stop", "codex-stop"), ("UserPromptSubmit", "codex-prompt"),
+                       ("SessionStart", "codex-start")):
         (group,) = doc["hooks"][event]
         (handler,) = group["hooks"]
         assert handler["command"].endswith(arg) and handler["timeout"] == 10
@@ -73,7 +74,7 @@ def test_fresh_install_writes_notify_and_hooks_and_explains_trust(paths: Paths, 
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     st = Codex().status(paths)
     assert st.installed and st.pieces == {"notify": True, "Stop": True, "UserPromptSubmit": True,
-                                          "$rl skill": True}
+                                          "SessionStart": True, "$rl skill": True}
     assert TRUST_NOTE in st.notes
 
 
@@ -147,7 +148,7 @@ def test_reinstall_after_path_change_keeps_the_chain(paths: Paths, codex_home: P
     argv = notify_of(config)
     assert argv[0] != "/old/venv/bin/python" and chained_program(argv) == THEIR_NOTIFY
     hooks = json.loads((codex_home / "hooks.json").read_text())["hooks"]
-    assert [len(hooks[e]) for e in ("Stop", "UserPromptSubmit")] == [1, 1]
+    assert [len(hooks[e]) for e in ("Stop", "UserPromptSubmit", "SessionStart")] == [1, 1, 1]
     assert not Codex().status(paths).stale
     Codex().uninstall(paths)
     assert config.read_text() == original
@@ -218,7 +219,7 @@ def test_status_when_nothing_installed(paths: Paths, codex_home: Path):
     st = Codex().status(paths)
     assert st.name == "codex" and not st.installed and not st.hooks_disabled
     assert st.pieces == {"notify": False, "Stop": False, "UserPromptSubmit": False,
-                         "$rl skill": False}
+                         "SessionStart": False, "$rl skill": False}
     skill = codex_home / "skills" / "rl"
     assert st.config_files == [codex_home / "config.toml", codex_home / "hooks.json",
                                skill / "SKILL.md", skill / "agents" / "openai.yaml"]
