@@ -154,6 +154,35 @@ class Job:
         return ours, machine
 
 
+SHOT = (
+    "import sys, gi; gi.require_version('Gdk', '3.0'); from gi.repository import Gdk; "
+    "root = Gdk.get_default_root_window(); "
+    "Gdk.pixbuf_get_from_window(root, 0, 0, root.get_width(), root.get_height())"
+    ".savev(sys.argv[1], 'png', [], [])"
+)
+
+
+def screenshot(python: Path, display: str, out: Path) -> bool:
+    """The X screen as a PNG, through GDK in ``python`` (a venv with gi); False if it failed."""
+    done = subprocess.run([str(python), "-c", SHOT, str(out)], env={**os.environ,
+                          "DISPLAY": display}, capture_output=True, timeout=60)  # fmt: skip
+    return done.returncode == 0 and out.exists()
+
+
+def window_processes(pid: int) -> list[int]:
+    """Settings-window processes under ``pid`` (they run in a session of their own)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "rltray.web.window" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.Error:  # it exited while we looked
+            continue
+    return found
+
+
 @contextlib.contextmanager
 def desktop_session(workdir: Path) -> Iterator[tuple[dict[str, str], FakeWatcher]]:
     """A desktop session's environment: Xvfb, a session bus with a notification server and
