@@ -179,7 +179,7 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_hooks(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.cli import hooks as hookscli
 
-    return hookscli.run(ctx, args.action, args.agent)
+    return hookscli.run(ctx, args.action, args.agent, lessons_file=args.lessons_file)
 
 
 def cmd_doctor(ctx: Context, args: argparse.Namespace) -> int:
@@ -269,6 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("hooks", cmd_hooks, "install, remove or check the agent hooks")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p.add_argument("--agent", "-a", choices=(*registry.names(), "all"), default="all")
+    p.add_argument(
+        "--lessons-file", action="store_true",
+        help="install: also write the lessons to Claude Code's ~/.claude/rules/rltray-lessons.md, "
+        "for setups where hooks cannot add context (rltray stops rewriting it once you edit it)",
+    )  # fmt: skip
     p = add("doctor", cmd_doctor, "check what is installed and working, and say what to fix")
     p.add_argument(
         "--repair",

@@ -8,11 +8,16 @@ from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
     from rltray.app.cli.context import Context
+    from rltray.app.hooks.base import Agent
+    from rltray.app.paths import Paths
 
 
-def run(ctx: Context, action: str, agent_name: str) -> int:
+def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False) -> int:
     from rltray.app.hooks import registry
 
+    if lessons_file and action != "install":
+        raise UserError("--lessons-file goes with `rltray hooks install` only "
+                        "(uninstall removes the file too).", ExitCode.USAGE)
     agents = registry.all_agents() if agent_name == "all" else [registry.get(agent_name)]
     service = ctx.service()
     if action == "status":
@@ -23,6 +28,8 @@ def run(ctx: Context, action: str, agent_name: str) -> int:
         report = (
             agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
         )
+        if lessons_file:
+            report.lines += _lessons_file(agent, service.paths)
         ctx.say((agent.display_name, "bold"))
         for line in report.lines:
             ctx.say(f"  {line}")
@@ -30,6 +37,16 @@ def run(ctx: Context, action: str, agent_name: str) -> int:
     if action == "install":
         _say_where_the_hooks_point(ctx, agents[0].command("claude-stop", service.paths))
     return ExitCode.OK
+
+
+def _lessons_file(agent: Agent, paths: Paths) -> list[str]:
+    """`--lessons-file`: Claude Code's opt-in rules file; other agents have no such file."""
+    from rltray.app.hooks.claude_code import ClaudeCode
+
+    if isinstance(agent, ClaudeCode):
+        return agent.install_lessons_file(paths).lines if agent.detect() else []
+    return [f"{agent.display_name} has no rules folder for rltray's own file (its instructions "
+            "files are yours), so its lessons come through the SessionStart hook only."]
 
 
 def _say_where_the_hooks_point(ctx: Context, argv: list[str]) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rltray.app.hooks import hooksjson, jsonfile
+from rltray.app.hooks import hooksjson, jsonfile, rulesfile
 from rltray.app.hooks.base import (
     Agent,
     AgentStatus,
@@ -106,7 +106,16 @@ class ClaudeCode(Agent):
         editor = Editor(paths, self.name)
         editor.uninstall(state, new, report)
         editor.uninstall_file(self.command_file(), report, marker=COMMAND_MARKER)
+        rulesfile.uninstall(self.config_home(), paths, report)
         return report
+
+    def install_lessons_file(self, paths: Paths) -> InstallReport:
+        """`rltray hooks install --lessons-file`: the opt-in rules file (see rulesfile.py)."""
+        return rulesfile.install(self.config_home(), paths)
+
+    def refresh_lessons_file(self, paths: Paths) -> bool:
+        """Rewrite the opt-in rules file with the current lessons unless the user edited it."""
+        return rulesfile.refresh(self.config_home(), paths)
 
     def status(self, paths: Paths) -> AgentStatus:
         state, doc = read_json_config(self.settings_file())
