@@ -1,8 +1,8 @@
 """rltray's database: one object over captured turns, ratings, training runs, adapters, events.
 
 Each noun has its own module (store_turns, store_browse, store_tags, store_runs,
-store_adapters, store_events) over the shared connection in store_base; this facade joins
-them so callers hold one ``Store`` and import the record types from here.
+store_adapters, store_events, store_lessons) over the shared connection in store_base;
+this facade joins them so callers hold one ``Store`` and import the record types from here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from rltray.app.store.adapters import ADAPTER_STATUSES, Adapter, Adapters
 from rltray.app.store.base import BUSY_TIMEOUT_S, SOURCES, StoreError, utc_iso
 from rltray.app.store.browse import Browse, TurnFilter
 from rltray.app.store.events import Events
+from rltray.app.store.lessons import LessonRow, Lessons
 from rltray.app.store.runs import RUN_STATUSES, Run, Runs
 from rltray.app.store.tags import Tags
 from rltray.app.store.turns import Rating, Turn, TurnsAndRatings
@@ -26,6 +27,7 @@ __all__ = [
     "RUN_STATUSES",
     "SOURCES",
     "Adapter",
+    "LessonRow",
     "Rating",
     "Run",
     "Store",
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 
-class Store(TurnsAndRatings, Browse, Tags, Runs, Adapters, Events):
+class Store(TurnsAndRatings, Browse, Tags, Runs, Adapters, Events, Lessons):
     """All queries over one database file. Thread-safe; several processes may share the file."""
 
     @classmethod

@@ -204,6 +204,43 @@ def m007_graded_ratings(conn: sqlite3.Connection) -> None:
     )
 
 
+def m008_lessons(conn: sqlite3.Connection) -> None:
+    """What the user decided about lessons (app/lessons/): never the counts behind them.
+
+    A lesson drawn from ratings is computed afresh from the ratings each time, so its
+    counts cannot drift; a row here only holds what the user said about it (edited
+    words, mute, pin, delete, scope, a contradiction resolved), keyed by the group's
+    key. A lesson the user added (`/rl lesson`, `rltray lessons add`) is a row with its
+    own text and folder. ``lesson_agents`` records since when lessons go to an agent,
+    so "still happening" can compare bad ratings before and after.
+    """
+    _run(
+        conn,
+        """
+        CREATE TABLE lessons (
+            id          INTEGER PRIMARY KEY,
+            key         TEXT NOT NULL UNIQUE,
+            user_added  INTEGER NOT NULL DEFAULT 0,
+            text        TEXT,
+            project     TEXT,
+            polarity    INTEGER CHECK (polarity IS NULL OR polarity IN (1, -1)),
+            scope       TEXT CHECK (scope IS NULL OR scope IN ('project', 'global')),
+            muted       INTEGER NOT NULL DEFAULT 0,
+            pinned      INTEGER NOT NULL DEFAULT 0,
+            deleted_at  TEXT,
+            created_at  TEXT NOT NULL,
+            updated_at  TEXT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE lesson_agents (
+            agent    TEXT PRIMARY KEY,
+            on_since TEXT NOT NULL
+        )
+        """,
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -212,6 +249,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m005_tags_and_deletion,
     m006_standing_heldout,
     m007_graded_ratings,
+    m008_lessons,
 )
 
 

@@ -1,0 +1,175 @@
+"""Lessons' rows: what the user decided about each lesson, and the ratings behind them.
+
+The counts of a lesson drawn from ratings are never stored: ``lesson_evidence``
+reads the active ratings that carry a comment or a tag each time, and
+``app/lessons/`` groups them afresh. A ``lessons`` row only holds the user's own
+decisions (edited words, mute, pin, delete, scope, how a contradiction was
+resolved) under the group's key, or a lesson the user added in words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rltray.app.store.base import StoreBase, StoreError, utc_iso
+
+MAX_LESSON_CHARS = 500
+_COLS = (
+    "key, user_added, text, project, polarity, scope, muted, pinned, deleted_at, created_at,"
+    " updated_at"
+)
+#: The columns a user's decision may change (``set_lesson``).
+CHANGEABLE = ("text", "polarity", "scope", "muted", "pinned", "deleted_at")
+
+
+@dataclass(frozen=True)
+class LessonRow:
+    key: str
+    user_added: bool
+    text: str | None  # the user's words (added or edited); None: the group's own
+    project: str | None  # a user-added lesson's folder (None: every project)
+    polarity: int | None  # -1 avoid / +1 keep, set by the user; None: from the ratings
+    scope: str | None  # "project" | "global" chosen by the user; None: the default
+    muted: bool
+    pinned: bool
+    deleted_at: str | None
+    created_at: str
+    updated_at: str
+
+
+def clean_lesson(text: str) -> str:
+    """A lesson's words as stored: one line, not empty, not longer than the cap."""
+    flat = " ".join(str(text).split())
+    if not flat:
+        raise StoreError("A lesson needs some words.")
+    if len(flat) > MAX_LESSON_CHARS:
+        raise StoreError(
+            f"A lesson is at most {MAX_LESSON_CHARS} characters; this one has {len(flat)}."
+        )
+    return flat
+
+
+def _row(values: tuple[Any, ...]) -> LessonRow:
+    return LessonRow(
+        key=values[0],
+        user_added=bool(values[1]),
+        text=values[2],
+        project=values[3],
+        polarity=values[4],
+        scope=values[5],
+        muted=bool(values[6]),
+        pinned=bool(values[7]),
+        deleted_at=values[8],
+        created_at=values[9],
+        updated_at=values[10],
+    )
+
+
+class Lessons(StoreBase):
+    """The lessons table, the agents lessons go to, and the evidence for lessons."""
+
+    def lesson_evidence(self) -> list[dict[str, Any]]:
+        """Every active rating with a comment or a tag, with its turn's folder and agent.
+
+        Ordered by turn id (capture order), which re-rating a turn does not change,
+        so groups form the same way each time.
+        """
+        rows = self._read(
+            "SELECT r.id, t.id, r.value, r.score, r.comment, r.rated_at, t.cwd, t.agent,"
+            " (SELECT group_concat(g.id || ':' || g.name, char(10)) FROM turn_tags tt"
+            "  JOIN tags g ON g.id = tt.tag_id WHERE tt.turn_id = t.id)"
+            " FROM ratings r JOIN turns t ON t.id = r.turn_id"
+            " WHERE r.withdrawn_at IS NULL AND (r.comment IS NOT NULL"
+            "  OR EXISTS (SELECT 1 FROM turn_tags tt WHERE tt.turn_id = t.id))"
+            " ORDER BY t.id"
+        )
+        out = []
+        for rating_id, turn_id, value, score, comment, rated_at, cwd, agent, tags in rows:
+            pairs = [line.split(":", 1) for line in (tags or "").split("\n") if line]
+            out.append(
+                {
+                    "rating_id": int(rating_id),
+                    "turn_id": int(turn_id),
+                    "value": int(value),
+                    "score": score,
+                    "comment": comment,
+                    "rated_at": rated_at,
+                    "cwd": cwd,
+                    "agent": agent,
+                    "tags": sorted(((int(i), n) for i, n in pairs), key=lambda p: p[1].lower()),
+                }
+            )
+        return out
+
+    def lesson_rows(self) -> list[LessonRow]:
+        return [_row(r) for r in self._read(f"SELECT {_COLS} FROM lessons ORDER BY id")]
+
+    def lesson_row(self, key: str) -> LessonRow | None:
+        rows = self._read(f"SELECT {_COLS} FROM lessons WHERE key = ?", (key,))
+        return _row(rows[0]) if rows else None
+
+    def add_lesson(self, text: str, project: str | None, polarity: int | None = None) -> str:
+        """A lesson in the user's words for one folder (None: every project); its key.
+
+        Added lessons start pinned: the user said it, so it does not retire for
+        want of ratings (unpin it to let it retire like the others).
+        """
+        words = clean_lesson(text)
+        now = utc_iso()
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO lessons (key, user_added, text, project, polarity, pinned,"
+                " created_at, updated_at) VALUES (?, 1, ?, ?, ?, 1, ?, ?)",
+                (f"new-{now}", words, project or None, polarity, now, now),
+            )
+            key = f"u{cur.lastrowid}"
+            conn.execute("UPDATE lessons SET key = ? WHERE id = ?", (key, cur.lastrowid))
+        return key
+
+    def set_lesson(self, key: str, **changes: Any) -> LessonRow:
+        """Record a user's decision about a lesson (a row is made for a group's key)."""
+        unknown = sorted(set(changes) - set(CHANGEABLE))
+        if unknown:
+            raise StoreError(f"A lesson has no {unknown[0]!r} to change.")
+        if "text" in changes and changes["text"] is not None:
+            changes["text"] = clean_lesson(changes["text"])
+        now = utc_iso()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO lessons (key, created_at, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (key) DO NOTHING",
+                (key, now, now),
+            )
+            for column, value in changes.items():  # names checked against CHANGEABLE above
+                conn.execute(
+                    f"UPDATE lessons SET {column} = ?, updated_at = ? WHERE key = ?",
+                    (value, now, key),
+                )
+            row = conn.execute(f"SELECT {_COLS} FROM lessons WHERE key = ?", (key,)).fetchone()
+        return _row(row)
+
+    def lesson_agents(self) -> dict[str, str]:
+        """Agent -> since when its lessons are on (agents whose lessons are off are absent)."""
+        return {str(a): str(s) for a, s in self._read("SELECT agent, on_since FROM lesson_agents")}
+
+    def set_lesson_agent(self, agent: str, on: bool, at: str | None = None) -> None:
+        """Note that lessons went on (kept from the first time) or off for ``agent``."""
+        with self._write() as conn:
+            if on:
+                conn.execute(
+                    "INSERT INTO lesson_agents (agent, on_since) VALUES (?, ?)"
+                    " ON CONFLICT (agent) DO NOTHING",
+                    (agent, utc_iso(at)),
+                )
+            else:
+                conn.execute("DELETE FROM lesson_agents WHERE agent = ?", (agent,))
+
+    def session_folder(self, agent: str, session: str) -> str | None:
+        """The folder a session works in: the newest known folder of its turns."""
+        rows = self._read(
+            "SELECT cwd FROM turns WHERE agent = ? AND session = ? AND cwd IS NOT NULL"
+            " AND cwd != '' ORDER BY captured_at DESC, id DESC LIMIT 1",
+            (agent, session),
+        )
+        return str(rows[0][0]) if rows else None
