@@ -30,6 +30,11 @@ Architectures whose Transformers processor rewrites tensors across each other
 (MoE experts, …) take Transformers' whole-model load instead, which holds the
 16-bit model (~2 bytes per parameter).
 
+Which converter: Transformers' (torch) where torch and Transformers import, as it
+covers more architectures; else :mod:`.gguf_numpy` (gguf + numpy, the llama family),
+which the MLX environment on Apple Silicon uses: it has no torch. Both write the
+same folder, so the cache holds one whatever made it.
+
 Also here: the pairing check between a Hugging Face folder the user chose and
 the Ollama model adapters will be published on (architecture, layers, hidden
 size, vocabulary, chat template), reported all at once.
@@ -38,6 +43,7 @@ size, vocabulary, chat template), reported all at once.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -123,7 +129,8 @@ def estimate(path: Path) -> dict[str, Any]:
     """What materializing costs, for the wizard and `rltray doctor` (bytes)."""
     head = read_header(path)
     params = head["parameters"]
-    streamed = head["architecture"] == "llama" or _plain_processor(head["architecture"])
+    arch = head["architecture"]
+    streamed = arch in _numpy_architectures() or _plain_processor(arch)  # both converters
     return {
         **head,
         "disk_bytes": params * 2,  # fp16/bf16 safetensors
@@ -144,7 +151,27 @@ def _plain_processor(arch: str) -> bool:
     return arch not in g.TENSOR_PROCESSORS
 
 
+def converter() -> str:
+    """``torch`` where torch and Transformers can be imported, else ``numpy``.
+
+    Decided by what is installed, not by the backend: the torch path covers more
+    architectures, and an environment without torch (MLX on a Mac) still converts
+    the llama family with :mod:`.gguf_numpy`.
+    """
+    found = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+    return "torch" if found else "numpy"
+
+
+def _numpy_architectures() -> set[str]:
+    from rltray.trainer.gguf_numpy import ARCHITECTURES
+
+    return set(ARCHITECTURES)
+
+
 def supported_architectures() -> set[str]:
+    """GGUF architectures this environment's :func:`converter` can turn into an HF folder."""
+    if converter() == "numpy":
+        return _numpy_architectures()
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     return {a.replace("_", "") for a in GGUF_SUPPORTED_ARCHITECTURES} - {"general", "tokenizer"}
@@ -177,7 +204,8 @@ def materialize(path: Path | str, cache: Path | None = None) -> Path:
         _convert(path, tmp, head)
         (tmp / MARKER).write_text(
             json.dumps(
-                {"source": str(path), "sha256": sha, "created": time.time(), **head}, indent=2
+                {"source": str(path), "sha256": sha, "created": time.time(),
+                 "converter": converter(), **head}, indent=2
             ),
             encoding="utf-8",
         )
@@ -193,9 +221,14 @@ def materialize(path: Path | str, cache: Path | None = None) -> Path:
 
 
 def _unsupported(arch: str) -> GGUFBaseError:
+    if converter() == "torch":
+        cannot = f"Transformers cannot dequantize GGUF models of architecture {arch!r}"
+    else:
+        family = ", ".join(sorted(_numpy_architectures()))
+        cannot = f"Without torch, rltray converts GGUF models of {family}, not {arch!r}"
     return GGUFBaseError(
-        f"Transformers cannot dequantize GGUF models of architecture {arch!r}: set "
-        "training.base_model to the matching Hugging Face weights (a folder or hub id) instead."
+        f"{cannot}: set training.base_model to the matching Hugging Face weights "
+        "(a folder or hub id) instead."
     )
 
 
@@ -203,8 +236,21 @@ SHARD_BYTES = 1024**3  # safetensors shard size of the streamed conversion
 SHARD_ENV = "RLTRAY_GGUF_SHARD_MB"  # smaller shards (benchmarks, tests): less memory, more files
 
 
+def _shard_limit() -> int:
+    return int(os.environ.get(SHARD_ENV) or 0) * 1024**2 or SHARD_BYTES
+
+
 def _convert(path: Path, out: Path, head: dict[str, Any]) -> None:
     """Tokenizer, config and weights of ``path`` into ``out`` (streamed where we can)."""
+    if converter() == "numpy":
+        from rltray.trainer import gguf_numpy
+
+        dtype_name = "bfloat16" if "BF16" in head["tensor_types"] else "float16"
+        try:
+            gguf_numpy.convert(path, out, dtype_name, _shard_limit())
+        except gguf_numpy.ConversionError as exc:
+            raise GGUFBaseError(f"{path.name} cannot become a training base: {exc}.") from exc
+        return
     import torch
     from transformers import AutoTokenizer
 
@@ -287,7 +333,7 @@ def _convert_streamed(link: Path, out: Path, dtype: Any) -> bool:
     wanted = set(skeleton.state_dict())
     tied = {k for k in wanted if k.endswith("lm_head.weight")} if getattr(
         config, "tie_word_embeddings", False) else set()
-    limit = int(os.environ.get(SHARD_ENV) or 0) * 1024**2 or SHARD_BYTES
+    limit = _shard_limit()
     reader = gguf.GGUFReader(link)
     shard: dict[str, Any] = {}
     shard_bytes = 0

@@ -8,6 +8,7 @@ the keys are the ones llama.cpp writes, so every code path runs as on a real fil
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -25,16 +26,24 @@ GO_TEMPLATE = (
 def build_tiny_gguf(
     path: Path, *, hidden: int = 64, blocks: int = 2, heads: int = 4, kv_heads: int = 2,
     ffn: int = 96, vocab: int = 128, seed: int = 0, block_type: str = "Q8_0",
+    arch: str = "llama", hf_tokenizer: bool = False, leave_out: Collection[str] = (),
 ) -> Path:
     """``block_type`` Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 (the gguf library quantizes them),
     F16, or a K-quant such as Q4_K (quantized with llama.cpp's own code; needs
-    llama-cpp-python and sizes that are multiples of 256)."""
+    llama-cpp-python and sizes that are multiples of 256).
+
+    ``arch`` ``qwen2`` adds q/k/v biases (Qwen2 has them), ``qwen3`` q/k norms and the
+    key length; ``hf_tokenizer`` adds the merges and scores without which Transformers
+    cannot build a tokenizer from the file (materializing a GGUF base needs one);
+    ``leave_out`` names tensors not to write (a file a converter must refuse)."""
     import gguf
     from gguf import quants
 
     rng = np.random.default_rng(seed)
     head_dim = hidden // heads
-    w = gguf.GGUFWriter(path, "llama")
+    w = gguf.GGUFWriter(path, arch)
+    add_tensor = w.add_tensor
+    w.add_tensor = lambda name, *a, **k: None if name in leave_out else add_tensor(name, *a, **k)
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name("tiny")
     w.add_block_count(blocks)
@@ -49,6 +58,15 @@ def build_tiny_gguf(
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"t{i}" for i in range(vocab)])
     w.add_chat_template(CHAT_TEMPLATE)
+    if hf_tokenizer:
+        w.add_token_merges([])
+        w.add_token_types([1] * vocab)
+        w.add_token_scores([0.0] * vocab)
+        w.add_bos_token_id(0)
+        w.add_eos_token_id(1)
+    if arch == "qwen3":
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
 
     qtype = gguf.GGMLQuantizationType[block_type]
 
@@ -77,6 +95,14 @@ def build_tiny_gguf(
             ("ffn_down", (hidden, ffn)),
         ):
             w.add_tensor(f"blk.{b}.{name}.weight", q8(shape), raw_dtype=qtype)
+        if arch == "qwen2":
+            for name, rows in (("attn_q", hidden), ("attn_k", kv_heads * head_dim),
+                               ("attn_v", kv_heads * head_dim)):
+                w.add_tensor(f"blk.{b}.{name}.bias", rng.normal(0, 0.05, rows).astype(np.float32))
+        if arch == "qwen3":
+            for name in ("attn_q_norm", "attn_k_norm"):
+                w.add_tensor(f"blk.{b}.{name}.weight",
+                             rng.normal(1, 0.1, head_dim).astype(np.float32))
         w.add_tensor(f"blk.{b}.ffn_norm.weight", np.ones(hidden, np.float32))
     w.add_tensor("output_norm.weight", np.ones(hidden, np.float32))
     w.write_header_to_file()

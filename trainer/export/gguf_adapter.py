@@ -12,7 +12,7 @@ The one trap: llama-family conversions to GGUF permute the rows of ``q_proj`` an
 ``k_proj`` (rotary pairs interleaved), and Transformers undoes it when loading a
 GGUF. Our adapter is trained on Hugging Face layout, so ``lora_b`` of q/k gets the
 same row permutation (``B`` carries the output rows of ``B @ A``); which
-architectures and how is :mod:`.qk_rows`, derived from llama.cpp's converter.
+architectures and how is :mod:`..qk_rows`, derived from llama.cpp's converter.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def oriented_delta_factors(
     module_path: str, a: np.ndarray, b: np.ndarray, arch: ArchInfo
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(A, B)`` in llama.cpp's row order for this layer (q/k ``B`` permuted where due,
-    see :mod:`.qk_rows`); ``ValueError`` for a fused q/k/v layer we cannot place."""
-    from . import qk_rows
+    see :mod:`..qk_rows`); ``ValueError`` for a fused q/k/v layer we cannot place."""
+    from rltray.trainer import qk_rows
 
     problem = qk_rows.fused_problem(arch.arch, module_path)
     if problem:

@@ -7,7 +7,7 @@ byte for byte, so the new model is the user's model plus our delta and nothing
 else. No second download, no re-conversion.
 
 Per adapted tensor: dequantize (``gguf.quants``), add ``alpha / rank * B @ A`` in
-llama.cpp's row order (q/k permuted, see :mod:`.qk_rows`), store as:
+llama.cpp's row order (q/k permuted, see :mod:`..qk_rows`), store as:
 
 * ``q8_0`` (default): near-lossless, about 1.06 bytes per weight;
 * ``f16``: exact to half precision, 2 bytes per weight;

@@ -150,7 +150,8 @@ def test_the_qk_row_permutation_is_what_makes_q_and_k_right(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import gguf
-    from rltray.trainer.export import gguf_adapter, qk_rows
+    from rltray.trainer import qk_rows
+    from rltray.trainer.export import gguf_adapter
 
     folder = smollm2_random_adapter(
         smollm2_hf, tmp_path / "qk", leaves=("q_proj", "k_proj"), b_std=0.6, every=1

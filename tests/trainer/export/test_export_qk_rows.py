@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rltray.trainer.export import gguf_adapter, merge, qk_rows
+from rltray.trainer import qk_rows
+from rltray.trainer.export import gguf_adapter, merge
 
 gguf = pytest.importorskip("gguf")
 
@@ -138,3 +139,20 @@ def test_an_arctic_name_lookup_leaves_every_other_architecture_s_names_alone() -
     llama = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 1)
     norm = "model.layers.0.post_attention_layernorm"
     assert llama.get_name(norm + ".weight", try_suffixes=(".weight",)) == "blk.0.ffn_norm.weight"
+
+
+def test_unpermuting_puts_each_gguf_row_back_where_hugging_face_keeps_it() -> None:
+    """Issue 23 item 2: a GGUF base read without torch (``gguf_numpy``) must undo the
+    permutation itself. Built from the definition in this file's docstring: GGUF row
+    ``2i + j`` of each head block holds Hugging Face row ``j * hd/2 + i``."""
+    groups, hd, cols = 3, 8, 5
+    gguf_rows = np.arange(groups * hd * cols, dtype=np.float32).reshape(groups * hd, cols)
+    want = np.empty_like(gguf_rows)
+    for g in range(groups):
+        for i in range(hd // 2):
+            for j in range(2):
+                want[g * hd + j * hd // 2 + i] = gguf_rows[g * hd + 2 * i + j]
+    np.testing.assert_array_equal(qk_rows.unpermute_rows(gguf_rows, groups), want)
+    np.testing.assert_array_equal(qk_rows.permute_rows(want, groups), gguf_rows)
+    bias = gguf_rows[:, 0]
+    np.testing.assert_array_equal(qk_rows.unpermute_rows(bias, groups), want[:, 0])

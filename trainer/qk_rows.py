@@ -8,7 +8,10 @@ delta trained on the Hugging Face layout must get the same permutation before it
 is written as a GGUF adapter (``lora_b`` carries the output rows) or merged into
 the GGUF weights; without it the delta lands on the wrong rows (cosine ~0.04
 with the right delta). This module is the one home of that knowledge; both
-:mod:`.gguf_adapter` and :mod:`.merge` (through ``gguf_adapter.read_pairs``) use it.
+:mod:`.export.gguf_adapter` and :mod:`.export.merge` (through
+``gguf_adapter.read_pairs``) use it, and so does :mod:`.gguf_numpy`, which reads a GGUF
+base without torch and must undo the permutation itself (hence this module sits
+beside both rather than inside ``export``, which imports ``gguf_base``).
 
 Source: llama.cpp's ``convert_hf_to_gguf.py`` (github.com/ggml-org/llama.cpp; since
 2026 its model classes live in ``conversion/*.py``), read at the copy vendored in
@@ -85,6 +88,20 @@ def permute_rows(weights: np.ndarray, groups: int) -> np.ndarray:
     rows = weights.shape[0]
     return (
         weights.reshape(groups, 2, rows // groups // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+def unpermute_rows(weights: np.ndarray, groups: int) -> np.ndarray:
+    """The inverse of :func:`permute_rows`: GGUF row order back to Hugging Face's.
+
+    Why here: reading a GGUF base without torch (``gguf_numpy``) must undo exactly
+    the permutation this module applies on the way out.
+    """
+    rows = weights.shape[0]
+    return (
+        weights.reshape(groups, rows // groups // 2, 2, *weights.shape[1:])
         .swapaxes(1, 2)
         .reshape(weights.shape)
     )
