@@ -63,13 +63,32 @@ class GGUFBaseError(ValueError):
 
 
 def cache_root() -> Path:
-    """``$RLTRAY_GGUF_CACHE`` or the per-user cache folder's ``gguf-bases``."""
+    """``$RLTRAY_GGUF_CACHE`` or :func:`default_cache_root` for this OS."""
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir("rltray")) / "gguf-bases"
+    return default_cache_root(platformdirs.PlatformDirs("rltray", appauthor=False))
+
+
+def default_cache_root(dirs: Any) -> Path:
+    """``gguf-bases`` in the per-user cache folder of ``dirs`` (a platformdirs object),
+    never inside the data folder.
+
+    Why: on Windows platformdirs nests the cache in the app's folder
+    (``%LOCALAPPDATA%\\rltray\\rltray\\Cache`` without ``appauthor=False``, and still
+    ``%LOCALAPPDATA%\\rltray\\Cache`` with it), and ``%LOCALAPPDATA%\\rltray`` is the data
+    folder (``app/paths.py``): gigabytes of re-creatable weights would sit among the
+    user's ratings (in their backups, in the data folder's size). There the cache
+    becomes the data folder's sibling ``rltray-cache``; macOS and Linux keep their own
+    cache folders (``~/Library/Caches/rltray``, ``~/.cache/rltray``).
+    ``app/cli/doctor`` finds the same folder the same way (a test ties the two).
+    """
+    cache, data = Path(dirs.user_cache_dir), Path(dirs.user_data_dir)
+    if cache == data or data in cache.parents:
+        cache = data.with_name(f"{data.name}-cache")
+    return cache / "gguf-bases"
 
 
 def is_gguf(path: Path | str) -> bool:
@@ -257,8 +276,7 @@ def _convert(path: Path, out: Path, head: dict[str, Any]) -> None:
     dtype = torch.bfloat16 if "BF16" in head["tensor_types"] else torch.float16
     with tempfile.TemporaryDirectory(dir=out) as link_dir:
         # Transformers wants a folder + file name; an Ollama blob has no .gguf suffix.
-        link = Path(link_dir) / "model.gguf"
-        link.symlink_to(path.resolve())
+        link = gguf_file_in(path, Path(link_dir))
         try:  # weights first, tokenizer after: their metadata never sit in memory together
             if not _convert_streamed(link, out, dtype):
                 _convert_whole(link, out, dtype)
@@ -270,6 +288,28 @@ def _convert(path: Path, out: Path, head: dict[str, Any]) -> None:
                 f"Transformers could not read {path.name}: {str(exc).splitlines()[0]}"
             ) from exc
     tokenizer.save_pretrained(out)
+
+
+def gguf_file_in(path: Path, folder: Path) -> Path:
+    """``folder/model.gguf`` with the bytes of ``path``: a hard link, else a symlink, else a copy.
+
+    Why: Transformers opens a GGUF as folder + file name and an Ollama blob has no
+    ``.gguf`` suffix. A symlink needs admin rights or Developer Mode on Windows
+    (WinError 1314), so every Windows conversion failed; a hard link needs neither
+    (same volume, which the Ollama folder and the cache usually share), a symlink
+    crosses volumes elsewhere, and a copy (the file's size, for the conversion's
+    length) always works.
+    """
+    link = folder / "model.gguf"
+    source = path.resolve()
+    for make in (os.link, os.symlink):
+        try:
+            make(source, link)
+            return link
+        except OSError:
+            continue
+    shutil.copyfile(source, link)
+    return link
 
 
 def _convert_whole(link: Path, out: Path, dtype: Any) -> None:

@@ -54,3 +54,23 @@ def test_gguf_base_says_where_it_is_converted(
     check = doctor._training_base(service)
     assert check.state == doctor.OK
     assert check.detail.startswith(f"t.gguf: converted once into {tmp_path / 'cache'} (now 0.0 GB")
+
+
+@pytest.mark.parametrize("os_name", ["Windows", "MacOS", "Unix"])
+def test_doctor_names_the_gguf_cache_the_trainer_uses(
+    os_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23 item 12: the trainer's cache moved out of the Windows data folder; the
+    doctor's copy of the rule (it never imports the trainer) must move with it."""
+    import importlib
+
+    import platformdirs.windows
+    from rltray.trainer import gguf_base
+
+    monkeypatch.delenv("RLTRAY_GGUF_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(platformdirs.windows, "get_win_folder", lambda _csidl: str(tmp_path))
+    kind = importlib.import_module(f"platformdirs.{os_name.lower()}")
+    dirs = getattr(kind, os_name)(appname="rltray", appauthor=False)
+    assert doctor.gguf_cache(dirs) == gguf_base.default_cache_root(dirs)
+    assert Path(dirs.user_data_dir) not in doctor.gguf_cache(dirs).parents

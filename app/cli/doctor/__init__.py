@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rltray.app import instance
 from rltray.app.cli.doctor.check import FAIL, OK, WARN, Check
@@ -306,16 +306,31 @@ def _ollama(service: Service) -> Check:
                  f"({details.get('quantization_level', '?')}); versions go in as {path}")
 
 
+def gguf_cache(dirs: Any = None) -> Path:
+    """The trainer's GGUF cache folder (``rltray.trainer.gguf_base.cache_root``), found
+    the same way here without importing the trainer (a test ties the two):
+    ``$RLTRAY_GGUF_CACHE``, else the per-user cache folder, beside the data folder on
+    Windows where platformdirs nests it inside."""
+    override = os.environ.get("RLTRAY_GGUF_CACHE")
+    if override:
+        return Path(override).expanduser()
+    if dirs is None:
+        import platformdirs
+
+        dirs = platformdirs.PlatformDirs("rltray", appauthor=False)
+    cache, data = Path(dirs.user_cache_dir), Path(dirs.user_data_dir)
+    if cache == data or data in cache.parents:
+        cache = data.with_name(f"{data.name}-cache")
+    return cache / "gguf-bases"
+
+
 def _training_base(service: Service) -> Check:
     """training.base_model names something the trainer can load (``basemodel.problem``,
     offline); for a GGUF, where its HF copy goes and what the copy costs.
 
     Regression (issue 22): an empty or missing model showed "✓ training base" and
-    failed only when a round started. The GGUF cache folder is the trainer's
-    (``rltray.trainer.gguf_base.cache_root``), found the same way here without
-    importing the trainer.
+    failed only when a round started.
     """
-    import platformdirs
     from rltray.app import basemodel
 
     value = service.settings().training.base_model
@@ -329,9 +344,7 @@ def _training_base(service: Service) -> Check:
     base = Path(value).expanduser()
     if not base.is_file():
         return Check("training base", OK, basemodel.describe(value))
-    override = os.environ.get("RLTRAY_GGUF_CACHE")
-    cache = Path(override) if override else Path(platformdirs.user_cache_dir("rltray")) / (
-        "gguf-bases")
+    cache = gguf_cache()
     used = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else 0
     free = shutil.disk_usage(cache if cache.is_dir() else cache.parent if cache.parent.is_dir()
                              else Path.home()).free
