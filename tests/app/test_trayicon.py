@@ -57,3 +57,17 @@ def test_the_macos_icon_is_a_template_with_the_glyphs_own_pixels() -> None:
         assert image.representations()[0].pixelsWide() == TEMPLATE_SIZE
     finally:
         icon._status_bar.removeStatusItem_(icon._status_item)
+
+
+def test_pystray_stays_below_the_release_that_changes_the_overridden_method() -> None:
+    """menubar.py overrides pystray's private _assert_image: lift the bound after checking it."""
+    from pathlib import Path
+
+    import tomllib
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    (pystray,) = [Requirement(d) for d in deps if Requirement(d).name == "pystray"]
+    assert "0.19.5" in pystray.specifier and "0.19.6" not in pystray.specifier
+    assert "0.20" not in pystray.specifier
