@@ -72,6 +72,33 @@ def _agents_settings() -> type[_Section]:
 AgentsSettings = _agents_settings()
 
 
+def _lessons_settings() -> type[_Section]:
+    """``lessons.<name>``: per agent of ``hooks/registry.py``, whether it is told the user's
+    lessons at session start (app/lessons/); off until the user turns it on, because
+    it puts the user's own comments into the agent's context."""
+    from rltray.app.hooks import registry
+
+    switches: dict[str, Any] = {
+        entry.setting: (
+            bool,
+            Field(
+                False,
+                description=(
+                    f"Tell {entry.display_name} the lessons drawn from your rated answers "
+                    "at the start of each session (off until you turn it on)."
+                ),
+            ),
+        )
+        for entry in registry.AGENTS
+    }
+    model = create_model("LessonsSettings", __base__=_Section, **switches)
+    model.__doc__ = "Which coding agents are told the lessons from the user's ratings."
+    return model
+
+
+LessonsSettings = _lessons_settings()
+
+
 class NotifySettings(_Section):
     """When rltray asks for a rating."""
 
@@ -260,6 +287,7 @@ class Config(_Section):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     ollama: OllamaSettings = Field(default_factory=OllamaSettings)
+    lessons: LessonsSettings = Field(default_factory=LessonsSettings)
 
     def get(self, key: str) -> Any:
         """The value of ``section.name``."""

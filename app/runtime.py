@@ -212,6 +212,7 @@ class Runtime:
             if not self._stopping.is_set():
                 self._safely(self._ingest)
                 self._safely(self._notice_outside_ratings)
+                self._safely(self.service.lessons.refresh)  # at start, and a lesson's day
                 self._safely(self._tell_training_outcomes)
                 self._safely(self._backup_if_due)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rltray.app import instance, spool
 from rltray.app.errors import NothingToDo, UserError
+from rltray.app.lessons.intents import LessonIntents
 from rltray.app.paths import Paths
 from rltray.app.settings import Settings
 from rltray.app.words import parse_version, word
@@ -66,6 +67,10 @@ class Service:
         self.listeners: list[Callable[[], None]] = []
         # Called with the ids of turns whose rating changed, wherever it changed.
         self.rating_listeners: list[Callable[[list[int]], None]] = []
+        # The lessons' intents; their files follow every change of ratings, tags,
+        # lessons and settings (app/lessons/intents.py).
+        self.lessons = LessonIntents(self)
+        self.listeners.append(self.lessons.refresh)
 
     @classmethod
     def open(cls, env: dict[str, str] | None = None) -> Service:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from rltray.app import rating
 from rltray.app.hooks.capture_core import MAX_CONTEXT, MAX_CONTEXT_CHARS, MAX_TEXT, rl_command
 from rltray.app.scrub import scrub
-from rltray.app.store.base import parse_iso
+from rltray.app.store.base import StoreError, parse_iso
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
@@ -42,7 +42,8 @@ MAX_FILE = 16 * 1024 * 1024
 BATCH = 256  # records per transaction: one fsync each instead of one per record
 STALE_TEMP_S = 3600  # a hook's temp file this old belongs to a hook that died mid-write
 AGENT = re.compile(r"[a-z0-9][a-z0-9\-]{0,39}")
-COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5")  # 1-5: graded (app/rating.py)
+# 1-5: graded (app/rating.py); lesson: the user's own words become a lesson (app/lessons/)
+COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5", "lesson")
 ROLES = ("user", "assistant", "system")
 
 
@@ -277,7 +278,9 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
     where = f"{rec['agent']} session {rec['session']}"
     turn = None
     changed = False
-    if command != "status" and target is None:
+    if command == "lesson":
+        _add_lesson(rec, store)
+    elif command != "status" and target is None:
         store.log_event("command", f"/rl {command} with no captured turn in {where}; nothing done")
     elif command != "status":
         turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{target}")
@@ -304,6 +307,29 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
         said = f"/rl {command} typed in Codex (seen by notify) applied to turn {turn.id}"
         report.messages.append(said + ".")
         store.log_event("command", said, {"file": name})
+
+
+def _add_lesson(rec: dict[str, Any], store: Store) -> None:
+    """`/rl lesson <text>`: a lesson in the user's words for the session's project.
+
+    The project is the folder of the turn the command names, else the newest known
+    folder of that session's turns; a session with no known folder makes it a
+    lesson for every project.
+    """
+    text = (rec.get("comment") or "").strip()
+    if not text:
+        raise SpoolError("/rl lesson needs the lesson's words after it (/rl lesson <text>).")
+    folder = None
+    if rec["target_turn"] is not None:
+        turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{rec['target_turn']}")
+        folder = turn.cwd if turn is not None else None
+    folder = folder or store.session_folder(rec["agent"], rec["session"])
+    try:
+        key = store.add_lesson(text, folder)
+    except StoreError as exc:  # too long: the user reads why in spool/rejected/
+        raise SpoolError(str(exc)) from None
+    where = folder or "every project"
+    store.log_event("lessons", f"lesson {key} added by /rl lesson in {rec['agent']} for {where}")
 
 
 def _store_record(

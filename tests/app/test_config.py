@@ -37,6 +37,8 @@ EXPECTED = {
     "ollama.keep_versions": ("int", 3),
     "ollama.num_ctx": ("int", 65536),
     "ollama.merged_type": ("choice", "q8_0"),
+    "lessons.claude_code": ("bool", False),
+    "lessons.codex": ("bool", False),
 }
 
 

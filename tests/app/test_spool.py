@@ -460,3 +460,28 @@ def test_many_records_are_stored_in_batches_with_progress(paths: Paths, store: S
     report = spool.ingest(paths, store, progress=lambda done, n: seen.append((done, n)))
     assert report.turns == total and left(paths.spool_incoming) == []
     assert seen == [(spool.BATCH, total), (2 * spool.BATCH, total), (total, total)]
+
+
+def test_rl_lesson_adds_the_users_words_for_the_sessions_project(
+    paths: Paths, store: Store
+) -> None:
+    """Issue 24: `/rl lesson <text>` is a lesson for the folder of the session's turns."""
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(turn="t1", cwd="/work/shop"))
+    put(paths, "00000000000000000002-1-aaaaaaaa.json",
+        turn_record(turn="t2", session="s2", cwd="/work/blog"))  # fmt: skip
+    lesson = command_record("lesson", "t1", "2026-01-02T03:05:00Z")
+    put(paths, "00000000000000000003-1-bbbbbbbb.json", lesson | {"comment": "Run one test"})
+    no_target = lesson | {"target_turn": None, "session": "s2", "comment": "Be brief"}
+    put(paths, "00000000000000000004-1-cccccccc.json", no_target)  # the session's folder
+    elsewhere = lesson | {"target_turn": None, "session": "new", "comment": "No emoji"}
+    put(paths, "00000000000000000005-1-dddddddd.json", elsewhere)  # no folder: every project
+    put(paths, "00000000000000000006-1-eeeeeeee.json", lesson | {"comment": "  "})
+    report = spool.ingest(paths, store)
+    assert (report.commands, report.rejected) == (4, 1), report.messages
+    assert "needs the lesson's words" in report.messages[0]
+    added = [(r.text, r.project, r.user_added) for r in store.lesson_rows()]
+    assert added == [("Run one test", "/work/shop", True), ("Be brief", "/work/blog", True),
+                     ("No emoji", None, True)]  # fmt: skip
+    put(paths, "00000000000000000003-1-bbbbbbbb.json", lesson | {"comment": "Run one test"})
+    assert spool.ingest(paths, store).duplicates == 1  # a replayed record adds nothing
+    assert len(store.lesson_rows()) == 3

@@ -1,0 +1,182 @@
+"""Lessons through the service over a real data folder: the files follow every change.
+
+What the hook program would read is checked with ``lessonfiles.read`` itself, so
+these tests hold the service to the file contract, not to its own idea of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from rltray.app.errors import UserError
+from rltray.app.hooks import lessonfiles
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+
+SHOP, BLOG = "/work/shop", "/work/blog"
+
+
+@pytest.fixture
+def service(paths: Paths) -> Iterator[Service]:
+    with Service(paths) as opened:
+        yield opened
+
+
+def told(service: Service, folder: str | None, agent: str = "codex") -> str | None:
+    return lessonfiles.read(str(service.paths.home), agent, folder)
+
+
+def turn(service: Service, make_turn, cwd: str = SHOP, **fields: object) -> int:
+    return service.store.add_turn(make_turn(cwd=cwd, **fields))[0]
+
+
+def test_rating_a_turn_with_a_comment_rewrites_that_projects_lesson_file(
+    service: Service, make_turn
+) -> None:
+    service.set_setting("lessons.codex", True)
+    first = turn(service, make_turn)
+    assert told(service, SHOP) is None  # on, but nothing to tell yet
+    service.rate(first, -1, comment="Ran the whole test suite when asked for one test")
+    text = told(service, SHOP)
+    assert text is not None and text.startswith(
+        "The user's own feedback on earlier answers in this project (from rltray):\n"
+        "- Avoid: ran the whole test suite when asked for one test (rated bad once, last on "
+    )
+    service.rate(turn(service, make_turn), -1, comment="you ran the whole test suite again")
+    assert "(rated bad twice, " in (told(service, SHOP) or "")
+    assert told(service, BLOG) is None  # another project is never told the shop's lessons
+    assert told(service, SHOP, "claude-code") is None  # off for Claude Code
+
+
+def test_comments_and_tags_changed_later_reach_the_file_too(service: Service, make_turn) -> None:
+    service.set_setting("lessons.codex", True)
+    one = turn(service, make_turn)
+    service.rate(one, -1)
+    assert told(service, SHOP) is None  # a rating with no comment or tag teaches nothing
+    service.set_tags(one, ["verbose"])
+    assert 'Avoid: answers the user tagged "verbose"' in (told(service, SHOP) or "")
+    service.comment(one, "too verbose, cut the preamble")
+    assert "Avoid: too verbose, cut the preamble" in (told(service, SHOP) or "")
+    service.unrate(one)
+    assert told(service, SHOP) is None  # counts come from the active ratings, always
+
+
+def test_lessons_off_clears_the_agents_folder(service: Service, make_turn) -> None:
+    service.set_setting("lessons.codex", True)
+    service.rate(turn(service, make_turn), -1, comment="too verbose")
+    folder = Path(lessonfiles.agent_folder(str(service.paths.home), "codex"))
+    assert any(folder.iterdir())
+    service.set_setting("lessons.codex", False)
+    assert not folder.exists() and told(service, SHOP) is None
+
+
+def test_each_intent_changes_what_is_told(service: Service, make_turn) -> None:
+    service.lessons.switch("codex", True)
+    one = turn(service, make_turn)
+    service.rate(one, -1, comment="too verbose")
+    key = f"c{one}"
+    service.lessons.edit(key, "Keep answers short")
+    assert "Avoid: keep answers short (rated bad once" in (told(service, SHOP) or "")
+    service.lessons.mute(key)
+    assert told(service, SHOP) is None
+    service.lessons.mute(key, on=False)
+    service.lessons.set_scope(key, "global")
+    assert "keep answers short" in (told(service, "/anywhere/else") or "")
+    added = service.lessons.add("Use pytest -k for one test", BLOG, kind="keep")
+    note = "- Keep: use pytest -k for one test (the user's own note)."
+    assert note in (told(service, BLOG) or "")
+    assert "pytest" not in (told(service, SHOP) or "")
+    service.lessons.delete(added)
+    assert "pytest" not in (told(service, BLOG) or "")
+    assert [row["id"] for row in service.lessons.listing()] == [key]
+    with pytest.raises(UserError, match=f"no lesson '{added}'"):
+        service.lessons.pin(added)  # deleted lessons are gone for good
+    with pytest.raises(UserError, match="avoid or keep"):
+        service.lessons.resolve(key, "note")
+    with pytest.raises(UserError, match="Unknown agent"):
+        service.lessons.switch("vim", True)
+
+
+def test_a_contradiction_is_not_told_until_the_user_resolves_it(
+    service: Service, make_turn
+) -> None:
+    service.lessons.switch("codex", True)
+    first = turn(service, make_turn)
+    service.rate(first, -1, comment="ran the whole test suite")
+    service.rate(turn(service, make_turn), 1, comment="ran the whole test suite")
+    (row,) = service.lessons.listing()
+    assert row["status"] == "contradiction" and told(service, SHOP) is None
+    service.lessons.resolve(f"c{first}", "avoid")
+    assert "- Avoid: ran the whole test suite (rated bad once and good once" in (
+        told(service, SHOP) or ""
+    )
+
+
+def test_a_lesson_retires_on_its_day_without_any_change(service: Service, make_turn) -> None:
+    service.lessons.switch("codex", True)
+    service.rate(turn(service, make_turn), -1, comment="too verbose")
+    assert told(service, SHOP) is not None
+    assert service.lessons.refresh() is False  # nothing changed: nothing rewritten
+    later = datetime.now(timezone.utc) + timedelta(days=61)
+    service.lessons.clock = lambda: later
+    assert service.lessons.refresh() is True  # the running rltray calls this every poll
+    assert told(service, SHOP) is None
+    assert service.lessons.listing()[0]["status"] == "retired"
+
+
+def test_switching_on_is_remembered_for_still_happening(service: Service, make_turn) -> None:
+    for _ in range(2):
+        service.rate(turn(service, make_turn, agent="codex"), -1, comment="too verbose")
+    service.set_setting("lessons.codex", True)  # by any path: the listener notes it
+    since = service.store.lesson_agents()["codex"]
+    service.rate(turn(service, make_turn, agent="codex"), -1, comment="too verbose again")
+    happening = service.lessons.listing()[0]["still_happening"]
+    assert happening["since"] == since
+    # each window counts at least a week: 2 bad before, 1 since
+    assert (happening["before_per_week"], happening["after_per_week"]) == (2.0, 1.0)
+    service.set_setting("lessons.codex", False)
+    assert service.store.lesson_agents() == {}
+    assert service.lessons.listing()[0]["still_happening"] is None
+
+
+def test_rl_lesson_from_the_spool_lands_in_the_sessions_project_file(
+    service: Service, make_turn
+) -> None:
+    import json
+
+    service.lessons.switch("claude-code", True)
+    turn(service, make_turn, session="s9", turn="t1")
+    incoming = service.paths.spool_incoming
+    incoming.mkdir(parents=True, exist_ok=True)
+    record = {"v": 1, "kind": "command", "agent": "claude-code", "session": "s9",
+              "command": "lesson", "comment": "Run one test with -k", "target_turn": "t1",
+              "captured_at": "2026-11-27T10:00:00Z", "event": "prompt"}  # fmt: skip
+    (incoming / "00000000000000000001-1-aaaaaaaa.json").write_text(json.dumps(record))
+    assert service.ingest().commands == 1
+    assert "- Note from the user: run one test with -k." in (
+        told(service, SHOP, "claude-code") or ""
+    )
+
+
+def test_the_running_rltray_writes_the_files_when_it_starts(paths: Paths, make_turn) -> None:
+    """Lessons switched on in config.toml while nothing ran are written at start."""
+    import time
+
+    from rltray.app.runtime import compose
+
+    with Service(paths) as offline:
+        offline.rate(turn(offline, make_turn), -1, comment="too verbose")
+    paths.config.write_text("[lessons]\ncodex = true\n")
+    with Service(paths) as service:
+        assert service.settings().lessons.codex  # read: the start is no settings change
+        runtime = compose(service, None, notifications=False, scheduler=False, api=False)
+        try:
+            deadline = time.monotonic() + 20
+            while told(service, SHOP) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            runtime.close()
+        assert "too verbose" in (told(service, SHOP) or "")
