@@ -180,3 +180,22 @@ def test_the_running_rltray_writes_the_files_when_it_starts(paths: Paths, make_t
         finally:
             runtime.close()
         assert "too verbose" in (told(service, SHOP) or "")
+
+
+def test_claude_codes_opted_in_rules_file_follows_the_global_lessons(
+    service: Service, make_turn
+) -> None:
+    """The service rewrites hooks/rulesfile.py's file after the lesson files (issue 24)."""
+    from rltray.app.hooks import rulesfile
+    from rltray.app.hooks.claude_code import ClaudeCode
+
+    (Path.home() / ".claude").mkdir()
+    service.lessons.switch("claude-code", True)
+    ClaudeCode().install_lessons_file(service.paths)
+    rules = rulesfile.path(ClaudeCode().config_home())
+    assert rules.read_bytes() == rulesfile.HEADER  # no lessons for every folder yet
+    service.lessons.add("Answer in English", None, kind="keep")
+    assert rules.read_bytes() == rulesfile.HEADER + (
+        b"The user's own feedback on earlier answers (from rltray):\n"
+        b"- Keep: answer in English (the user's own note).\n"
+    )
