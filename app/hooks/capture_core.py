@@ -780,7 +780,9 @@ def start_hook(hook, payload, out):
     """SessionStart: the lessons the service wrote for this agent and folder become the
     session's context, word for word; no lessons, no output. An agent whose module sets
     ``LESSONS_CHANGED`` also shows the user that sentence when the text differs from the
-    last session's in this folder (``lessons_changed``)."""
+    last session's in this folder (``lessons_changed``); one that sets ``LESSONS_KEPT``
+    keeps a start's context in the session's history, so a resumed session already given
+    this text is not given it again (``given_before``)."""
     lessons = sibling("lessonfiles")
     if lessons is None:
         hook.log("lessonfiles.py is not beside the hook program; no lessons given")
@@ -796,10 +798,28 @@ def start_hook(hook, payload, out):
             hook.log(f"lessons seen before not checked: {exc.strerror or exc}")
     if text is None:
         return
+    if getattr(hook.module, "LESSONS_KEPT", False) and given_before(hook, payload, text):
+        return
     answer = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     if changed:
         answer["systemMessage"] = tell
     out(answer)
+
+
+def given_before(hook, payload, text):
+    """Whether this session was given exactly ``text`` at an earlier start; remembers it."""
+    session = session_of(payload, "session_id")
+    if session is None:
+        return False
+    state, folder = hook.load_state(session)
+    digest = _sha256_hex(text)[:16]
+    if state.get("lessons_given") == digest:
+        if folder is not None:
+            folder.close()
+        return True
+    state["lessons_given"] = digest
+    hook.save_state(folder, session, state)
+    return False
 
 
 SEEN_KEEP = 200  # folders whose last lessons ``lessons_changed`` remembers, newest kept

@@ -18,6 +18,11 @@ USAGE = (
 )
 
 
+# Codex keeps a SessionStart's context in the thread (a developer message), and runs SessionStart
+# again on every resume (seen with 0.169.0): a thread already given the lessons is not given
+# them twice (capture_core.start_hook). Claude Code does not pile them up on resume.
+LESSONS_KEPT = True
+
 # Codex's terminal UI names each new thread by asking the model in a thread of its own, and
 # `notify` reports that turn like any other; it is Codex's, not the user's, so never a turn.
 CODEX_TITLE_PROMPT = "Generate a concise, single-line task title"

@@ -115,6 +115,22 @@ def test_codex_never_gets_a_user_note_at_session_start(home: Path, tmp_path: Pat
                                               "additionalContext": "- A."}}
 
 
+def test_a_resumed_codex_thread_is_not_given_the_same_lessons_twice(
+    home: Path, tmp_path: Path
+) -> None:
+    """Codex 0.169.0 runs SessionStart on every `resume` and keeps each start's context in the
+    thread: the same text would pile up. Claude Code does not keep it, so it gets it each time."""
+    for agent in ("codex", "claude-code"):
+        lessonfiles.write_all(str(home), agent, {lessonfiles.GLOBAL: "- A."})
+    assert context(start(home, "codex", tmp_path, session="t1")) == "- A."
+    assert start(home, "codex", tmp_path, session="t1") is None  # resumed: it has them
+    assert context(start(home, "codex", tmp_path, session="t2")) == "- A."  # a new thread
+    lessonfiles.write_all(str(home), "codex", {lessonfiles.GLOBAL: "- A.\n- B."})
+    assert context(start(home, "codex", tmp_path, session="t1")) == "- A.\n- B."  # news
+    for _ in range(2):
+        assert context(start(home, "claude", tmp_path, session="t1")) == "- A."
+
+
 # -- the prompt after a bad rating -----------------------------------------------------------
 
 
