@@ -5,8 +5,9 @@ broken on a user's (a missing system library, no notification server, no
 keyring, a hook interpreter that moved). Each part is exercised for real, not
 looked up: the store answers an integrity check, a notification is sent, the
 tray icon is shown and taken down, the settings web server answers a request,
-and the hook command is run exactly as Claude Code runs it until its turn is
-in a database. Parts that could disturb the user's data (tray, web, hook) run
+and each agent's hook commands are run exactly as that agent runs them (Claude
+Code through bash, Codex through cmd.exe on Windows) until its turn is in a
+database. Parts that could disturb the user's data (tray, web, hook) run
 against a scratch data folder that is deleted afterwards, so a running rltray
 is never in the way.
 
@@ -36,6 +37,7 @@ from rltray.app.errors import ExitCode
 
 if TYPE_CHECKING:
     from rltray.app.cli.context import Context
+    from rltray.app.hooks.base import Agent
     from rltray.app.runtime import Runtime
     from rltray.app.service import Service
 
@@ -43,9 +45,13 @@ OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MARKS = {OK: ("✓", "green"), WARN: ("!", "yellow"), FAIL: ("✗", "red"), SKIP: ("-", "dim")}
 TRAY_TIMEOUT_S = 20.0
 NOTIFY_TIMEOUT_S = 10.0
-HOOK_TIMEOUT_S = 10.0  # what Claude Code allows our hook (hooks/base.HOOK_TIMEOUT_S)
+HOOK_TIMEOUT_S = 10.0  # what the agents allow our hook (hooks/base.HOOK_TIMEOUT_S)
 PROMPT = "rltray self-test: add two numbers"
 ANSWER = "def add(a, b):\n    return a + b"
+HOOK_EVENTS = {  # agent -> its (prompt, stop) hook events, run in that order
+    "claude-code": ("claude-prompt", "claude-stop"),
+    "codex": ("codex-prompt", "codex-stop"),
+}
 
 
 @dataclass(frozen=True)
@@ -151,43 +157,77 @@ def notifications() -> tuple[str, str]:
 
 
 def hook_program(service: Service, env: dict[str, str]) -> tuple[str, str]:
-    """The installed hook command, run through the shell as Claude Code runs it, stores a turn."""
-    from rltray.app.hooks import registry
-    from rltray.app.hooks.base import join_command
+    """Each agent's installed hook commands, run the way that agent runs them, store a turn.
 
-    agent = registry.get("claude-code", env=env)
-    commands = {
-        "UserPromptSubmit": join_command(agent.command("claude-prompt", service.paths)),
-        "Stop": join_command(agent.command("claude-stop", service.paths)),
-    }
-    session = {"session_id": "rltray-selftest", "cwd": str(service.paths.home)}
+    Claude Code hands its command strings to bash (Git Bash on Windows), Codex to
+    cmd.exe /C (``$SHELL -lc`` elsewhere): a string one shell runs can start nothing in
+    the other (issue 23 item 9), so each agent's pair goes through its own shell
+    (``shellcommand.runner``). Python's Windows argument quoting is the same as Codex's
+    (Rust's), so cmd.exe here meets exactly what it meets there.
+    """
+    from rltray.app.hooks import registry, shellcommand
+
+    said, slow, skipped = [], 0.0, []
+    for name, (prompt_event, stop_event) in HOOK_EVENTS.items():
+        agent = registry.get(name, env=env)
+        shell = shellcommand.runner(agent.shell, env)
+        if shell is None:
+            skipped.append(f"{agent.display_name} runs hooks through Git Bash, and none was found")
+            continue
+        failed, seconds = _run_agent_hooks(service, agent, shell, prompt_event, stop_event, env)
+        if failed:
+            return FAIL, f"{agent.display_name}: {failed}"
+        slow = max(slow, seconds)
+        said.append(f"{agent.display_name} through {Path(shell[0]).name}")
+    if not said:
+        return FAIL, "; ".join(skipped)
+    interpreter = registry.get("claude-code", env=env).command("claude-stop", service.paths)[0]
+    detail = (f"captured a turn for {' and '.join(said)} via {interpreter} "
+              f"({slow * 1000:.0f} ms per event)")
+    if skipped:
+        return WARN, f"{detail}; {'; '.join(skipped)}"
+    return OK, detail
+
+
+def _run_agent_hooks(
+    service: Service, agent: Agent, shell: list[str], prompt_event: str, stop_event: str,
+    env: dict[str, str],
+) -> tuple[str | None, float]:
+    """(what went wrong or None, seconds per event) for one agent's prompt and stop hooks."""
+    from rltray.app.hooks import shellcommand
+
+    session = {"session_id": f"rltray-selftest-{agent.name}", "cwd": str(service.paths.home),
+               "turn_id": "rltray-selftest-turn"}  # fmt: skip
     payloads = {
-        "UserPromptSubmit": {**session, "hook_event_name": "UserPromptSubmit", "prompt": PROMPT},
-        "Stop": {**session, "hook_event_name": "Stop", "stop_hook_active": False,
-                 "last_assistant_message": ANSWER},
+        prompt_event: {**session, "hook_event_name": "UserPromptSubmit", "prompt": PROMPT},
+        stop_event: {**session, "hook_event_name": "Stop", "stop_hook_active": False,
+                     "last_assistant_message": ANSWER},
     }  # fmt: skip
     started = time.monotonic()
-    for event, command in commands.items():
+    for event, payload in payloads.items():
+        argv = agent.command(event, service.paths)
+        problem = shellcommand.problem(argv, agent.shell)
+        if problem:
+            return problem, 0.0
+        command = shellcommand.spell(argv, agent.shell)
         done = subprocess.run(
-            command,
-            shell=True,
-            input=json.dumps(payloads[event]),
+            [*shell, command],
+            input=json.dumps(payload),
             capture_output=True,
             text=True,
             timeout=HOOK_TIMEOUT_S,
             env=env,
         )
         if done.returncode != 0:
-            return FAIL, f"`{command}` exited {done.returncode}: {done.stderr.strip()[-200:]}"
+            return f"`{command}` exited {done.returncode}: {done.stderr.strip()[-200:]}", 0.0
     per_event = (time.monotonic() - started) / 2
     service.ingest()
-    turn = service.store.newest_turn()
+    turn = service.store.newest_turn(agent=agent.name)
     if turn is None or turn.prompt != PROMPT or turn.response != ANSWER:
         log = service.paths.hook_log
         said = log.read_text("utf-8", "replace").strip()[-300:] if log.exists() else "nothing"
-        return FAIL, f"the hook ran but stored no turn; its log says: {said}"
-    interpreter = agent.command("claude-stop", service.paths)[0]
-    return OK, f"captured a turn via {interpreter} ({per_event * 1000:.0f} ms per event)"
+        return f"the hook ran through {shell[0]} but stored no turn; its log says: {said}", 0.0
+    return None, per_event
 
 
 def web_server(runtime: Runtime) -> tuple[str, str]:

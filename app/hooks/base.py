@@ -6,9 +6,11 @@ means one new module with an ``Agent`` subclass and one line in
 ``registry.py``; nothing else in rltray needs to know its config format.
 
 How the hook command line looks is owned by ``capture.build_command`` (the
-hook program itself), so installers never duplicate that format; this module
-only joins the argv for JSON ``command`` strings and recognises our own
-entries again, whatever Python or data folder they were written with.
+hook program itself), so installers never duplicate that format; how that argv
+becomes a JSON ``command`` string is the agent's shell's business
+(``shellcommand.py``: bash for Claude Code, cmd.exe for Codex on Windows). This
+module recognises our own entries again, whatever Python or data folder they
+were written with.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rltray.app.errors import ExitCode, UserError
+from rltray.app.hooks import shellcommand
 from rltray.app.paths import Paths
 
 HOOK_TIMEOUT_S = 10  # seconds an agent waits for our hook; it normally takes ~30 ms
@@ -98,6 +101,9 @@ class Agent(ABC):
     # (oldest, newest) release the real-program tests (tests/agents/) ran: hook formats
     # change between releases, so doctor says when the installed one is newer.
     verified: ClassVar[tuple[str, str]]
+    # The shell the agent hands a hooks.json ``command`` to (shellcommand.BASH or CMD):
+    # it decides how the command string is spelled on Windows.
+    shell: ClassVar[str]
 
     def __init__(self, env: Mapping[str, str] | None = None, python: str | None = None) -> None:
         self._env = env
@@ -148,11 +154,23 @@ class Agent(ABC):
         return {
             event: {
                 "type": "command",
-                "command": join_command(self.command(arg, paths)),
+                "command": shellcommand.spell(self.command(arg, paths), self.shell),
                 "timeout": HOOK_TIMEOUT_S,
             }
             for event, arg in events.items()
         }
+
+    def shell_problem(self, events: Mapping[str, str], paths: Paths) -> str | None:
+        """One sentence when this agent's shell cannot run the hook commands as spelled."""
+        for arg in events.values():
+            said = shellcommand.problem(self.command(arg, paths), self.shell)
+            if said:
+                return said
+        return None
+
+    def split_command(self, command: object) -> list[str]:
+        """An installed command as the argv this agent's shell starts (``command_argv``)."""
+        return command_argv(command, self.shell)
 
     def installed_version(self, timeout: float = 5.0) -> str | None:
         """The ``x.y.z`` that ``<executable> --version`` prints; None when it is not there."""
@@ -197,22 +215,19 @@ def version_key(version: str) -> tuple[int, ...]:
 
 
 def join_command(argv: Sequence[str]) -> str:
-    """One shell command string for a JSON ``command`` field, quoted for this OS's shell."""
+    """An argv as one line for people to read (a chained notify program), quoted for this
+    OS's own shell; hooks.json commands are spelled by ``shellcommand.spell`` instead."""
     return subprocess.list2cmdline(list(argv)) if os.name == "nt" else shlex.join(argv)
 
 
-def command_argv(command: object) -> list[str]:
-    """An installed command as an argv: a JSON ``command`` string split as this OS's shell
-    would (``join_command`` in reverse), an argv list (Codex's notify) as it is."""
+def command_argv(command: object, shell: str = shellcommand.CMD) -> list[str]:
+    """An installed command as an argv: a JSON ``command`` string split as the agent's
+    ``shell`` would (``shellcommand.split``), an argv list (Codex's notify) as it is."""
     if isinstance(command, (list, tuple)):
         return [str(part) for part in command]
     if not isinstance(command, str):
         return []
-    try:
-        parts = shlex.split(command, posix=os.name != "nt")
-    except ValueError:
-        return []
-    return parts if os.name != "nt" else [p.strip('"') for p in parts]
+    return shellcommand.split(command, shell)
 
 
 def is_rltray_command(command: object) -> bool:

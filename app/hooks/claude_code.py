@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rltray.app.hooks import hooksjson, jsonfile, rulesfile
+from rltray.app.hooks import hooksjson, jsonfile, rulesfile, shellcommand
 from rltray.app.hooks.base import (
     Agent,
     AgentStatus,
     InstallReport,
-    command_argv,
 )
 from rltray.app.hooks.managed import Editor, read_config, read_json_config
 from rltray.app.paths import Paths
@@ -56,6 +55,7 @@ class ClaudeCode(Agent):
     display_name = "Claude Code"
     executable = "claude"
     verified = ("2.1.197", "2.1.197")  # tests/agents/ installs the newest from npm
+    shell = shellcommand.BASH  # Git Bash on Windows
 
     def config_home(self) -> Path:
         override = self.env.get("CLAUDE_CONFIG_DIR")
@@ -125,7 +125,7 @@ class ClaudeCode(Agent):
             found = hooksjson.find(doc, event)
             pieces[event] = bool(found)
             stale = stale or any(h.get("command") != handler["command"] for h in found)
-            commands += [command_argv(h.get("command")) for h in found]
+            commands += [self.split_command(h.get("command")) for h in found]
         command = read_config(self.command_file())
         pieces["/rl command"] = command.existed and command.data == COMMAND_FILE
         stale = stale or (command.existed and COMMAND_MARKER in command.data

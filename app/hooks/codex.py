@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tomlkit
 import tomlkit.exceptions
-from rltray.app.hooks import hooksjson, jsonfile
+from rltray.app.hooks import hooksjson, jsonfile, shellcommand
 from rltray.app.hooks.base import (
     Agent,
     AgentStatus,
@@ -71,6 +71,7 @@ class Codex(Agent):
     display_name = "Codex"
     executable = "codex"
     verified = ("0.169.0", "0.169.0")  # tests/agents/ installs the newest from npm
+    shell = shellcommand.CMD  # %COMSPEC% /C on Windows
 
     def config_home(self) -> Path:
         override = self.env.get("CODEX_HOME")
@@ -190,6 +191,8 @@ class Codex(Agent):
             report.lines.append(f"Backup of the previous file: {backup}")
         if hooks_disabled(toml_doc):
             report.lines.append(_disabled_note(toml_state.path))
+        if problem := self.shell_problem(EVENTS, paths):
+            report.lines.append(problem)
         report.lines.append(TRUST_NOTE)
         return report
 
@@ -229,7 +232,7 @@ class Codex(Agent):
             found = hooksjson.find(hooks_doc, event)
             pieces[event] = bool(found)
             stale = stale or any(h.get("command") != handler["command"] for h in found)
-            commands += [command_argv(h.get("command")) for h in found]
+            commands += [self.split_command(h.get("command")) for h in found]
         skill = {p: read_config(p) for p in self.skill_files()}
         pieces["$rl skill"] = all(s.data == self.skill_files()[p] for p, s in skill.items())
         stale = stale or any(s.existed and SKILL_MARKER in s.data and not pieces["$rl skill"]
@@ -238,6 +241,8 @@ class Codex(Agent):
         disabled = hooks_disabled(toml_doc)
         if disabled:
             notes.append(_disabled_note(toml_state.path))
+        if problem := self.shell_problem(EVENTS, paths):
+            notes.append(problem)
         if pieces["Stop"] or pieces["UserPromptSubmit"] or pieces["SessionStart"]:
             notes.append(TRUST_NOTE)
         if ours and chained_program(notify_value):

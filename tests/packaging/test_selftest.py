@@ -89,3 +89,24 @@ def test_a_damaged_store_fails_the_selftest(rltray_home: Path) -> None:
     assert code == 4, [*lines, err]
     assert state_of(lines, "store") == "✗"
     assert state_of(lines, "hook program") == "✓"  # one failure never hides the others
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a POSIX login shell stands in for Codex's")
+def test_each_agents_hooks_run_through_the_shell_that_agent_runs_them_with(
+    tmp_path: Path,
+) -> None:
+    """Codex runs hook commands as `$SHELL -lc` (cmd.exe /C on Windows), Claude Code
+    through bash: the self-test must meet each agent's shell (issue 23 item 9)."""
+    log = tmp_path / "shell.log"
+    shell = tmp_path / "login-shell"
+    shell.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> "{log}"\nexec /bin/sh -c "$2"\n')
+    shell.chmod(0o755)
+    code, lines, err = selftest({**no_desktop_env(), "SHELL": str(shell)})
+    assert code == 0, [*lines, err]
+    assert state_of(lines, "hook program") == "✓", lines
+    (line,) = [line for line in lines if "hook program" in line]
+    assert "Claude Code through bash" in line and "Codex through login-shell" in line
+    said = log.read_text().splitlines()
+    assert said.count("-lc") == 2, said
+    commands = [s for s in said if s != "-lc"]
+    assert [c.split()[-1] for c in commands] == ["codex-prompt", "codex-stop"]
