@@ -136,6 +136,22 @@ class Agents:
         )
 
 
+def trust_codex_hooks(agents: Agents, socket: Path) -> None:
+    """Trust every user hook in Codex's terminal UI ("Hooks need review": trust all), as a
+    user does once, and quit; Codex records it in config.toml, so `codex exec` runs them."""
+    ui = Terminal([str(agents.bins["codex"]), "--no-daemon"], agents.env(), agents.project,
+                  socket)
+    try:
+        if ui.wait_for("Trust this folder?", "Hooks need review") == "Trust this folder?":
+            ui.keys("Enter")  # asked in some folders only (Codex remembers the answer)
+            ui.wait_for("Hooks need review")
+        ui.keys("2")  # Trust all and continue
+        ui.keys("Enter")
+        ui.wait_for("Ask Codex to do anything")
+    finally:
+        ui.close("/quit")
+
+
 def wait_until(check: Callable[[], object], timeout: float, what: str) -> object:
     deadline = time.monotonic() + timeout
     while True:
