@@ -4,9 +4,12 @@ Runs the exact argv installers write (``capture.build_command`` with this Python
 in a throwaway RLTRAY_HOME, --runs times per case, and prints the median and p95
 in milliseconds next to Python's own bare start (``python -I -S -c pass``), which
 no hook can beat. ``claude_prompt_loads_scrub`` is the path where the prompt may
-hold a credential and the hook scrubs it before keeping it in session state. The
-target is a median under 30 ms. The last line is one JSON object holding every
-figure, for scripts.
+hold a credential and the hook scrubs it before keeping it in session state.
+Lessons are on for both agents (a 2,000-character text for the folder, as the service
+writes them): ``*_start_lessons`` is SessionStart handing them to a new session, and
+``claude_prompt_after_bad`` the prompt that carries the why of a bad rating (its note
+is left before each run). The target is a median under 30 ms. The last line is one
+JSON object holding every figure, for scripts.
 
     python bench/hook_latency.py [--runs 50]
 """
@@ -24,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rltray.app.hooks import capture
+from rltray.app.hooks import capture, lessonfiles
 
 TRANSCRIPT_BYTES = 1024 * 1024
 
@@ -108,7 +111,8 @@ def run_once(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
     start = time.perf_counter()
     result = subprocess.run(argv, input=stdin, capture_output=True, env=env)
     elapsed = (time.perf_counter() - start) * 1000
-    if result.returncode != 0 or result.stdout or result.stderr:
+    says = argv[-1].endswith("-start") or b'"try again"' in stdin  # answers with context
+    if result.returncode != 0 or result.stderr or bool(result.stdout) != says:
         raise SystemExit(f"hook misbehaved: {result}")
     return elapsed
 
@@ -146,12 +150,24 @@ def main(argv: list[str] | None = None) -> int:
             "input-messages": ["earlier", "rename foo to bar"],
             "last-assistant-message": "Renamed foo to bar in 3 files.",
         }
+        lessons = ("- Run the one failing test before the whole suite; say which test you ran.\n"
+                   * 30)[: lessonfiles.BUDGET_CHARS]
+        for agent in ("claude-code", "codex"):
+            lessonfiles.write_all(str(home), agent, {lessonfiles.key(tmp): lessons})
+        start = {"transcript_path": None, "cwd": tmp, "hook_event_name": "SessionStart",
+                 "source": "startup", "model": "m", "permission_mode": "default"}
+        start_cmds = {a: capture.build_command(f"{a}-start", home, python=py)
+                      for a in ("claude", "codex")}
         prompt_cmd = capture.build_command("claude-prompt", home, python=py)
         stop_cmd = capture.build_command("claude-stop", home, python=py)
         notify_cmd = capture.build_command("codex-notify", home, python=py)
 
         def stdin(payload: dict[str, object]) -> bytes:
             return json.dumps(payload).encode()
+
+        def after_bad(i: int) -> tuple[list[str], bytes]:
+            lessonfiles.note_after_rating(str(home), "claude-code", f"n{i}", "ignored the test")
+            return prompt_cmd, stdin({"session_id": f"n{i}", "prompt": "try again"})
 
         # Each run is a new session / turn, so every call really writes its spool record.
         cases: dict[str, Callable[[int], tuple[list[str], bytes]]] = {
@@ -177,6 +193,15 @@ def main(argv: list[str] | None = None) -> int:
                 [*notify_cmd, json.dumps({**notify, "turn-id": str(i)})],
                 b"",
             ),
+            "claude_start_lessons": lambda i: (
+                start_cmds["claude"],
+                stdin({**start, "session_id": f"cs{i}"}),
+            ),
+            "codex_start_lessons": lambda i: (
+                start_cmds["codex"],
+                stdin({**start, "session_id": f"xs{i}"}),
+            ),
+            "claude_prompt_after_bad": after_bad,
         }
         for i in range(3):  # warm the bytecode and page caches
             run_once(*cases["claude_stop_1mb_transcript"](-1 - i), env)

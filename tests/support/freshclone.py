@@ -173,8 +173,12 @@ def window_processes(pid: int) -> list[int]:
     """Settings-window processes under ``pid`` (they run in a session of their own)."""
     import psutil
 
-    found = []
-    for child in psutil.Process(pid).children(recursive=True):
+    found: list[int] = []
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:  # make already ended
+        return found
+    for child in children:
         try:
             if "rltray.web.window" in " ".join(child.cmdline()):
                 found.append(child.pid)
