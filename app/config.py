@@ -60,7 +60,11 @@ def _agents_settings() -> type[_Section]:
     switches: dict[str, Any] = {
         entry.setting: (
             bool,
-            Field(True, description=f"Capture turns from {entry.display_name} ({entry.captures})."),
+            Field(
+                True,
+                description=f"Capture turns from {entry.display_name} ({entry.captures}).",
+                json_schema_extra={"label": f"Capture {entry.display_name}"},
+            ),
         )
         for entry in registry.AGENTS
     }
@@ -87,6 +91,7 @@ def _lessons_settings() -> type[_Section]:
                     f"Tell {entry.display_name} the lessons drawn from your rated answers "
                     "at the start of each session (off until you turn it on)."
                 ),
+                json_schema_extra={"label": f"Lessons for {entry.display_name}"},
             ),
         )
         for entry in registry.AGENTS
@@ -103,17 +108,24 @@ class NotifySettings(_Section):
     """When rltray asks for a rating."""
 
     enabled: bool = Field(
-        True, description="Show a notification with Good / Bad buttons after each captured turn."
+        True,
+        description="Show a notification with Good / Bad buttons after each captured turn.",
+        json_schema_extra={"label": "Ask for ratings"},
     )
     ask: Literal["every", "nth", "long", "never"] = Field(
         "every",
+        json_schema_extra={"label": "Ask about"},
         description=(
             "Which turns to ask about: every turn, every Nth turn (see every_nth), only turns "
             "that took longer than min_turn_seconds, or never (rate from the tray or CLI)."
         ),
     )
     every_nth: int = Field(
-        3, ge=1, le=1000, description='With ask = "nth": ask about one turn in this many.'
+        3,
+        ge=1,
+        le=1000,
+        description='With ask = "nth": ask about one turn in this many.',
+        json_schema_extra={"label": "Every Nth turn"},
     )
     min_turn_seconds: int = Field(
         60,
@@ -132,6 +144,7 @@ class NotifySettings(_Section):
     )
     training: bool = Field(
         True,
+        json_schema_extra={"label": "When a training round ends"},
         description=(
             "Tell, quietly, when a training round ends: a new version is active, a round "
             "was rejected and why, or training failed."
@@ -184,7 +197,9 @@ class TrainingSettings(_Section):
         description="Train only after the keyboard and mouse were idle this long (0: any time).",
     )
     require_ac_power: bool = Field(
-        True, description="Train only while a laptop is plugged in (desktops always qualify)."
+        True,
+        description="Train only while a laptop is plugged in (desktops always qualify).",
+        json_schema_extra={"label": "Require AC power"},
     )
     automatic: bool = Field(
         True,
@@ -195,6 +210,7 @@ class TrainingSettings(_Section):
     )
     python: str = Field(
         "",
+        json_schema_extra={"label": "Trainer Python"},
         description=(
             "The Python interpreter that runs the trainer (a virtual environment with torch or "
             "mlx); empty to use rltray's own interpreter when it can train."
@@ -255,6 +271,7 @@ class OllamaSettings(_Section):
     )
     num_ctx: int = Field(
         65536,
+        json_schema_extra={"label": "Context length"},
         ge=2048,
         le=1048576,
         description=(
@@ -326,6 +343,7 @@ class Setting:
     minimum: int | None = None
     maximum: int | None = None
     expect: str | None = None  # wording for values with a format (quiet hours, URLs)
+    label: str = ""  # what the settings page calls it, in words (the key is its hint)
 
     def expectation(self) -> str:
         """What a valid value looks like, to finish the sentence "KEY must be ..."."""
@@ -402,6 +420,7 @@ def describe() -> list[Setting]:
                     minimum=getattr(bounds.get("Ge"), "ge", None),
                     maximum=getattr(bounds.get("Le"), "le", None),
                     expect=typing.cast("str | None", extra.get("expect")),
+                    label=str(extra.get("label") or name.replace("_", " ").capitalize()),
                 )
             )
     return out

@@ -36,25 +36,12 @@ SECTION_TITLES = {
 }
 
 
-# A person reads a label, not a key: each setting's label is its name spelled out ("base_model"
-# -> "Base model"), except the few names that read wrongly that way. The key stays beside it,
-# small, since it is what `rltray config set` and config.toml take. (A label field beside
-# each setting's help in app/config.py would be its one home; this is the web's stand-in.)
-LABELS = {
-    "agents.claude_code": "Claude Code",
-    "notify.enabled": "Ask for ratings",
-    "notify.ask": "Ask about",
-    "notify.every_nth": "Every Nth turn",
-    "notify.training": "When a training round ends",
-    "training.require_ac_power": "Require AC power",
-    "training.python": "Trainer Python",
-    "ollama.num_ctx": "Context length",
-}
-
-
+# A person reads a label, not a key; the key stays beside it, small, since it is what
+# `rltray config set` and config.toml take.
 def label(setting: Any) -> str:
-    """What the settings page calls ``setting`` (its key is shown too, as a hint)."""
-    return LABELS.get(setting.key) or setting.name.replace("_", " ").capitalize()
+    """What the settings page calls ``setting`` (declared with it in app/config.py; its key
+    is shown too, as a hint)."""
+    return str(setting.label)
 
 
 def _form_value(setting: Any, form: Any) -> Any:
