@@ -55,11 +55,13 @@ def hook_interpreter() -> str:
     return str(exe)
 
 
-def transient_location(path: str | os.PathLike[str]) -> str | None:
+def transient_location(
+    path: str | os.PathLike[str], platform: str = sys.platform
+) -> str | None:
     """Why ``path`` will not exist after installation (a mounted disk image, macOS App
     Translocation, a temporary folder), or None when it looks permanent."""
     text = str(Path(path).resolve())
-    if sys.platform == "darwin" and ("/AppTranslocation/" in text or text.startswith("/Volumes/")):
+    if platform == "darwin" and ("/AppTranslocation/" in text or text.startswith("/Volumes/")):
         return "it runs from a disk image or a translocated copy; move rltray to Applications"
     temp = os.environ.get("TMPDIR") or os.environ.get("TEMP")
     if frozen() and temp and text.startswith(str(Path(temp).resolve()) + os.sep):

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from rltray.app import bundle
 from rltray.app.errors import UserError
 from rltray.app.fileio import write_private_atomic
 
@@ -32,17 +33,28 @@ class AutostartStatus:
     problem: str | None = None  # e.g. the command no longer exists
 
 
-def command() -> list[str]:
-    """How login starts rltray: the frozen app, this venv's `rltray` script, or `python -m`."""
-    if getattr(sys, "frozen", False):
-        exe = Path(sys.executable)
-        if os.name == "nt":  # rltray-cli.exe has a console window; login starts the windowed one
+def command(
+    os_name: str = os.name, executable: str = sys.executable, frozen: bool | None = None
+) -> list[str]:
+    """How login starts rltray: the frozen app, this venv's `rltray` script, or `python -m`.
+
+    On Windows never a console program: pip's ``rltray.exe`` launcher (like
+    ``rltray-cli.exe`` in the bundle) opens a console window at every login, so a
+    venv's login entry runs ``pythonw.exe -m rltray.app.cli run`` (issue 23 item 12).
+    """
+    frozen = getattr(sys, "frozen", False) if frozen is None else frozen
+    exe = Path(executable)
+    if frozen:
+        if os_name == "nt":  # rltray-cli.exe has a console window; login starts the windowed one
             exe = exe.with_name("rltray.exe")
         return [str(exe), "run"]
-    script = Path(sys.executable).with_name("rltray.exe" if os.name == "nt" else "rltray")
+    if os_name == "nt":
+        windowed = exe.with_name("pythonw.exe")
+        return [str(windowed if windowed.is_file() else exe), "-m", "rltray.app.cli", "run"]
+    script = exe.with_name("rltray")
     if script.is_file():
         return [str(script), "run"]
-    return [sys.executable, "-m", "rltray.app.cli", "run"]
+    return [executable, "-m", "rltray.app.cli", "run"]
 
 
 def _home(env: dict[str, str]) -> Path:
@@ -126,6 +138,11 @@ def _desktop_entry(cmd: list[str]) -> str:
 def enable(env: dict[str, str] | None = None, platform: str = sys.platform) -> AutostartStatus:
     env = dict(os.environ) if env is None else env
     cmd = command()
+    # A disk image or a translocated copy is gone after the next restart; a login entry
+    # pointing there would start nothing (issue 23 item 4).
+    moving = bundle.transient_location(cmd[0], platform)
+    if moving:
+        raise UserError(f"rltray cannot start at login from {cmd[0]}: {moving}.")
     if platform == "win32":
         _windows_set(subprocess_line(cmd))
     elif platform == "darwin":

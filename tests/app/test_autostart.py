@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from rltray.app.desktop import autostart
+from rltray.app.errors import UserError
 
 
 def env_for(home: Path) -> dict[str, str]:
@@ -83,6 +84,43 @@ def test_the_windows_run_value_splits_back_into_the_command() -> None:
     line = autostart.subprocess_line(cmd)
     assert line == r'"C:\Program Files\rltray\rltray.exe" run'
     assert autostart._split_windows(line) == cmd
+
+
+def test_a_windows_venv_logs_in_through_pythonw_never_pips_console_launcher(tmp_path: Path) -> None:
+    """pip's rltray.exe is a console program: a console window at every login (issue 23
+    item 12); the venv's pythonw.exe runs the same CLI without one."""
+    scripts = tmp_path / "Scripts"
+    scripts.mkdir()
+    for name in ("python.exe", "pythonw.exe", "rltray.exe"):
+        (scripts / name).write_text("")
+    python = str(scripts / "python.exe")
+    assert autostart.command("nt", python, frozen=False) == [
+        str(scripts / "pythonw.exe"), "-m", "rltray.app.cli", "run",
+    ]  # fmt: skip
+    assert autostart.command("nt", str(tmp_path / "rltray-cli.exe"), frozen=True) == [
+        str(tmp_path / "rltray.exe"), "run",
+    ]  # fmt: skip
+    (scripts / "rltray").write_text("")
+    assert autostart.command("posix", str(scripts / "python"), frozen=False) == [
+        str(scripts / "rltray"), "run",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "/Volumes/rltray 1.0/rltray.app/Contents/MacOS/rltray",
+        "/private/var/folders/x1/T/AppTranslocation/0F2E/d/rltray.app/Contents/MacOS/rltray",
+    ],
+)
+def test_autostart_from_a_disk_image_or_a_translocated_app_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Such a path is gone after the next restart (issue 23 item 4): say so, write nothing."""
+    monkeypatch.setattr(autostart, "command", lambda: [where, "run"])
+    with pytest.raises(UserError, match="disk image or a translocated copy; move rltray to"):
+        autostart.enable(env_for(tmp_path), platform="darwin")
+    assert not (tmp_path / "Library").exists()
 
 
 @pytest.mark.skipif(sys.platform != "win32", reason="the Run key exists on Windows only")
