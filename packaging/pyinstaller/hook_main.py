@@ -11,13 +11,20 @@ accepts exactly the argv a Python gets from a hook command
 import sys
 
 
-def restore_library_path():
-    """Give child programs the user's LD_LIBRARY_PATH, not the bundle's.
+def restore_library_path(platform=sys.platform, kernel32=None, add_dll_directory=None):
+    """Give child programs the user's library search path, not the bundle's.
 
     PyInstaller's bootloader points LD_LIBRARY_PATH at the bundle's libraries
     for this process; inherited, it makes a trainer's Python, a browser or a
     chained notify program load our copies of libssl, libstdc++ or GTK. The
     loader read it already at start, so this process keeps its own libraries.
+    On Windows the bootloader calls ``SetDllDirectoryW(<bundle>)`` instead, which
+    child processes inherit just the same (a trainer's torch would load our
+    VC runtime or OpenSSL DLLs); ``SetDllDirectoryW(None)`` restores the standard
+    search order. This process still finds the bundle's DLLs for the extension
+    modules it imports later through ``os.add_dll_directory``, which no child
+    inherits. ``kernel32`` and ``add_dll_directory`` are parameters so the Windows
+    branch is tested anywhere.
     """
     import os
 
@@ -26,6 +33,15 @@ def restore_library_path():
         os.environ["LD_LIBRARY_PATH"] = original
     else:
         os.environ.pop("LD_LIBRARY_PATH", None)
+    if platform == "win32":
+        if kernel32 is None:  # pragma: no cover - Windows only
+            import ctypes
+
+            kernel32 = ctypes.windll.kernel32
+        bundle = getattr(sys, "_MEIPASS", None)
+        if bundle:
+            (add_dll_directory or os.add_dll_directory)(bundle)
+        kernel32.SetDllDirectoryW(None)
 
 
 def run_script(argv):
