@@ -174,8 +174,26 @@ class Service:
                 f"rated {word(applied.rating.value)} in the {applied.rating.source} since",
             )
         if applied.changed:
+            self._note_for_next_prompt(turn, applied.rating)
             self.changed(rated=[turn.id])
         return RateOutcome(turn, applied.rating, applied.changed, applied.stale)
+
+    def _note_for_next_prompt(self, turn: Any, rating: Any) -> None:
+        """A bad rating with a comment given outside the agent (a notification's reply, the
+        CLI, the window) is said to that session's next prompt, once, as `/rl bad why`
+        typed in the agent is (issue 24); a rating taken back or turned good says nothing."""
+        from rltray.app.hooks import lessonfiles
+
+        home = str(self.paths.home)
+        try:
+            if rating is not None and rating.value < 0 and rating.comment:
+                lessonfiles.note_after_rating(
+                    home, turn.agent, turn.session, rating.comment, rating.score
+                )
+            else:
+                lessonfiles.drop_note(home, turn.agent, turn.session)
+        except OSError as exc:  # a note is a courtesy: the rating itself is stored
+            self.store.log_event("lessons", f"no note for the next prompt: {exc}")
 
     def unrate(self, turn_id: int, source: str = "cli") -> RateOutcome | None:
         """Withdraw one turn's rating (the history keeps it); None when it had none."""
@@ -183,6 +201,7 @@ class Service:
         withdrawn = self.store.undo(source, turn_id=turn.id)
         if withdrawn is None:
             return None
+        self._note_for_next_prompt(turn, None)
         self.changed(rated=[turn.id])
         return RateOutcome(turn, withdrawn)
 

@@ -247,3 +247,23 @@ def test_parse_reads_words_and_scores() -> None:
     assert [rating.reward(1, s) for s in (4, 5)] == [0.5, 1.0]
     assert [rating.reward(-1, s) for s in (1, 2)] == [-1.0, -0.5]
     assert rating.reward(-1, None) == -1.0 and rating.label(1, 4) == "4/5"
+
+
+def test_a_bad_rating_with_a_comment_is_told_to_the_sessions_next_prompt(
+    service: Service,
+) -> None:
+    """Issue 24: a Bad click with a comment (not only `/rl bad why`) reaches the agent once."""
+    from rltray.app.hooks import lessonfiles
+
+    turn = add_turn(service)
+    home = str(service.paths.home)
+    service.rate(turn, -1, comment="edited the wrong file", source="notification")
+    note = lessonfiles.take_note(home, "codex", "s1")
+    assert note is not None and "edited the wrong file" in note
+    assert lessonfiles.take_note(home, "codex", "s1") is None  # once
+    service.rate(turn, -1, comment="still the wrong file", source="notification")
+    service.rate(turn, 1)  # changed their mind: nothing to say
+    assert lessonfiles.take_note(home, "codex", "s1") is None
+    service.rate(turn, -1, comment="the wrong file after all")
+    service.unrate(turn)
+    assert lessonfiles.take_note(home, "codex", "s1") is None
