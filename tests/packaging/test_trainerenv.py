@@ -100,6 +100,23 @@ def test_the_backend_follows_the_machine(
     assert the_plan.pins == (TORCH_PIN,) and the_plan.index == CUDA_INDEX
 
 
+def test_an_intel_mac_or_rosetta_gets_one_sentence_before_pip_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch 2.13.0 has no macOS x86_64 wheel and MLX needs Apple Silicon: pip's raw
+    "no matching distribution" error was all a user saw (issue 23 item 3)."""
+    monkeypatch.setattr(trainerenv_plan, "under_rosetta", lambda: False)
+    for backend in (None, "cpu", "mps", "mlx"):
+        with pytest.raises(TrainerEnvError) as caught:
+            trainerenv_plan.plan(backend, plat="darwin", machine="x86_64")
+        assert str(caught.value) == trainerenv_plan.INTEL_MAC
+    monkeypatch.setattr(trainerenv_plan, "under_rosetta", lambda: True)
+    with pytest.raises(TrainerEnvError) as caught:
+        trainerenv_plan.plan(plat="darwin", machine="x86_64")
+    assert str(caught.value) == trainerenv_plan.ROSETTA
+    assert trainerenv_plan.plan(plat="darwin", machine="arm64").backend == "mlx"
+
+
 def test_cpu_and_mlx_plans_pin_what_they_install() -> None:
     cpu = trainerenv_plan.plan("cpu", "none")
     assert cpu.pins == (TORCH_PIN,) and cpu.library == "torch"

@@ -35,6 +35,37 @@ EXTRAS = {"cuda": ("torch", "export"), "mps": ("torch", "export"), "cpu": ("torc
           "mlx": ("mlx", "export")}  # fmt: skip
 
 
+# Neither training stack installs on an x86_64 Mac: PyTorch's last macOS x86_64 wheels are
+# 2.2.2, MLX is Apple Silicon only. Said before pip runs, never as pip's raw error (issue 23
+# item 3); packaging/training_extras.py says the same for `make run`.
+INTEL_MAC = (
+    "PyTorch publishes no wheels for Intel Macs after 2.2.2 (rltray needs torch 2.13.0) and "
+    "MLX needs Apple Silicon, so this Mac cannot train; rltray still captures and rates turns."
+)
+ROSETTA = (
+    "This Python runs as x86_64 under Rosetta, where neither torch 2.13.0 nor MLX installs; "
+    "use an arm64 Python (python.org's installer, or Homebrew's in /opt/homebrew) to train "
+    "with MLX on this Apple Silicon Mac."
+)
+
+
+def mac_problem(plat: str, machine: str, translated: bool) -> str | None:
+    """Why no training stack installs on this Mac (``translated``: under Rosetta), or None."""
+    if plat != "darwin" or machine.lower() == "arm64":
+        return None
+    return ROSETTA if translated else INTEL_MAC
+
+
+def under_rosetta() -> bool:
+    """True when this process is x86_64 code translated by Rosetta on Apple Silicon."""
+    try:
+        done = subprocess.run(["sysctl", "-n", "sysctl.proc_translated"],
+                              capture_output=True, text=True, timeout=5)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.stdout.strip() == "1"
+
+
 class TrainerEnvError(UserError):
     """Any step of ``trainer-env`` failing (plan, base Python, build): one sentence."""
 
@@ -97,9 +128,21 @@ def torch_index(backend: str, override: str | None = None, plat: str | None = No
     return None
 
 
-def plan(backend: str | None = None, index: str | None = None) -> Plan:
+def plan(
+    backend: str | None = None,
+    index: str | None = None,
+    plat: str | None = None,
+    machine: str | None = None,
+) -> Plan:
+    """What ``trainer-env create`` installs; ``plat``/``machine`` default to this machine's."""
+    plat = plat or sys.platform
+    machine = machine or platform.machine()
+    intel = plat == "darwin" and machine.lower() != "arm64"
+    problem = mac_problem(plat, machine, translated=intel and under_rosetta())
+    if problem:
+        raise TrainerEnvError(problem)
     if backend is None:
-        backend, why = detect_backend()
+        backend, why = detect_backend(plat, machine)
     else:
         why = "chosen with --backend"
     if backend not in EXTRAS:
