@@ -5,9 +5,17 @@
 #   make check    the fast suite while working: lint, import contracts, tests not marked
 #                 slow or ml (about six minutes on 2 cores; `make test` before pushing)
 #   make install  links .venv/bin/rltray into ~/.local/bin so `rltray` is on PATH
+# Windows (`make` from Git Bash): the venv keeps its programs in Scripts, and `py -3` is
+# the Python launcher every python.org install puts on PATH.
+ifeq ($(OS),Windows_NT)
+PYTHON ?= py -3
+VENV   := .venv
+BIN    := $(VENV)/Scripts
+else
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+endif
 APP    := $(VENV)/.app-installed
 TRAIN  := $(VENV)/.training-installed
 FULL   := $(VENV)/.test-installed
@@ -22,7 +30,10 @@ venv: $(APP)
 
 # setuptools >= 77 reads pyproject's SPDX `license`; the venv's own (ensurepip's 65.x
 # on Python 3.11) refuses it, and `make package` builds the wheel with it.
+# A too-old Python (a stock Mac's python3 is 3.9) stops here with one sentence naming
+# one to use, not with pip's "requires a different Python" after the venv is made.
 $(APP): pyproject.toml Makefile
+	@$(PYTHON) packaging/check_python.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip "setuptools>=77"
 	$(PIP) -e .
@@ -93,12 +104,17 @@ package: $(APP) desktop
 	$(PIP) -e ".[package]"
 	$(BIN)/python packaging/build.py
 
+ifeq ($(OS),Windows_NT)
+install: $(APP)
+	@echo "add $(CURDIR)/$(BIN) to your user PATH (Settings, Environment Variables) to run 'rltray' from anywhere"
+else
 install: $(APP)
 	mkdir -p $(HOME)/.local/bin
 	ln -sf "$(CURDIR)/$(BIN)/rltray" "$(HOME)/.local/bin/rltray"
 	@echo "linked $(HOME)/.local/bin/rltray -> $(CURDIR)/$(BIN)/rltray"
 	@case ":$$PATH:" in *":$(HOME)/.local/bin:"*) ;; \
 	  *) echo "add $(HOME)/.local/bin to PATH to run 'rltray' from anywhere";; esac
+endif
 
 clean:
 	rm -rf $(VENV) build *.egg-info
