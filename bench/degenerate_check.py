@@ -47,7 +47,8 @@ def check(run: Path) -> dict[str, object]:
     gate = SimpleNamespace(degen_cap=hyper.degen_cap)
     reasons: list[str] = []
     evaluate._broken_answers({**counts, "ref_prompts": len(prompts)}, gate, reasons, [])
-    row = json.loads((run / "row.json").read_text())
+    row_file = run / "row.json"  # the bench's own figures, when the run got that far
+    row = json.loads(row_file.read_text()) if row_file.is_file() else {}
     return {"run": run.name, **counts, "prompts": len(prompts), "rejects": bool(reasons),
             "bench_degenerate": row.get("degenerate"),
             "bench_base_degenerate": row.get("base_degenerate"),
