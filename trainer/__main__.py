@@ -6,8 +6,9 @@ one of ``done`` / ``paused`` / ``error`` last). Exit codes are one table:
 
 ====  =======================================================================
 0     done (the adapter folder exists; ``accepted`` says what the gate decided)
-3     paused: SIGTERM/SIGINT or parent death, checkpoint saved; run the same
-      job again to resume
+3     paused: stdin closed (``RLTRAY_TRAINER_STDIN=stop``), the job folder's
+      ``stop`` file, SIGTERM/SIGINT or parent death; checkpoint saved; run the
+      same job again to resume
 2     bad job or input (``kind: "job"``): the user must fix something
 1     any other failure (``kind: "internal"``, ``"memory"``, ``"diverged"``)
 ====  =======================================================================
@@ -15,8 +16,11 @@ one of ``done`` / ``paused`` / ``error`` last). Exit codes are one table:
 Why stdout is guarded: the protocol stream is a private duplicate of fd 1 and
 fd 1 itself is pointed at stderr, so a library that prints (or a C extension
 writing to fd 1) can never corrupt a progress line. The process lowers its own
-priority and stops (checkpointing) when its parent dies, so a crashed tray never
-leaves an orphan burning the battery. A failure never leaves an adapter folder
+priority and stops (checkpointing) when its parent dies (the tray's pid when the
+runner passes it, ``priority.PARENT_PID_ENV``), so a crashed tray never leaves an
+orphan burning the battery. The tray stops it without a signal or a console
+(``stopchannel``): Windows has no SIGTERM, and its console events need a console
+that the windowed tray does not have. A failure never leaves an adapter folder
 that looks finished.
 """
 
@@ -231,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), on_signal)
 
-    from rltray.trainer.priority import ParentWatch, lower_priority
+    from rltray.trainer.priority import ParentWatch, lower_priority, parent_pid_from_env
+    from rltray.trainer.stopchannel import StopChannel
 
     def on_parent_death() -> None:
         stop.set()
@@ -239,11 +244,17 @@ def main(argv: list[str] | None = None) -> int:
         timer.daemon = True
         timer.start()
 
+    def on_stop(reason: str) -> None:
+        emit({"type": "log", "message": f"stopping: {reason}"})
+        stop.set()
+
     emit({"type": "log", "message": f"priority: {lower_priority()}"})
-    watch = ParentWatch(on_parent_death).start()
+    watch = ParentWatch(on_parent_death, parent_pid=parent_pid_from_env()).start()
+    channel = StopChannel.from_env(args.job, on_stop).start()
     try:
         return run(args.job, with_peak_memory(emit), stop)
     finally:
+        channel.close()
         watch.stop()
 
 

@@ -1,5 +1,6 @@
 """The real CLI in a subprocess: ``python -m rltray.trainer job.json`` prints JSON lines,
-writes an adapter PEFT loads, pauses on SIGTERM with exit 3 and resumes bit-identically.
+writes an adapter PEFT loads, pauses on SIGTERM, on stdin closing or on its stop file with
+exit 3 and resumes bit-identically.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -53,33 +55,58 @@ def test_cli_round_writes_an_adapter_peft_loads(tiny_model_dir: Path, tmp_path: 
     assert (after - before).abs().max() > 1e-4  # the adapter changes the model's outputs
 
 
-def test_sigterm_pauses_and_resume_matches_an_uninterrupted_run(
-    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _stop_with_sigterm(proc: subprocess.Popen[str], _job: Path) -> None:
+    proc.send_signal(signal.SIGTERM)
+
+
+def _stop_by_closing_stdin(proc: subprocess.Popen[str], _job: Path) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.stdin = None  # communicate() below would flush it
+
+
+def _stop_with_the_stop_file(_proc: subprocess.Popen[str], job: Path) -> None:
+    (job.parent / "stop").write_bytes(b"")
+
+
+@pytest.mark.parametrize("stop_it", [_stop_with_sigterm, _stop_by_closing_stdin,
+                                     _stop_with_the_stop_file], ids=["sigterm", "stdin", "file"])
+def test_a_stop_pauses_and_resume_matches_an_uninterrupted_run(
+    stop_it: Any, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """SIGTERM, and the two stops that need no console (issue 23 item 11: the windowed
+    tray on Windows cannot send CTRL_BREAK_EVENT): stdin closing and the stop file."""
     monkeypatch.setenv("RLTRAY_TRAINER_THREADS", "1")  # same float reductions as the CLI runs
     hyper = {"epochs": 40}  # 80 optimizer steps: still running after the first line
     job = make_job(tmp_path / "cli", tiny_model_dir, hyper=hyper)
+    by_stdin = stop_it is _stop_by_closing_stdin  # else stdin is /dev/null and not watched
     proc = subprocess.Popen(
         [sys.executable, "-m", "rltray.trainer", str(job)],
+        stdin=subprocess.PIPE if by_stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=trainer_env(),
+        env={**trainer_env(), **({"RLTRAY_TRAINER_STDIN": "stop"} if by_stdin else {})},
     )
     lines = []
     assert proc.stdout is not None
     for raw in proc.stdout:
         lines.append(json.loads(raw))
         if lines[-1]["type"] == "progress":
-            proc.send_signal(signal.SIGTERM)
+            stop_it(proc, job)
             break
     rest, stderr = proc.communicate(timeout=120)
     lines += [json.loads(x) for x in rest.splitlines() if x.strip()]
     assert proc.returncode == 3, stderr[-2000:]
+    if stop_it is not _stop_with_sigterm:
+        said = {"stdin": "stopping: stdin was closed",
+                "file": f"stopping: the stop file {tmp_path / 'cli' / 'stop'} appeared"}
+        assert said["stdin" if by_stdin else "file"] in [x.get("message") for x in lines]
     assert lines[-1] == {"type": "paused", "checkpoint": str(tmp_path / "cli" / "checkpoint")}
     paused_at = max(x["step"] for x in lines if x["type"] == "progress")
     assert paused_at < 80
     assert not (tmp_path / "cli" / "adapter").exists()
+    assert not (tmp_path / "cli" / "stop").exists()  # acted on, so running again resumes
 
     code, resumed, stderr = run_trainer(job)
     assert code == 0, stderr[-2000:]
@@ -92,3 +119,21 @@ def test_sigterm_pauses_and_resume_matches_an_uninterrupted_run(
     assert a.keys() == b.keys()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_a_round_whose_stdin_is_watched_still_exits_0(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The runner never closes stdin after a finished round. Read through ``sys.stdin``,
+    the watching thread held the buffer's lock and Python aborted at exit (SIGABRT,
+    "could not acquire lock for <stdin> at interpreter shutdown"): a done round failed."""
+    job = make_job(tmp_path / "job", tiny_model_dir)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltray.trainer", str(job)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**trainer_env(), "RLTRAY_TRAINER_STDIN": "stop"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    lines = [json.loads(raw) for raw in proc.stdout]  # stdin stays open to the end
+    code = proc.wait(timeout=120)
+    assert code == 0, proc.stderr.read()[-2000:]
+    assert lines[-1]["type"] == "done"
+    proc.stdin.close()  # type: ignore[union-attr]
