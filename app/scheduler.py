@@ -23,7 +23,7 @@ Rules the decision keeps (the tray's status line shows ``Decision.reason``):
 * A running automatic run is stopped when the reasons it was started for are
   gone: the user is back (idle below the requirement, or idle time no longer
   known) or the laptop went on battery while mains power is required. The
-  trainer checkpoints on SIGTERM, so a stop costs little and the next idle
+  trainer checkpoints when the runner stops it, so a stop costs little and the next idle
   spell resumes it. Pausing automatic training does not stop a run by itself;
   the tray's Pause/Stop actions do that explicitly. A run the user started
   with Train now (``manual_run=True``) is never stopped by the gate.

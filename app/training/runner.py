@@ -12,8 +12,9 @@ no ``nice`` of its own.
 Outcomes: ``done`` (accepted: ``adapters/vNNNN`` active, fresh ratings marked
 trained, then ``publisher.published``; rejected: the gate's reasons in the run,
 nothing registered — see app/training/versions.py); ``paused`` after
-``stop(pause=True)`` (SIGTERM: the trainer checkpoints and exits 3; :meth:`resume`
-runs the same job folder, which continues from ``runs/<id>/checkpoint``);
+``stop(pause=True)`` (the runner writes ``runs/<id>/stop`` and closes the trainer's
+stdin: it checkpoints and exits 3; :meth:`resume` runs the same job folder, which
+continues from ``runs/<id>/checkpoint``);
 ``cancelled`` after ``stop(pause=False)``; ``failed`` for anything else, with the
 trainer's error line and the last lines of trainer.log. Ratings change only on accept.
 
@@ -31,7 +32,6 @@ import contextlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import ExitCode, NothingToDo, UserError
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
     from rltray.app.store import Adapter, Run, Store
 
 EXIT_PAUSED = 3  # trainer/__main__.py's exit-code table
+STOP_FILE = "stop"  # trainer/stopchannel.py: the job folder's stop file
+STDIN_ENV = "RLTRAY_TRAINER_STDIN"  # trainer/stopchannel.py: "stop" = stdin EOF stops it
+PARENT_PID_ENV = "RLTRAY_TRAINER_PARENT_PID"  # trainer/priority.py: the pid it watches
+CREATE_NO_WINDOW = 0x08000000  # Windows process creation flag (winbase.h)
 LOG_TAIL_LINES = 40
 PROGRESS_SAVE_S = 2.0  # write progress into the run row at most this often
 
@@ -185,7 +190,7 @@ class TrainingRunner:
             if child is None:
                 return False
             child.stop_mode = "pause" if pause else "cancel"
-            _terminate(child.proc)
+            _terminate(child.proc, child.built.folder)
         if threading.current_thread() is child.reader:
             return True  # called from on_change: the reader records the outcome itself
         if not child.finished.wait(self.stop_timeout_s if timeout is None else timeout):
@@ -303,21 +308,24 @@ class TrainingRunner:
             **os.environ,
             "PYTHONUNBUFFERED": "1",
             "RLTRAY_TRAINER_USER_AWAY": "1" if user_away else "0",
+            STDIN_ENV: "stop",
+            PARENT_PID_ENV: str(os.getpid()),
             **self.env,
         }
-        flags = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)  # CTRL_BREAK on Windows
+        with contextlib.suppress(FileNotFoundError):
+            (folder / STOP_FILE).unlink()  # a stop the last trainer never saw is not for this one
         with open(folder / "trainer.log", "ab") as log:
             log.write(f"--- {datetime.now(timezone.utc).isoformat()} {reason}\n".encode())
             log.flush()
             try:
                 proc = subprocess.Popen(
                     [python, "-m", "rltray.trainer", str(built.job_path)],
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
                     cwd=folder,
                     env=env,
-                    creationflags=flags,
+                    creationflags=creation_flags(),
                 )
             except OSError as exc:
                 if reason != "resume":  # a paused run stays resumable
@@ -474,10 +482,28 @@ class TrainingRunner:
             self.on_change(self.progress)
 
 
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (CTRL_BREAK on Windows): the trainer saves a checkpoint and exits 3."""
+def creation_flags(platform: str = sys.platform) -> int:
+    """``Popen`` creation flags for the trainer: ``CREATE_NO_WINDOW`` on Windows, else none.
+
+    Why: a console program started from the windowed tray (``rltray.exe``, the Run-key
+    start) opens a console window of its own each round; with this flag it runs without
+    one. No ``CREATE_NEW_PROCESS_GROUP``: it was there for ``CTRL_BREAK_EVENT``, which
+    needs a console the tray does not have (:func:`_terminate` uses none).
+    """
+    return CREATE_NO_WINDOW if platform == "win32" else 0
+
+
+def _terminate(proc: subprocess.Popen[bytes], folder: Path) -> None:
+    """Ask the trainer to pause: write ``folder/stop`` and close its stdin.
+
+    Why no signal: on Windows ``CTRL_BREAK_EVENT`` reaches only processes that share
+    the sender's console, and the windowed tray has none; the failure was swallowed,
+    the trainer ran on until :meth:`TrainingRunner.stop` killed it, without a
+    checkpoint. Both of these work on every OS without a console
+    (``trainer/stopchannel.py``); the trainer checkpoints and exits 3.
+    """
     with contextlib.suppress(OSError):
-        if sys.platform == "win32":
-            proc.send_signal(signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined]
-        else:
-            proc.terminate()
+        (folder / STOP_FILE).write_bytes(b"")
+    with contextlib.suppress(OSError, ValueError):
+        if proc.stdin is not None:
+            proc.stdin.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -54,13 +55,17 @@ TINY_HYPER: dict[str, Any] = {
 
 FAKE_TRAINER = """\
 #!{python}
-import json, os, signal, sys, time
+import json, os, stat, sys, time
 job_path = sys.argv[-1]
 job = json.load(open(job_path))
 folder = os.path.dirname(job_path)
 mode = os.environ["FAKE_MODE"]
 with open(os.path.join(folder, "user_away.txt"), "w") as f:
     f.write(os.environ.get("RLTRAY_TRAINER_USER_AWAY", "unset"))
+with open(os.path.join(folder, "channel.json"), "w") as f:
+    json.dump({{"parent_pid": os.environ.get("RLTRAY_TRAINER_PARENT_PID"),
+               "stdin": os.environ.get("RLTRAY_TRAINER_STDIN"),
+               "stdin_is_pipe": stat.S_ISFIFO(os.fstat(0).st_mode)}}, f)
 def emit(d):
     print(json.dumps(d), flush=True)
 if mode == "silent":  # dies before writing anything (a segfault, an OOM kill)
@@ -71,16 +76,15 @@ if mode == "crash":
         print("noise line", i, file=sys.stderr)
     print("RuntimeError: the fake trainer broke", file=sys.stderr)
     sys.exit(1)
-if mode == "slow":
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+if mode == "slow":  # stops as the real trainer does: on the job folder's stop file, no signal
+    stop_file = os.path.join(folder, "stop")
     ck = os.path.join(folder, "checkpoint")
     start = 1
     if os.path.exists(os.path.join(ck, "state.json")):
         start = json.load(open(os.path.join(ck, "state.json")))["step"] + 1
         emit({{"type": "log", "message": "resumed"}})
     for step in range(start, 41):
-        if stop:
+        if os.path.exists(stop_file):
             os.makedirs(ck, exist_ok=True)
             json.dump({{"step": step - 1}}, open(os.path.join(ck, "state.json"), "w"))
             emit({{"type": "paused", "checkpoint": ck}})
@@ -199,6 +203,33 @@ def test_the_trainer_hears_whether_the_user_is_away(
     run_id = runner.start(reason=reason)
     assert runner.wait(30)
     assert (paths.runs / run_id / "user_away.txt").read_text() == away
+
+
+def test_the_trainer_gets_the_trays_pid_and_a_stdin_pipe_that_stops_it(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23 item 11: under a Windows venv the trainer's parent is a redirector that
+    outlives the tray, so the tray names itself; the stdin pipe is its console-free stop."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    rate_many(store, make_turn, 4)
+    runner, _, _ = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    assert runner.wait(30)
+    said = json.loads((paths.runs / run_id / "channel.json").read_text())
+    assert said == {"parent_pid": str(os.getpid()), "stdin": "stop", "stdin_is_pipe": True}
+
+
+@pytest.mark.parametrize(("platform", "flags"), [("win32", 0x08000000), ("linux", 0),
+                                                 ("darwin", 0)])
+def test_the_trainer_opens_no_console_window_on_windows(platform: str, flags: int) -> None:
+    """Issue 23 item 11: from the windowed rltray.exe each round opened a console window.
+    ``CREATE_NO_WINDOW`` alone: the process group was only for CTRL_BREAK_EVENT, which the
+    runner no longer sends (it needs a console the windowed tray does not have)."""
+    from rltray.app.training.runner import creation_flags
+
+    assert creation_flags(platform) == flags
+    if hasattr(subprocess, "CREATE_NO_WINDOW"):  # on Windows: the constant itself
+        assert creation_flags("win32") == subprocess.CREATE_NO_WINDOW
 
 
 def test_reject_keeps_ratings_and_registers_nothing(
@@ -571,9 +602,11 @@ def test_real_rounds_then_rollback(store: Store, paths: Paths, make_turn, tiny_m
 
 @pytest.mark.ml
 @pytest.mark.slow
-def test_real_sigterm_pauses_and_resume_finishes(
+def test_real_pause_needs_no_signal_and_resume_finishes(
     store: Store, paths: Paths, make_turn, tiny_model: Path
 ) -> None:
+    """The runner pauses the real trainer the way it must on Windows, where the windowed
+    tray has no console for CTRL_BREAK_EVENT (issue 23 item 11): stop file and stdin."""
     ids = rate_many(store, make_turn, 16)
     runner, _, changes = real_runner(store, paths, tiny_model, epochs=30)  # 60 steps
     first_step = threading.Event()
