@@ -77,10 +77,12 @@ BUILD_PACKAGES = {
 
 @dataclass(frozen=True)
 class SystemGi:
-    """A system ``gi`` package folder and the file names of its compiled ``_gi`` extension."""
+    """A system ``gi`` package folder, its ``_gi`` extension's file names, and the
+    PyGObject metadata folder beside it (PyInstaller's gi hook asks its version)."""
 
     folder: Path
     extensions: tuple[str, ...]
+    metadata: Path | None = None
 
     def loads_in(self, suffixes: list[str]) -> bool:
         return any(f"_gi{suffix}" in self.extensions for suffix in suffixes)
@@ -100,7 +102,7 @@ class Plan:
 
     action: str
     message: str
-    source: Path | None = None
+    source: SystemGi | None = None
     pip_args: tuple[str, ...] = ()
 
 
@@ -142,9 +144,7 @@ def decide(
         return Plan("ok", "this Python imports gi already")
     for candidate in found:
         if candidate.loads_in(suffixes):
-            return Plan(
-                "link", f"using the desktop's PyGObject ({candidate.folder})", candidate.folder
-            )
+            return Plan("link", f"using the desktop's PyGObject ({candidate.folder})", candidate)
     if not cannot_build:
         # PyGObject 3.51+ needs girepository-2.0 (GLib 2.80); older desktops have 1.0 only
         spec = "pygobject" if girepository2 else "pygobject<3.51"
@@ -185,15 +185,23 @@ def missing_typelibs(loaded: dict[str, bool], distro: str) -> str | None:
 
 
 def system_gis(sites: tuple[str, ...] = SYSTEM_SITES) -> list[SystemGi]:
-    """Every system ``gi`` package folder and its ``_gi`` extension file names."""
+    """Every system ``gi`` package folder, its ``_gi`` extension names and its metadata."""
     found = []
     for pattern in sites:
         for site in sorted(glob.glob(pattern)):
             folder = Path(site) / "gi"
             if (folder / "__init__.py").is_file():
                 names = tuple(sorted(p.name for p in folder.glob("_gi.*") if p.suffix != ".py"))
-                found.append(SystemGi(folder, names))
+                found.append(SystemGi(folder, names, _metadata(Path(site))))
     return found
+
+
+def _metadata(site: Path) -> Path | None:
+    for entry in sorted(site.iterdir()):
+        name = entry.name.lower()
+        if name.startswith("pygobject-") and name.endswith((".egg-info", ".dist-info")):
+            return entry
+    return None
 
 
 def build_blockers() -> list[str]:
@@ -251,25 +259,54 @@ def probe(python: str = sys.executable) -> dict[str, bool] | None:
         return None
 
 
-def link(source: Path, prefix: Path = Path(sys.prefix)) -> Path:
-    """Make ``source`` (a ``gi`` folder) importable in the venv at ``prefix``; returns the .pth."""
+def link(source: SystemGi, prefix: Path = Path(sys.prefix)) -> bool:
+    """Make ``source``'s gi (and its metadata) importable in the venv at ``prefix``.
+
+    The venv's folder holds symlinks to these two only, named by a .pth file; True
+    when something changed (a first link, or the desktop's PyGObject moved).
+    """
     folder = prefix / LINK_FOLDER
     folder.mkdir(exist_ok=True)
-    target = folder / "gi"
-    if target.is_symlink() or target.exists():
-        target.unlink()
-    target.symlink_to(source, target_is_directory=True)
-    pth = Path(sysconfig.get_path("purelib", vars={"base": str(prefix)})) / PTH_NAME
-    pth.write_text(f"{folder}\n", encoding="utf-8")
-    return pth
+    wanted = {"gi": source.folder}
+    if source.metadata is not None:
+        wanted[source.metadata.name] = source.metadata
+    changed = False
+    for entry in folder.iterdir():
+        if (
+            entry.name not in wanted
+            or not entry.is_symlink()
+            or entry.readlink() != wanted[entry.name]
+        ):
+            entry.unlink()
+            changed = True
+    for name, target in wanted.items():
+        if not (folder / name).is_symlink():
+            (folder / name).symlink_to(target, target_is_directory=True)
+            changed = True
+    pth = _pth(prefix)
+    if not pth.is_file() or pth.read_text(encoding="utf-8") != f"{folder}\n":
+        pth.write_text(f"{folder}\n", encoding="utf-8")
+        changed = True
+    return changed
 
 
 def unlink(prefix: Path = Path(sys.prefix)) -> None:
-    pth = Path(sysconfig.get_path("purelib", vars={"base": str(prefix)})) / PTH_NAME
-    pth.unlink(missing_ok=True)
-    target = prefix / LINK_FOLDER / "gi"
-    if target.is_symlink():
-        target.unlink()
+    """Undo ``link``: the .pth file and the symlinks go."""
+    _pth(prefix).unlink(missing_ok=True)
+    folder = prefix / LINK_FOLDER
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            if entry.is_symlink():
+                entry.unlink()
+
+
+def linked(prefix: Path = Path(sys.prefix)) -> bool:
+    """Whether the venv's gi is this script's link (then it is refreshed on every run)."""
+    return (prefix / LINK_FOLDER / "gi").is_symlink() and _pth(prefix).is_file()
+
+
+def _pth(prefix: Path) -> Path:
+    return Path(sysconfig.get_path("purelib", vars={"base": str(prefix)})) / PTH_NAME
 
 
 def say(message: str) -> None:
@@ -288,17 +325,22 @@ def main() -> int:
         os_release = ""
     distro = family(os_release)
     loaded = probe()
+    ours = linked()  # our own link is decided again: the desktop's gi may have changed
     plan = decide(
-        loaded is not None,
+        loaded is not None and not ours,
         system_gis(),
         importlib.machinery.EXTENSION_SUFFIXES,
         [] if loaded is not None else build_blockers(),
         distro,
         has_girepository2() if loaded is None else False,
     )
+    if ours and plan.action != "link":
+        unlink()
     if plan.action == "link" and plan.source is not None:
-        link(plan.source)
-        loaded = probe()
+        if not link(plan.source) and loaded is not None:
+            plan = Plan("ok", "the desktop's PyGObject is linked already")
+        else:
+            loaded = probe()
         if loaded is None:  # the extension did not load after all: undo, try a build
             unlink()
             plan = decide(False, [], [], build_blockers(), distro, has_girepository2())

@@ -52,7 +52,7 @@ def test_a_venv_that_imports_gi_is_left_alone() -> None:
 
 def test_the_desktops_gi_built_for_this_python_is_linked_before_any_build() -> None:
     plan = dg.decide(False, [UBUNTU_312, DEBIAN_311], PY311, [], "debian")
-    assert (plan.action, plan.source) == ("link", DEBIAN_311.folder)
+    assert (plan.action, plan.source) == ("link", DEBIAN_311)
 
 
 def test_another_pythons_gi_is_not_linked_though_its_name_ends_in_so() -> None:
@@ -117,12 +117,15 @@ def test_system_gis_reads_each_sites_extension_names(tmp_path: Path) -> None:
         (tmp_path / site / "gi").mkdir(parents=True)
         (tmp_path / site / "gi" / "__init__.py").write_text("")
         (tmp_path / site / "gi" / ext).write_bytes(b"")
+    (tmp_path / "a" / "PyGObject-3.42.2.egg-info").mkdir()  # Debian's metadata
     (tmp_path / "c" / "gi").mkdir(parents=True)  # no __init__.py: not a package
     found = dg.system_gis((str(tmp_path / "*"),))
     assert [(g.folder.parent.name, g.extensions) for g in found] == [
         ("a", ("_gi.cpython-311-x86_64-linux-gnu.so",)),
         ("b", ("_gi.abi3.so",)),
     ]
+    assert found[0].metadata == tmp_path / "a" / "PyGObject-3.42.2.egg-info"
+    assert found[1].metadata is None
     assert found[0].python() == "3.11" and found[1].python() is None
 
 
@@ -176,3 +179,17 @@ def test_a_fresh_venv_sees_the_desktops_gi_and_nothing_else_of_the_system(
     assert "No module named 'cairo'" in other.stderr
     again = subprocess.run([python, str(SCRIPT)], capture_output=True, text=True, timeout=120)
     assert (again.returncode, again.stderr) == (0, ""), "a second run has nothing to do or say"
+    if matching_system_gi().metadata is None:  # type: ignore[attr-defined]
+        return  # this distribution ships gi without its metadata folder
+    # PyInstaller's gi hook (make package) asks the distribution's version
+    version = "import importlib.metadata as m; print(m.version('pygobject'))"
+    asked = subprocess.run([python, "-c", version], capture_output=True, text=True)
+    assert asked.returncode == 0 and asked.stdout.strip(), asked.stderr
+    # a venv linked before the metadata was: the next run adds it
+    for entry in (bare_venv / "desktop-gi").iterdir():
+        if entry.name != "gi":
+            entry.unlink()
+    assert subprocess.run([python, "-c", version], capture_output=True).returncode != 0
+    repaired = subprocess.run([python, str(SCRIPT)], capture_output=True, text=True, timeout=120)
+    assert repaired.returncode == 0, repaired.stderr
+    assert subprocess.run([python, "-c", version], capture_output=True).returncode == 0
