@@ -193,7 +193,14 @@ class TrainingRunner:
             _terminate(child.proc, child.built.folder)
         if threading.current_thread() is child.reader:
             return True  # called from on_change: the reader records the outcome itself
-        if not child.finished.wait(self.stop_timeout_s if timeout is None else timeout):
+        limit = self.stop_timeout_s if timeout is None else timeout
+        grace = min(SIGTERM_AFTER_S, limit)
+        if not child.finished.wait(grace) and sys.platform != "win32":
+            # a trainer environment built before the stop file knows only SIGTERM, which
+            # every trainer takes as the same request: checkpoint and exit 3
+            with contextlib.suppress(OSError):
+                child.proc.terminate()
+        if not child.finished.wait(max(0.0, limit - grace)):
             with contextlib.suppress(OSError):
                 child.proc.kill()
             child.finished.wait(30)
@@ -493,6 +500,10 @@ def creation_flags(platform: str = sys.platform) -> int:
     return CREATE_NO_WINDOW if platform == "win32" else 0
 
 
+#: Seconds a trainer has to answer the stop file before SIGTERM follows (off Windows).
+SIGTERM_AFTER_S = 15.0
+
+
 def _terminate(proc: subprocess.Popen[bytes], folder: Path) -> None:
     """Ask the trainer to pause: write ``folder/stop`` and close its stdin.
 
@@ -507,3 +518,4 @@ def _terminate(proc: subprocess.Popen[bytes], folder: Path) -> None:
     with contextlib.suppress(OSError, ValueError):
         if proc.stdin is not None:
             proc.stdin.close()
+
