@@ -2,7 +2,7 @@
 
 Why it looks like this (flaskr, Datasette): ``create_app`` builds everything
 from its arguments, so tests make as many apps as they like over real data
-folders; screens are blueprints (wizard, dashboard, ratings, adapters,
+folders; screens are blueprints (wizard, dashboard, ratings, lessons, adapters,
 settings) that reach the service through ``state()``; every refusal and error
 leaves through one place: a JSON body ``{"error": {"code", "message"}}``
 (``web/errors.error_body``) under ``/api/``, the same sentence in a page elsewhere,
@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 NAV = (
     ("dashboard.page", "Dashboard"),
     ("ratings.page", "Ratings"),
+    ("lessons.page", "Lessons"),
     ("adapters.page", "Adapters"),
     ("settings.page", "Settings"),
     ("wizard.page", "Setup"),
@@ -55,7 +56,7 @@ def create_app(
     """The app over ``runtime``; ``guard`` holds its tokens (a fresh one when not given)."""
     from flask import Flask
     from rltray.app.secrets import Secrets
-    from rltray.web import adapters, api, dashboard, ratings, settings, wizard
+    from rltray.web import adapters, api, dashboard, lessons, ratings, settings, wizard
     from rltray.web.jobs import Jobs
 
     app = Flask(
@@ -80,7 +81,7 @@ def create_app(
     _install_guard(app)
     _install_errors(app)
     _install_templates(app)
-    for module in (api, dashboard, ratings, adapters, settings, wizard):
+    for module in (api, dashboard, ratings, lessons, adapters, settings, wizard):
         app.register_blueprint(module.bp)
     _warm(app)
     return app

@@ -47,7 +47,7 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost")
 # typed the URL, the window or a redirect file opened it) are ours; the other two are not.
 FOREIGN_FETCH_SITES = ("same-site", "cross-site")
 PAGES = {"": "/", "dashboard": "/", "setup": "/setup", "ratings": "/ratings",
-         "adapters": "/adapters", "settings": "/settings"}  # fmt: skip
+         "lessons": "/lessons", "adapters": "/adapters", "settings": "/settings"}  # fmt: skip
 
 
 class Refused(Exception):
