@@ -1,5 +1,8 @@
 """Setup wizard: agents, model, backend, preset, schedule, notifications — one page, six steps.
 
+The agents step also asks whether each agent is told the lessons (off by default), with
+the Lessons page's own switches (``lesson_switches.html``), so both say the same thing.
+
 Each step reads live state through a JSON route below and saves through the
 same calls the CLI uses: hooks through the agent plugins (`rltray hooks
 install`), settings through ``config.set_value`` (settings.save_values), the
@@ -15,7 +18,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify, render_template, request
 from rltray.app.errors import UserError
-from rltray.web import machine, models, ollama_models
+from rltray.web import lessons_view, machine, models, ollama_models
 from rltray.web.settings import save_values
 from rltray.web.state import state
 
@@ -67,6 +70,7 @@ def page() -> Any:
         current=current,
         first_run=state().service.needs_setup(),
         settings={s.key: s for s in config.describe()},
+        lesson_agents=lessons_view.agent_rows(),  # the agents step's lessons opt-in
     )
 
 

@@ -28,6 +28,21 @@ def test_the_page_has_six_steps(client, service) -> None:
     assert not service.needs_setup()
 
 
+def test_the_agents_step_asks_for_lessons_per_agent_off_by_default(client, service) -> None:
+    """Issue 24: the opt-in says what is sent and where, and nothing is on until asked."""
+    page = client.get("/setup").data.decode()
+    step = page[page.index('id="agents"') : page.index('id="model"')]
+    assert "Lessons (optional, off until you turn them on)" in step
+    for name, shown in (("claude-code", "Claude Code"), ("codex", "Codex")):
+        assert f'data-lessons-agent="{name}">' in step  # present and not checked
+        assert f"puts its text into {shown}&#39;s context at session start" in step
+    assert "/lessons/codex/ (one .md file per project" in step
+    assert not service.settings().lessons.codex and not service.settings().lessons.claude_code
+    post_json(client, "/api/lessons/agents/claude-code", {"on": True})
+    assert 'data-lessons-agent="claude-code" checked>' in client.get("/setup").data.decode()
+    assert service.settings().lessons.claude_code
+
+
 def test_agents_install_uninstall_and_first_event(client, service, add_turns) -> None:
     home = Path.home()
     (home / ".claude").mkdir()
