@@ -22,12 +22,14 @@ import pytest
 from rltray.web.server import WebServer
 
 from tests.web.test_adapters_page import make_versions
+from tests.web.test_browser_lessons import fill_lessons
 from tests.web.test_window import missing_window
 from tests.web.webtesting import chromium_page, missing_chromium
 
 SHOTS = Path(__file__).resolve().parent / "screenshots"
 SIZES = ((1280, 800), (800, 600))
 CLICK_FIRST_TURN = "document.querySelector('#turns tbody tr').click()"
+LESSONS_READY = ".budget-bar[aria-valuenow]"  # the list is drawn and the preview loaded
 WIZARD_STEPS = ("agents", "model", "backend", "preset", "schedule", "notify")
 
 
@@ -99,6 +101,9 @@ def test_every_page_in_chromium(server, service, add_turns, size: tuple[int, int
         take(page, problems, f"{prefix}-ratings-empty", "Ratings")
         page.goto(server.base_url + "/adapters")
         take(page, problems, f"{prefix}-adapters-empty", "Adapters")
+        page.goto(server.base_url + "/lessons")
+        page.wait_for_selector(LESSONS_READY)
+        take(page, problems, f"{prefix}-lessons-empty", "Lessons")
 
         fill(service, add_turns)
         page.goto(server.base_url + "/")
@@ -114,6 +119,10 @@ def test_every_page_in_chromium(server, service, add_turns, size: tuple[int, int
         page.goto(server.base_url + "/adapters")
         page.wait_for_selector("#versions")
         take(page, problems, f"{prefix}-adapters", "Adapters")
+        fill_lessons(service, add_turns)
+        page.goto(server.base_url + "/lessons")
+        page.wait_for_selector(LESSONS_READY)
+        take(page, problems, f"{prefix}-lessons", "Lessons")
         page.goto(server.base_url + "/settings")
         take(page, problems, f"{prefix}-settings", "Settings")
         for step in WIZARD_STEPS:
@@ -255,6 +264,7 @@ def window_plan(server: WebServer) -> dict[str, Any]:
         step("ratings", "#turns tbody tr", "/ratings"),
         step("turn-detail", "#detail .detail-body", js=CLICK_FIRST_TURN),
         step("adapters", "#versions", "/adapters"),
+        step("lessons", LESSONS_READY, "/lessons"),
         step("settings", "form.settings", "/settings"),
     ]
     # a query per step: the wizard reads its step from the address as it loads, and an
@@ -271,6 +281,7 @@ def test_every_page_in_the_window_under_a_c_locale(server, service, add_turns, t
         pytest.skip(f"needs {missing}")
     SHOTS.mkdir(exist_ok=True)
     fill(service, add_turns)
+    fill_lessons(service, add_turns)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(window_plan(server)))
     driver = tmp_path / "drive.py"
