@@ -303,6 +303,7 @@ def main(
     env: dict[str, str] | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
+    stdin: IO[str] | None = None,
 ) -> int:
     parser = build_parser()
     if argv is None:
@@ -313,7 +314,7 @@ def main(
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the message
         return int(exc.code or 0)
-    ctx = Context(env, stdout, stderr)
+    ctx = Context(env, stdout, stderr, stdin)
     try:
         return int(args.func(ctx, args))
     except UserError as exc:

@@ -32,10 +32,12 @@ class Context:
         env: dict[str, str] | None = None,
         stdout: IO[str] | None = None,
         stderr: IO[str] | None = None,
+        stdin: IO[str] | None = None,
     ) -> None:
         self.env = dict(os.environ if env is None else env)
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
+        self.stdin = stdin or sys.stdin
         self._service: Service | None = None
         self._out: Console | None = None
         self._err: Console | None = None
@@ -66,6 +68,18 @@ class Context:
 
     def warn(self, message: str) -> None:
         self.say((message, "yellow"), err=True)
+
+    def confirm(self, question: str) -> bool:
+        """Ask ``question [y/N]`` on a terminal; anything but y or yes, or no terminal, is no.
+
+        No terminal means no: a script or a pipe never answers yes by accident.
+        """
+        isatty = getattr(self.stdin, "isatty", None)
+        if isatty is None or not isatty():
+            return False
+        self.stdout.write(f"{question} [y/N] ")
+        self.stdout.flush()
+        return self.stdin.readline().strip().lower() in ("y", "yes")
 
     def service(self, ingest: bool = True) -> Service:
         """Open the data folder once; make sure waiting hook records are stored first.

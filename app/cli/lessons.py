@@ -4,7 +4,8 @@ Each action is one call of the service's lesson intents (``app/lessons/intents.p
 the same ones the settings page calls; this module only words the answers.
 ``preview`` writes the exact text to standard output and what it costs against
 the budget to standard error, so ``rltray lessons preview > file`` holds the text
-alone.
+alone. ``suggest`` changes nothing unless the user says yes (or passes ``--yes``):
+a suggestion from a model is the user's to take, and a pipe never says yes.
 """
 
 from __future__ import annotations
@@ -109,6 +110,22 @@ def _edit(ctx: Context, args: argparse.Namespace) -> int:
     lesson = ctx.service().lessons.edit(args.id, args.text)
     said = "now told as" if lesson.edited or lesson.user_added else "back to your own words:"
     ctx.say(f"Lesson {lesson.key} {said} ", (lesson.words, "bold"))
+    return ExitCode.OK
+
+
+def _suggest(ctx: Context, args: argparse.Namespace) -> int:
+    lessons = ctx.service().lessons
+    now = lessons.get(args.id).words
+    ctx.say(f"Asking {args.model or ctx.service().settings().ollama.model or 'Ollama'} to "
+            f"reword lesson {args.id} from its comments…", err=True)  # fmt: skip
+    got = lessons.suggest(args.id, args.model)
+    ctx.say(f"Lesson {got.key} now:   ", now)
+    ctx.say(f"Suggested by {got.model}: ", (got.text, "bold"))
+    if not (args.yes or ctx.confirm("Use it?")):
+        ctx.say(f"Lesson {got.key} keeps its words (`--yes` takes a suggestion).")
+        return ExitCode.OK
+    lesson = lessons.edit(got.key, got.text)
+    ctx.say(f"Lesson {lesson.key} now told as ", (lesson.words, "bold"))
     return ExitCode.OK
 
 
@@ -218,6 +235,7 @@ ACTIONS: dict[str, Callable[[Context, argparse.Namespace], int]] = {
     "list": _list,
     "add": _add,
     "edit": _edit,
+    "suggest": _suggest,
     "mute": _flag("mute"),
     "unmute": _flag("unmute"),
     "pin": _flag("pin"),
@@ -253,6 +271,12 @@ def add_commands(add: Callable[..., Any]) -> None:
     s = sub.add_parser("edit", help="tell a lesson in other words ('' for your comment's)")
     s.add_argument("id", help=ID_HELP)
     s.add_argument("text")
+    s = sub.add_parser(
+        "suggest", help="your local model (Ollama) rewords a lesson's comments; you accept or not"
+    )
+    s.add_argument("id", help=ID_HELP)
+    s.add_argument("--model", metavar="M", help="the Ollama model to ask (default: ollama.model)")
+    s.add_argument("--yes", "-y", action="store_true", help="use the suggestion without asking")
     for verb, what in (
         ("mute", "stop telling a lesson (it stays listed)"),
         ("unmute", "tell a muted lesson again"),

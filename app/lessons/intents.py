@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rltray.app.errors import UserError
 from rltray.app.hooks import lessonfiles, registry
-from rltray.app.lessons import book, grouping, render, trend
+from rltray.app.lessons import book, grouping, render, rewrite, trend
 from rltray.app.store import StoreError, utc_iso
 
 if TYPE_CHECKING:
@@ -138,6 +138,12 @@ class LessonIntents:
             lessons=len(told) if text else 0,
             on=bool(getattr(self.host.settings().lessons, entry.setting)),
         )
+
+    def suggest(self, key: str, model: str | None = None) -> rewrite.Suggestion:
+        """One sentence for lesson ``key`` by the user's local model (``ollama.model``, or
+        ``model``); never saved: the user accepts it through ``edit`` or drops it."""
+        ollama = self.host.settings().ollama
+        return rewrite.suggest(self.get(key), ollama.host, model or ollama.model)
 
     # -- changing ------------------------------------------------------------------
 

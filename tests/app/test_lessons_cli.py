@@ -134,3 +134,79 @@ def test_an_unknown_lesson_or_agent_is_one_sentence(rated: dict[str, str], capsy
     )
     code, _, _ = cli("lessons", "on", "--agent", "vim")
     assert code == ExitCode.USAGE and "invalid choice: 'vim'" in capsys.readouterr().err
+
+
+# -- suggest: the user's local model rewords a lesson, and nothing changes until they say yes --
+
+
+class Terminal(io.StringIO):
+    """Standard input a person types into: the CLI asks only when it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def suggest(*argv: str, stdin: io.StringIO | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["lessons", "suggest", *argv], env=dict(os.environ), stdout=out, stderr=err,
+                stdin=stdin or io.StringIO(""))  # fmt: skip
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def ollama(rated: dict[str, str]):
+    from tests.support.fake_generate import FakeGenerate
+
+    with FakeGenerate({"tiny:latest": "Run only the test I name.", "big:7b": "One test."}) as fake:
+        assert cli("config", "set", "ollama.host", fake.url)[0] == ExitCode.OK
+        assert cli("config", "set", "ollama.model", "tiny")[0] == ExitCode.OK
+        yield fake
+
+
+def test_suggest_shows_the_suggestion_and_a_yes_uses_it(rated: dict[str, str], ollama) -> None:
+    suite = rated["suite"]
+    code, out, err = suggest(suite, stdin=Terminal("y\n"))
+    assert code == ExitCode.OK and f"reword lesson {suite}" in err
+    assert f"Lesson {suite} now:   Ran the whole test suite when asked for one test" in out
+    assert "Suggested by tiny: Run only the test I name." in out
+    assert "Use it? [y/N] " in out and f"Lesson {suite} now told as Run only the test I name" in out
+    assert listed(suite)["words"] == "Run only the test I name."
+    (sent,) = ollama.requests
+    assert sent["stream"] is False and "wrong blog theme" not in sent["prompt"]
+
+
+@pytest.mark.parametrize("typed", ["\n", "n\n", "sure\n", ""])
+def test_suggest_changes_nothing_unless_the_answer_is_yes(
+    rated: dict[str, str], ollama, typed: str
+) -> None:
+    suite = rated["suite"]
+    code, out, _ = suggest(suite, stdin=Terminal(typed))
+    assert code == ExitCode.OK and "Use it? [y/N] " in out
+    assert f"Lesson {suite} keeps its words (`--yes` takes a suggestion)." in out
+    assert listed(suite)["words"].startswith("Ran the whole") and not listed(suite)["edited"]
+
+
+def test_suggest_from_a_pipe_never_asks_and_never_saves(rated: dict[str, str], ollama) -> None:
+    suite = rated["suite"]
+    code, out, _ = suggest(suite, stdin=io.StringIO("y\n"))  # not a terminal: "y" is not read
+    assert code == ExitCode.OK and "Use it?" not in out and "keeps its words" in out
+    assert not listed(suite)["edited"]
+
+
+def test_suggest_yes_and_model_take_it_without_asking(rated: dict[str, str], ollama) -> None:
+    suite = rated["suite"]
+    code, out, err = suggest(suite, "--model", "big:7b", "--yes")
+    assert code == ExitCode.OK and "Asking big:7b" in err and "Use it?" not in out
+    assert "Suggested by big:7b: One test." in out and listed(suite)["words"] == "One test."
+    assert ollama.requests[-1]["model"] == "big:7b"
+
+
+def test_suggest_without_ollama_is_one_sentence(rated: dict[str, str]) -> None:
+    code, out, err = suggest(rated["suite"], "--yes")
+    assert code == ExitCode.NOT_AVAILABLE and "Suggested" not in out
+    assert err.strip().splitlines()[-1].startswith("rltray: No Ollama model to ask:")
+    assert cli("config", "set", "ollama.host", "http://127.0.0.1:9")[0] == ExitCode.OK
+    code, _, err = suggest(rated["suite"], "--model", "tiny")
+    assert code == ExitCode.NOT_AVAILABLE
+    assert "rltray: Ollama is not reachable at http://127.0.0.1:9 (" in err
+    assert not listed(rated["suite"])["edited"]
