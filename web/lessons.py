@@ -6,7 +6,9 @@ twin); static/lessons.js adds the keyboard (j/k move, e or Enter edit, m mute,
 p pin), inline editing, the turns behind a lesson, the preview and its budget
 bar. Every change is one JSON call below and one service intent
 (``service.lessons``), the same the CLI's `rltray lessons` makes; nothing here
-writes the store. The per-agent switches are shared with the wizard's opt-in
+writes the store. "Suggest wording" asks the user's local model (through Ollama) for one
+sentence and only shows it: Accept saves it through the same words route as an edit.
+The per-agent switches are shared with the wizard's opt-in
 (``templates/lesson_switches.html``).
 """
 
@@ -24,6 +26,7 @@ from rltray.web.lessons_input import (
     PreviewQuery,
     ResolveBody,
     ScopeBody,
+    SuggestBody,
     SwitchBody,
     WordsBody,
 )
@@ -92,6 +95,17 @@ def api_words(key: str, body: WordsBody) -> Any:
     """Reword a lesson; empty goes back to your own comment's words."""
     state().service.lessons.edit(key, body.text)
     return jsonify(view.row(key))
+
+
+@bp.post(f"/api/lessons/<{KEY_PATH}:key>/suggest")
+@takes(body=SuggestBody)
+def api_suggest(key: str, body: SuggestBody) -> Any:
+    """A wording for the lesson by your local model (Ollama), from its comments alone.
+
+    Saves nothing: the page shows it with Accept (the words route) and Discard.
+    """
+    got = state().service.lessons.suggest(key, body.model)
+    return jsonify({"id": got.key, "text": got.text, "model": got.model})
 
 
 @bp.post(f"/api/lessons/<{KEY_PATH}:key>/mute")

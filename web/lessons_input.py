@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from rltray.app.api.input import MAX_TEXT, Body, Query, text
+from rltray.app.api.input import MAX_NAME, MAX_TEXT, Body, Query, text
 from rltray.app.lessons.intents import POLARITIES, SCOPES
 
 Words = text(MAX_TEXT)
@@ -31,6 +31,12 @@ class WordsBody(Body):
     """Tell the lesson in these words; null or "" goes back to your own comment's words."""
 
     text: Words | None = None  # type: ignore[valid-type]
+
+
+class SuggestBody(Body):
+    """Which Ollama model rewords the lesson (null: the ``ollama.model`` setting)."""
+
+    model: text(MAX_NAME) | None = None  # type: ignore[valid-type]
 
 
 class FlagBody(Body):

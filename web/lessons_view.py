@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from rltray.app.hooks import lessonfiles, registry
+from rltray.app.lessons import rewrite
 from rltray.app.words import preview as shorten
 from rltray.web.state import state
 
@@ -37,6 +38,8 @@ def rows() -> list[dict[str, Any]]:
                 "muted": bool(lesson and lesson.muted),
                 "pinned": bool(lesson and lesson.pinned),
                 "turns": len(lesson.evidence) if lesson else 0,
+                # the model rewords comments: a note or an unexplained tag has none
+                "rewordable": bool(lesson and rewrite.comments(lesson)),
                 "status_word": STATUS_WORDS.get(row["status"], row["status"]),
             }
         )

@@ -183,3 +183,38 @@ def test_the_wizard_turns_lessons_on_per_agent(server, service) -> None:  # noqa
         page.wait_for_selector(f"{line} >> text=Off:")
         assert service.settings().lessons.codex is False
         clean(problems)
+
+
+def test_suggest_wording_then_discard_or_accept_in_chromium(server, service, add_turns) -> None:  # noqa: F811
+    """The user's local model (a fake Ollama) offers words; Discard keeps the lesson as it
+    was, Accept saves them through the words route and the agent is told them."""
+    from tests.support.fake_generate import FakeGenerate
+
+    keys = fill_lessons(service, add_turns)
+    said = "Run only the test I name, not the whole suite."
+    home = str(service.paths.home)
+    with FakeGenerate({"tiny:latest": said}) as ollama:
+        service.set_setting("ollama.host", ollama.url)
+        service.set_setting("ollama.model", "tiny")
+        with chromium_page((800, 600)) as (page, problems):
+            suite = card(page, keys["suite"])
+            page.goto(server.launch_url("lessons"))
+            assert page.locator(f"{card(page, keys['note'])} [data-act='suggest']").count() == 0
+            page.click(f"{suite} [data-act='suggest']")
+            page.wait_for_selector(f"{suite} .suggestion q >> text={said}")
+            assert page.inner_text(f"{suite} .suggestion").startswith("tiny suggests: ")
+            picture(page, "lessons-800x600-suggested")
+            assert service.lessons.get(keys["suite"]).edited is False  # shown, not saved
+            page.click(f"{suite} .suggestion [data-suggestion='discard']")
+            page.wait_for_selector(f"{suite} .suggestion", state="hidden")
+            assert service.lessons.get(keys["suite"]).edited is False
+            page.click(f"{suite} [data-act='suggest']")
+            page.click(f"{suite} .suggestion [data-suggestion='accept']")
+            page.wait_for_selector(f"{suite} .words >> text={said}")
+            page.wait_for_selector("#flash >> text=reworded as tiny suggested")
+            assert service.lessons.get(keys["suite"]).words == said
+            assert "Avoid: run only the test I name, not the whole suite" in lessonfiles.read(
+                home, "codex", SHOP
+            )
+            assert [r["model"] for r in ollama.requests] == ["tiny", "tiny"]
+            clean(problems)

@@ -229,3 +229,61 @@ def test_changes_need_the_csrf_token(client, service, add_turns) -> None:
         assert_refused(refused, 403, "")
     assert lessons(client)[key]["status"] == "told" and len(lessons(client)) == 1
     assert service.settings().lessons.codex is False
+
+
+# -- a wording suggested by the user's local model (Ollama): shown, saved only on Accept --------
+
+
+def card_of(page: str, key: str) -> str:
+    card = page[page.index(f'data-key="{key}"') :]
+    return card[: card.index("</article>")]
+
+
+def test_suggest_answers_the_models_wording_and_saves_nothing(client, service, add_turns):
+    from tests.support.fake_generate import FakeGenerate
+
+    first = rated(service, add_turns, SUITE)
+    rated(service, add_turns, "wrong blog theme", cwd=BLOG)
+    service.lessons.switch("codex", True)
+    key = f"c{first}"
+    with FakeGenerate({"tiny:latest": "Run only the test I name."}) as ollama:
+        service.set_setting("ollama.host", ollama.url)
+        service.set_setting("ollama.model", "tiny")
+        got = post_json(client, f"/api/lessons/{key}/suggest", {})
+        assert got.status_code == 200, got.data
+        assert got.get_json() == {"id": key, "text": "Run only the test I name.", "model": "tiny"}
+        (sent,) = ollama.requests
+        assert sent["stream"] is False and SUITE in sent["prompt"]
+        assert "wrong blog theme" not in sent["prompt"]
+        assert lessons(client)[key]["words"] == SUITE  # nothing changed
+        assert "Avoid: ran the whole test suite" in told(service, SHOP)
+        other = post_json(client, f"/api/lessons/{key}/suggest", {"model": "missing"})
+        assert_refused(other, 400, "has no model 'missing'")
+        assert ollama.requests[-1]["model"] == "missing"
+    accepted = post_json(client, f"/api/lessons/{key}/words", {"text": got.get_json()["text"]})
+    assert accepted.get_json()["words"] == "Run only the test I name."
+    assert "Avoid: run only the test I name (rated bad once" in told(service, SHOP)
+
+
+def test_suggest_refusals_are_one_sentence(client, service, add_turns) -> None:
+    key = f"c{rated(service, add_turns, SUITE)}"
+    url = f"/api/lessons/{key}/suggest"
+    assert_refused(post_json(client, url, {}), 400, "No Ollama model to ask: set ollama.model")
+    service.set_setting("ollama.host", "http://127.0.0.1:9")
+    service.set_setting("ollama.model", "tiny")
+    assert_refused(post_json(client, url, {}), 400, "Ollama is not reachable at http://127.0.0.1:9")
+    note = service.lessons.add("Use pytest -k", SHOP)
+    assert_refused(post_json(client, f"/api/lessons/{note}/suggest", {}), 400, "no comments")
+    assert_refused(post_json(client, "/api/lessons/c999/suggest", {}), 400, "no lesson 'c999'")
+    assert_refused(post_json(client, url, {"model": 7}), 400, "model")
+    assert lessons(client)[key]["words"] == SUITE
+
+
+def test_only_a_lesson_with_comments_offers_suggest_wording(client, service, add_turns) -> None:
+    key = f"c{rated(service, add_turns, SUITE)}"
+    note = service.lessons.add("Use pytest -k", SHOP)
+    page = client.get("/lessons").data.decode()
+    assert '<button type="button" data-act="suggest"' in card_of(page, key)
+    assert "Suggest wording</button>" in card_of(page, key)
+    assert 'data-act="suggest"' not in card_of(page, note)
+    assert '<p class="small suggestion" hidden></p>' in card_of(page, key)

@@ -2,6 +2,7 @@
 // Esc cancels, empty goes back to your own comment), the actions, the turns behind a lesson,
 // adding one, and the preview with its budget bar. Every change is one JSON call; the list is
 // then redrawn by the server (/lessons/list), since one change can move other lessons too.
+// "Suggest wording" only shows what the user's local model offers; Accept saves it as an edit.
 "use strict";
 (() => {
   const { call, say, el } = rltray;
@@ -72,12 +73,34 @@
     });
   }
 
+  // -- a wording by the user's local model: shown with Accept / Discard, saved only on Accept --
+  async function suggest(card, button) {
+    const key = card.dataset.key;
+    const box = card.querySelector(".suggestion");
+    button.disabled = true;
+    box.hidden = false;
+    box.textContent = "Asking your local model (Ollama)…";
+    let got = null;
+    try { got = await call("POST", `/api/lessons/${encodeURIComponent(key)}/suggest`, {}); }
+    catch (err) { box.hidden = true; box.textContent = ""; }  // the call said why
+    finally { button.disabled = false; }
+    if (!got) return;
+    const accept = () => change(key, "words", { text: got.text }, `Lesson ${key} reworded as ${got.model} suggested.`).catch(() => {});
+    const discard = () => { box.hidden = true; box.textContent = ""; say(`Lesson ${key} keeps its words.`); };
+    box.textContent = "";
+    box.append(
+      el("span", { class: "muted" }, `${got.model} suggests: `), el("q", { class: "suggested" }, got.text), " ",
+      el("button", { type: "button", class: "good", "data-suggestion": "accept", onclick: accept }, "Accept"),
+      el("button", { type: "button", "data-suggestion": "discard", onclick: discard }, "Discard"));
+  }
+
   // -- actions -------------------------------------------------------------------------
   async function act(button) {
     const card = button.closest(".lesson");
     const key = card.dataset.key;
     const what = button.dataset.act;
     if (what === "edit") return edit(card);
+    if (what === "suggest") return suggest(card, button);
     if (what === "mute" || what === "pin") {
       const on = button.dataset.on === "1";
       const past = what === "mute" ? (on ? "muted" : "unmuted") : (on ? "pinned" : "unpinned");
