@@ -219,8 +219,11 @@ class LessonIntents:
         settings change, and by the running rltray at its start and then every
         few seconds, so a lesson retires on its day without a change.
         """
+        # Settings first, outside the lock: reading them may notice a changed or broken
+        # config.toml and tell the listeners, this one among them (a second call that
+        # must not wait for the lock this one holds: that deadlocked the worker).
+        settings = self.host.settings()
         with self._lock:
-            settings = self.host.settings()
             on = {e.name: bool(getattr(settings.lessons, e.setting)) for e in registry.AGENTS}
             self._note_switches(on)
             if not any(on.values()):
