@@ -187,8 +187,10 @@ class Service:
         home = str(self.paths.home)
         try:
             if rating is not None and rating.value < 0 and rating.comment:
+                from rltray.app.scrub import scrub  # the note waits in a file: no credential
+
                 lessonfiles.note_after_rating(
-                    home, turn.agent, turn.session, rating.comment, rating.score
+                    home, turn.agent, turn.session, scrub(rating.comment), rating.score
                 )
             else:
                 lessonfiles.drop_note(home, turn.agent, turn.session)

@@ -743,7 +743,11 @@ def leave_note(hook, session, sub, comment):
     try:
         if sub in ("bad", "1", "2"):
             score = None if sub == "bad" else int(sub)
-            lessons.note_after_rating(hook.home, hook.agent, session, comment, score)
+            # the note sits in spool/sessions until the next prompt: no credential in it
+            # (scrub is None when one may be there and the scrubber did not load: no note)
+            kept = hook.scrub(comment) if comment else comment
+            if kept:
+                lessons.note_after_rating(hook.home, hook.agent, session, kept, score)
         else:
             lessons.drop_note(hook.home, hook.agent, session)
     except OSError as exc:

@@ -267,3 +267,7 @@ def test_a_bad_rating_with_a_comment_is_told_to_the_sessions_next_prompt(
     service.rate(turn, -1, comment="the wrong file after all")
     service.unrate(turn)
     assert lessonfiles.take_note(home, "codex", "s1") is None
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    service.rate(turn, -1, comment=f"you pasted my token {secret}", source="notification")
+    said = lessonfiles.take_note(home, "codex", "s1")
+    assert said is not None and "you pasted my token" in said and secret not in said
