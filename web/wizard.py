@@ -149,13 +149,16 @@ def _memory() -> int | None:
     return int(psutil.virtual_memory().total)
 
 
-def _fit(model: dict[str, Any], total: int | None) -> dict[str, Any]:
+def _peaks() -> dict[str, dict[str, Any]]:
     from rltray.app.training import versions
 
     service = state().service
-    path = model.get("path") or model.get("blob")
-    measured = versions.measured_peak(service.store, service.paths, path) if path else None
-    return models.memory_fit(model, total, measured)
+    return versions.measured_peaks(service.store, service.paths)
+
+
+def _fit(model: dict[str, Any], total: int | None, peaks: dict[str, Any]) -> dict[str, Any]:
+    path = str(model.get("path") or model.get("blob") or "").strip()
+    return models.memory_fit(model, total, peaks.get(path) if path else None)
 
 
 @bp.post("/api/setup/models")
@@ -174,7 +177,7 @@ def api_models() -> Any:
         roots.append(str(path))
     if current.training.base_model and Path(current.training.base_model).exists():
         roots.append(current.training.base_model)
-    total = _memory()
+    total, peaks = _memory(), _peaks()
     ollama = ollama_models.list_models(_ollama_host(current), os.environ)
     blobs = {m.get("blob") for m in ollama["models"]}
     seen: set[str] = set()
@@ -183,10 +186,10 @@ def api_models() -> Any:
         if m["path"] in seen or m["path"] in blobs:  # an Ollama blob is listed with its name
             continue
         seen.add(m["path"])
-        m["memory"] = _fit(m, total)
+        m["memory"] = _fit(m, total, peaks)
         unique.append(m)
     for o in ollama["models"]:
-        o["memory"] = _fit(o, total) if o.get("blob") else None
+        o["memory"] = _fit(o, total, peaks) if o.get("blob") else None
     if folder and not any(m["path"] == str(Path(folder).expanduser()) for m in unique):
         found_here = [m for m in unique if m["path"].startswith(str(Path(folder).expanduser()))]
         if not found_here:
@@ -237,7 +240,7 @@ def api_choose_model() -> Any:
     if errors:
         raise UserError(next(iter(errors.values())))
     return jsonify({"saved": changed, "mismatches": problems, "same_file": same_file,
-                    "memory": _fit(chosen, _memory())})  # fmt: skip
+                    "memory": _fit(chosen, _memory(), _peaks())})  # fmt: skip
 
 
 # -- 3. backend -----------------------------------------------------------------------

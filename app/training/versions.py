@@ -88,13 +88,15 @@ def resumable_run(store: Store, paths: Paths, base_model: str) -> str | None:
     return keep
 
 
-def measured_peak(store: Store, paths: Paths, base_model: str) -> dict[str, Any] | None:
-    """The newest finished round on ``base_model`` that measured its peak memory.
+def measured_peaks(store: Store, paths: Paths) -> dict[str, dict[str, Any]]:
+    """Per base model, the newest finished round that measured its peak memory.
 
-    ``{"peak_bytes", "run"}``: the trainer reports ``peak_memory_bytes`` at its end;
-    the setup wizard shows it beside its estimate, which it replaces.
+    ``{base_model: {"peak_bytes", "run"}}``: the trainer reports ``peak_memory_bytes``
+    at its end; the setup wizard shows it beside its estimate, which it replaces.
+    Read once per page: each run's manifest is a file.
     """
-    for run in store.list_runs(limit=100):
+    found: dict[str, dict[str, Any]] = {}
+    for run in store.list_runs(limit=100):  # newest first: the first one per model wins
         peak = run.metrics.get("peak_memory_bytes")
         if run.status not in ("done", "failed") or not isinstance(peak, int) or peak <= 0:
             continue
@@ -102,9 +104,8 @@ def measured_peak(store: Store, paths: Paths, base_model: str) -> dict[str, Any]
             manifest = jobbuild.read_manifest(paths.runs / run.id)
         except (OSError, ValueError, KeyError):
             continue
-        if manifest.base_model == base_model.strip():
-            return {"peak_bytes": peak, "run": run.id}
-    return None
+        found.setdefault(manifest.base_model, {"peak_bytes": peak, "run": run.id})
+    return found
 
 
 def cancel_run(
