@@ -167,14 +167,14 @@ from rltray.web import window
 PLAN = json.loads(open(sys.argv[2]).read())
 OUT = sys.argv[3]
 
-def on_gtk(func):
+def on_gtk(func, seconds=30):
     # the WebKit view lives on GTK's thread; run func there and wait for its answer
     done, box = threading.Event(), []
     def call():
         func(lambda value=None: (box.append(value), done.set()))
         return False
     GLib.idle_add(call)
-    if not done.wait(30):
+    if not done.wait(seconds):
         raise TimeoutError(func)
     return box[0]
 
@@ -200,7 +200,13 @@ def snapshot(win, path):
             reply()
         webkit(win).get_snapshot(WebKit2.SnapshotRegion.FULL_DOCUMENT,
                                  WebKit2.SnapshotOptions.NONE, None, finished)
-    on_gtk(shoot)
+    try:
+        on_gtk(shoot)
+    except TimeoutError:
+        # on a loaded 2-core CI box WebKit once let a snapshot request lie unanswered
+        # (the page had painted: its title and errors were read); ask once more
+        print("SNAPSHOT RETRY", path, flush=True)
+        on_gtk(shoot, seconds=90)
 
 def wait_for(win, condition, seconds=20):
     end = time.time() + seconds
