@@ -68,6 +68,8 @@ class LessonIntents:
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._lock = threading.Lock()
         self._written: str | None = None  # what the files were last written from
+        #: (switches, the store's change mark, the date) when the texts were last known current
+        self._unchanged_since: tuple[Any, ...] | None = None
 
     # -- reading -------------------------------------------------------------------
 
@@ -226,6 +228,12 @@ class LessonIntents:
         with self._lock:
             on = {e.name: bool(getattr(settings.lessons, e.setting)) for e in registry.AGENTS}
             self._note_switches(on)
+            # The running rltray calls this every few seconds: when no row changed and
+            # the day did not turn, the texts cannot differ, so skip reading every
+            # lesson's evidence (the store's change mark costs two integer reads).
+            quick = (sorted(on.items()), self.host.store.change_mark(), self.clock().date())
+            if quick == self._unchanged_since:
+                return False
             if not any(on.values()):
                 stamp = repr(on)
                 inputs = None
@@ -233,6 +241,7 @@ class LessonIntents:
                 inputs = self._inputs()
                 stamp = _fingerprint(on, inputs, self.clock())
             if stamp == self._written:
+                self._unchanged_since = quick
                 return False
             texts = render.texts(self._assess(*inputs)) if inputs is not None else {}
             home = str(self.host.paths.home)
@@ -246,6 +255,7 @@ class LessonIntents:
                     log.warning("lesson files of %s not written: %s", agent, exc)
                     return False
             self._written = stamp
+            self._unchanged_since = quick
             self._refresh_agent_files()
             return True
 

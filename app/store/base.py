@@ -190,6 +190,15 @@ class StoreBase:
         with self._lock:
             return self.conn.execute(sql, tuple(params)).fetchall()
 
+    def change_mark(self) -> tuple[int, int]:
+        """A value that moves whenever anything in the file changes: SQLite's
+        ``data_version`` (commits by any other connection, other processes included)
+        and this connection's own ``total_changes``. Two equal marks mean the same
+        data, so a reader polling for changes can skip its full read."""
+        with self._lock:
+            version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+            return version, int(self.conn.total_changes)
+
     def checkpoint(self, wait_s: float = 1.0) -> bool:
         """Copy the write-ahead log into the file and empty it; whether that completed.
 

@@ -199,3 +199,26 @@ def test_claude_codes_opted_in_rules_file_follows_the_global_lessons(
         b"The user's own feedback on earlier answers (from rltray):\n"
         b"- Keep: answer in English (the user's own note).\n"
     )
+
+
+def test_the_poll_reads_nothing_until_the_data_changes_then_sees_another_process(
+    service: Service, make_turn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rltray.app.store import Store
+
+    service.lessons.switch("codex", True)
+    one = turn(service, make_turn)
+    service.rate(one, -1, comment="too verbose")
+    reads: list[int] = []
+    evidence = service.store.lesson_evidence
+    monkeypatch.setattr(service.store, "lesson_evidence", lambda: reads.append(1) or evidence())
+    service.lessons.refresh()  # the first poll after the write reads (the mark moved) ...
+    reads.clear()
+    for _ in range(3):
+        assert service.lessons.refresh() is False  # ... the next ones do not
+    assert reads == []
+    # the CLI (another process, another connection) comments: the next poll sees it
+    with Store.open(service.paths) as other:
+        other.set_comment(one, "cut the preamble")
+    assert service.lessons.refresh() is True and reads == [1]
+    assert "Avoid: cut the preamble" in (told(service, SHOP) or "")
