@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rltray.app.errors import ExitCode, UserError
 
-TORCH_PIN = "torch==2.13.0"  # the same pin as the Makefile and packaging/training_extras.py
+TORCH_PIN = "torch==2.13.0"  # the Makefile's pin too; packaging/training_extras.py reads it here
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 CUDA_INDEX = "https://download.pytorch.org/whl/cu128"
 EXTRAS = {"cuda": ("torch", "export"), "mps": ("torch", "export"), "cpu": ("torch", "export"),
@@ -37,7 +37,7 @@ EXTRAS = {"cuda": ("torch", "export"), "mps": ("torch", "export"), "cpu": ("torc
 
 # Neither training stack installs on an x86_64 Mac: PyTorch's last macOS x86_64 wheels are
 # 2.2.2, MLX is Apple Silicon only. Said before pip runs, never as pip's raw error (issue 23
-# item 3); packaging/training_extras.py says the same for `make run`.
+# item 3); packaging/training_extras.py reads them from here for `make run`.
 INTEL_MAC = (
     "PyTorch publishes no wheels for Intel Macs after 2.2.2 (rltray needs torch 2.13.0) and "
     "MLX needs Apple Silicon, so this Mac cannot train; rltray still captures and rates turns."
