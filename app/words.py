@@ -7,6 +7,7 @@ wherever it is shown. Standard library only.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 from rltray.app.errors import UserError
@@ -17,9 +18,15 @@ LINE_CHARS = 72
 NOTIFICATION_CHARS = 200
 
 
+#: A Markdown code fence's own line (```python, ~~~): markup, not what the answer says.
+_FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n`]*$", re.MULTILINE)
+
+
 def preview(text: str, limit: int = LINE_CHARS) -> str:
-    """``text`` on one line: whitespace collapsed, at most ``limit`` characters."""
-    flat = " ".join(text.split())
+    """``text`` on one line: code fences dropped, whitespace collapsed, at most
+    ``limit`` characters (an answer that opens with code reads as its code, not
+    as "```python")."""
+    flat = " ".join(_FENCE_LINE.sub("", text).split())
     if len(flat) <= limit:
         return flat
     return flat[: limit - 1].rstrip() + "…"

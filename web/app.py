@@ -253,6 +253,7 @@ def _install_errors(app: Flask) -> None:
 
 
 def _install_templates(app: Flask) -> None:
+    from rltray.app import words
     from rltray.web import render
 
     @app.context_processor
@@ -267,3 +268,4 @@ def _install_templates(app: Flask) -> None:
     app.jinja_env.filters["localtime"] = render.local_time
     app.jinja_env.filters["version"] = render.version
     app.jinja_env.filters["number"] = render.number
+    app.jinja_env.filters["preview"] = words.preview

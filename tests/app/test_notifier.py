@@ -121,6 +121,13 @@ def test_a_notification_preview_collapses_whitespace_and_cuts_at_200() -> None:
     assert len(preview(long)) == 72  # a terminal line or a menu item
 
 
+def test_a_preview_reads_code_as_its_code_not_its_fences() -> None:
+    answer = "```python\ndef f():\n    return 1\n```\nDone. ~~~ stays inside a line"
+    assert preview(answer) == "def f(): return 1 Done. ~~~ stays inside a line"
+    assert preview("  ~~~\nx = 1\n  ```  \n") == "x = 1"
+    assert preview("use ``` to fence code") == "use ``` to fence code"  # not a fence line
+
+
 def test_title_names_the_agent_and_project() -> None:
     assert title_for("claude-code", "/home/me/myproject") == "Claude Code · myproject"
     assert title_for("codex", "/home/me/api/") == "Codex · api"

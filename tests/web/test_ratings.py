@@ -41,6 +41,9 @@ def test_the_turn_is_rendered_safely_with_code_highlighted(client, add_turns) ->
     assert 'class="hl"' in detail and '<span class="k">def</span>' in detail
     assert 'href="javascript' not in detail
     assert "earlier 1" in detail  # the context
+    row = client.get("/ratings").data.decode()  # the list's one-line preview, still escaped
+    assert "Use this: def f(): return 1 [x](javascript:alert(1))" in row and "```" not in row
+    assert "Why does &lt;script&gt;alert(1)&lt;/script&gt; run?" in row
 
 
 def test_rate_rerate_unrate_comment_and_tag(client, add_turns, service) -> None:

@@ -37,6 +37,8 @@ def fill(service: Any, add_turns: Any) -> None:
     """A week of ratings, tags and comments, six runs (one failed) and three versions."""
     now = datetime.now(timezone.utc)
     ids = add_turns(40)
+    ids += add_turns(2, response="```python\ndef parse(rows):\n    return [r for r in rows if r]\n"
+                                 "```\nThe parser now skips empty rows.")  # fmt: skip
     service.store.add_tag("ignored instructions")
     for i, turn_id in enumerate(ids[:30]):
         service.store.rate(turn_id, 1 if i % 3 else -1, "cli", at=now - timedelta(days=i % 7))
