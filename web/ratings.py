@@ -60,6 +60,7 @@ def current_filter(query: TurnQuery) -> TurnFilter:
         since=_local_day_start(query.since, "since") if query.since else None,
         until=until,
         tags=tuple(query.tag),
+        turn=query.turn,
     )
 
 
@@ -104,6 +105,7 @@ def page(query: RatingsPageQuery) -> Any:
         projects=store.projects(),
         all_tags=store.list_tags(),
         ratings=RATINGS,
+        open_turn=query.turn if any(t.id == query.turn for t in turns) else None,
     )
 
 

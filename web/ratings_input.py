@@ -42,6 +42,7 @@ class TurnQuery(Query):
     since: Day | None = None  # type: ignore[valid-type]
     until: Day | None = None  # type: ignore[valid-type]
     tag: Annotated[tuple[Name, ...], Field(max_length=MAX_TAGS)] = ()
+    turn: Id | None = None  # just this turn, its detail open (the Lessons page links here)
 
 
 class TurnListQuery(TurnQuery):

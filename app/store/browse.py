@@ -29,6 +29,7 @@ class TurnFilter:
     since: str | None = None
     until: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    turn: int | None = None  # one turn by id (a link from the Lessons page)
 
     def where(self) -> tuple[str, list[Any]]:
         parts: list[str] = []
@@ -40,6 +41,9 @@ class TurnFilter:
                 " OR t.cwd LIKE ? ESCAPE '\\' OR r.comment LIKE ? ESCAPE '\\')"
             )
             params += [like] * 4
+        if self.turn is not None:
+            parts.append("t.id = ?")
+            params.append(self.turn)
         if self.agent:
             parts.append("t.agent = ?")
             params.append(self.agent)

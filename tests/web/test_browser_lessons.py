@@ -218,3 +218,22 @@ def test_suggest_wording_then_discard_or_accept_in_chromium(server, service, add
             )
             assert [r["model"] for r in ollama.requests] == ["tiny", "tiny"]
             clean(problems)
+
+
+def test_a_turn_behind_a_lesson_opens_in_the_ratings_browser(server, service, add_turns) -> None:  # noqa: F811
+    keys = fill_lessons(service, add_turns)
+    with chromium_page((1280, 800)) as (page, problems):
+        page.goto(server.launch_url("lessons"))
+        wall = card(page, keys["wall"])
+        page.click(f"{wall} details summary")
+        link = page.locator(f"{wall} .turns-behind li a").first
+        link.wait_for()
+        turn = link.inner_text().removeprefix("turn ")
+        link.click()
+        page.wait_for_url(f"**/ratings?turn={turn}")
+        page.wait_for_selector(f"#detail:not([hidden])[data-id='{turn}']")
+        assert page.locator("#turns tbody tr").count() == 1  # that turn only, said so
+        assert page.inner_text("#filters").strip().endswith(f"turn {turn} only")
+        assert "wall of text" in page.input_value("#detail textarea")  # its comment
+        picture(page, "ratings-one-turn-from-a-lesson")
+        clean(problems)

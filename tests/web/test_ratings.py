@@ -46,6 +46,15 @@ def test_the_turn_is_rendered_safely_with_code_highlighted(client, add_turns) ->
     assert "Why does &lt;script&gt;alert(1)&lt;/script&gt; run?" in row
 
 
+def test_one_turn_by_its_id_with_its_detail_open(client, add_turns) -> None:
+    first, second = add_turns(2)
+    page = client.get(f"/ratings?turn={second}").data.decode()
+    assert f'data-open="{second}"' in page and f'data-id="{first}"' not in page
+    assert f"turn {second} only" in page
+    assert 'data-open="' not in client.get("/ratings?turn=999").data.decode()  # none to open
+    assert client.get("/ratings?turn=x").status_code == 400
+
+
 def test_rate_rerate_unrate_comment_and_tag(client, add_turns, service) -> None:
     (turn_id,) = add_turns(1)
     url = f"/api/turns/{turn_id}"

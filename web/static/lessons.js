@@ -134,7 +134,8 @@
     const label = t.score ? `${t.score}/5` : kind;
     return el("li", {},
       el("span", { class: `badge ${kind}` }, label), " ",
-      el("span", { class: "muted" }, `${day(t.rated_at)} · ${t.agent} · turn ${t.turn}`), " ",
+      el("span", { class: "muted" }, `${day(t.rated_at)} · ${t.agent} · `),
+      el("a", { href: `/ratings?turn=${encodeURIComponent(t.turn)}`, title: "Open this turn in the ratings browser" }, `turn ${t.turn}`), " ",
       t.comment ? el("q", {}, t.comment) : el("span", { class: "muted" }, t.tags.length ? `tagged ${t.tags.join(", ")}` : ""),
       t.prompt ? [el("br"), el("span", { class: "prompt small" }, `asked: ${t.prompt}`)] : null);
   }

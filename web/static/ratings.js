@@ -145,4 +145,7 @@
     else return;
     event.preventDefault();
   });
+
+  // /ratings?turn=N (the Lessons page's link to a turn behind a lesson): open it at once
+  if (table && table.dataset.open) focusRow(rowOf(table.dataset.open), true);
 })();
