@@ -59,7 +59,7 @@ $(TRAIN): $(APP)
 
 $(FULL): $(APP)
 	$(PIP) "$(TORCH)"
-	$(PIP) -e ".[torch,mlx,bench,test,export,package]" "$(TORCH)"
+	$(PIP) -e ".[torch,mlx,bench,test,export,package,remote,ray-head]" "$(TORCH)"
 	touch $(FULL) $(TRAIN)
 
 # Ctrl+C reaches make and rltray together; rltray stops cleanly and exits 0, and make

@@ -223,6 +223,52 @@ class TrainingSettings(_Section):
             "(needed by a few architectures; only turn on for models you trust)."
         ),
     )
+    # -- training on a bigger machine (issue 26): Ray Jobs over SSH; the SSH key and the
+    # Ray token live in the OS keyring (`rltray secrets set remote-ssh-key|ray-token`)
+    remote_host: str = Field(
+        "",
+        json_schema_extra={"label": "Remote training host"},
+        description=(
+            "Train on this machine (a GPU box or a cluster's head node) through Ray Jobs "
+            "over SSH; empty to train here."
+        ),
+    )
+    remote_port: int = Field(22, ge=1, le=65535, description="The remote machine's SSH port.")
+    remote_user: str = Field("", description="The SSH login on the remote machine.")
+    remote_host_key: str = Field(
+        "",
+        json_schema_extra={"label": "Remote SSH host key"},
+        description=(
+            "The remote machine's SSH host key fingerprint (SHA256:...), accepted once after "
+            "comparing it; a different key is refused."
+        ),
+    )
+    remote_dashboard_port: int = Field(
+        8265, ge=1, le=65535,
+        description="The Ray dashboard's port on the remote's localhost (reached through SSH).",
+    )  # fmt: skip
+    remote_dir: str = Field(
+        "rltray-remote",
+        json_schema_extra={"label": "Remote folder"},
+        description="The remote folder for run folders and parent adapters (relative: home).",
+    )
+    remote_python: str = Field(
+        "python3",
+        json_schema_extra={"label": "Remote trainer Python"},
+        description="The remote Python that has rltray's trainer, torch and peft installed.",
+    )
+    remote_gpus: int = Field(
+        1, ge=0, le=64, description="GPUs each remote round asks Ray for.",
+        json_schema_extra={"label": "Remote GPUs"},
+    )  # fmt: skip
+    remote_stop_grace_s: int = Field(
+        300, ge=10, le=3600, json_schema_extra={"label": "Remote stop grace (seconds)"},
+        description="Seconds Ray waits for a stopped round to checkpoint before killing it.",
+    )  # fmt: skip
+    remote_base_model: str = Field(
+        "",
+        description="The base model's path or id on the remote machine; empty: the same name.",
+    )
     hyper: dict[str, float | int | bool | str] = Field(
         default_factory=dict,
         description=(

@@ -25,7 +25,7 @@ from typing import Any, NoReturn, TypeVar
 from rltray.app.errors import ExitCode, UserError
 
 SERVICE = "rltray"
-NAMES = ("api-token", "hook-secret", "hf-token")
+NAMES = ("api-token", "hook-secret", "hf-token", "remote-ssh-key", "ray-token")
 DEFAULT_TIMEOUT_S = 5.0
 
 T = TypeVar("T")

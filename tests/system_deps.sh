@@ -14,6 +14,8 @@ PACKAGES="$PACKAGES libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gtk-3
 PACKAGES="$PACKAGES chromium gir1.2-webkit2-4.1"
 # the PyInstaller bundle (tests/packaging/test_bundle.py): objdump, and cairo for the icons
 PACKAGES="$PACKAGES binutils libcairo2"
+# training on a bigger machine (tests/remote/): a private sshd on 127.0.0.1 stands in for it
+PACKAGES="$PACKAGES openssh-server"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import ExitCode, NothingToDo, UserError
-from rltray.app.training import jobbuild, outcome
+from rltray.app.training import jobbuild, outcome, remote
 from rltray.app.training import versions as adapterversions
 from rltray.app.training.publisher import Publisher, failure_line
 
@@ -156,7 +156,7 @@ class TrainingRunner:
             by_hand = reason == "manual"  # Train now: resets the failure budget
             if paused is not None:
                 return self._launch(paused, reason="resume", user_away=away, by_hand=by_hand)
-            python = jobbuild.training_python(training)
+            python = None if remote.enabled(training) else jobbuild.training_python(training)
             run_id = jobbuild.new_run_id()
             built = jobbuild.build_job(
                 self.store,
@@ -190,7 +190,7 @@ class TrainingRunner:
             if child is None:
                 return False
             child.stop_mode = "pause" if pause else "cancel"
-            _terminate(child.proc, child.built.folder)
+            _terminate(child.proc, child.built.folder, cancel=not pause)
         if threading.current_thread() is child.reader:
             return True  # called from on_change: the reader records the outcome itself
         limit = self.stop_timeout_s if timeout is None else timeout
@@ -269,6 +269,11 @@ class TrainingRunner:
             for run in reversed(self.store.list_runs(limit=100)):  # oldest first
                 if run.status != "running" or run.id == current:
                     continue
+                if current is None and remote.attachable(self.paths.runs / run.id):
+                    # a remote round runs on without the tray: follow it again
+                    current = self._launch(run.id, reason="reattach")
+                    settled.append(run.id)
+                    continue
                 version = adapterversions.settle_leftover(
                     self.store, self.paths, run, self.stop_timeout_s
                 )
@@ -310,7 +315,13 @@ class TrainingRunner:
         """
         folder = self.paths.runs / run_id
         built = built or jobbuild.read_manifest(folder)
-        python = python or jobbuild.training_python(self._training())
+        training = self._training()
+        remote_round = remote.enabled(training)
+        if remote_round:  # the stand-in speaks the trainer's contract (app/training/remote)
+            argv = remote.command(built.job_path)
+        else:
+            python = python or jobbuild.training_python(training)
+            argv = [python, "-m", "rltray.trainer", str(built.job_path)]
         env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
@@ -326,7 +337,7 @@ class TrainingRunner:
             log.flush()
             try:
                 proc = subprocess.Popen(
-                    [python, "-m", "rltray.trainer", str(built.job_path)],
+                    argv,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
@@ -340,12 +351,16 @@ class TrainingRunner:
                         run_id, "failed", error=f"the trainer did not start: {exc}"
                     )
                 raise jobbuild.TrainingNotSetUp(
-                    f"set up training first: {python} did not start ({exc})"
+                    f"set up training first: {argv[0]} did not start ({exc})"
                 ) from None
+        if remote_round and proc.stdin is not None:
+            with contextlib.suppress(OSError):  # settings and keyring secrets, never argv
+                proc.stdin.write(remote.handshake(training))
+                proc.stdin.flush()
         (folder / "trainer.pid").write_text(str(proc.pid), encoding="utf-8")
         run = self.store.get_run(run_id)
         before = run.metrics if run else {}
-        resumed = reason == "resume"
+        resumed = reason in ("resume", "reattach")
         metrics = {
             **before,
             "reason": reason,
@@ -504,7 +519,7 @@ def creation_flags(platform: str = sys.platform) -> int:
 SIGTERM_AFTER_S = 15.0
 
 
-def _terminate(proc: subprocess.Popen[bytes], folder: Path) -> None:
+def _terminate(proc: subprocess.Popen[bytes], folder: Path, cancel: bool = False) -> None:
     """Ask the trainer to pause: write ``folder/stop`` and close its stdin.
 
     Why no signal: on Windows ``CTRL_BREAK_EVENT`` reaches only processes that share
@@ -513,8 +528,8 @@ def _terminate(proc: subprocess.Popen[bytes], folder: Path) -> None:
     checkpoint. Both of these work on every OS without a console
     (``trainer/stopchannel.py``); the trainer checkpoints and exits 3.
     """
-    with contextlib.suppress(OSError):
-        (folder / STOP_FILE).write_bytes(b"")
+    with contextlib.suppress(OSError):  # "cancel" tells a remote stand-in to clean up there
+        (folder / STOP_FILE).write_bytes(b"cancel" if cancel else b"")
     with contextlib.suppress(OSError, ValueError):
         if proc.stdin is not None:
             proc.stdin.close()

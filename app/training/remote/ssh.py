@@ -1,0 +1,205 @@
+"""One SSH connection to the training machine: host key check, dashboard forward, SFTP.
+
+Why asyncssh (maintained, pure Python, SFTP and port forwarding on one
+connection) on a loop of its own: the Ray Jobs calls are plain blocking HTTP
+through the forwarded port, and a blocking call on the loop that serves the
+tunnel would hang the tunnel (issue 26's facts). So the loop runs in a daemon
+thread and every method here is synchronous, handing a coroutine to that loop.
+
+Host keys are never accepted silently: the setting ``training.remote_host_key``
+pins the server's SHA256 fingerprint. Empty or different, the connection is
+refused before authenticating, with one sentence that shows the fingerprint
+seen, so the user can compare it once and pin it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncssh
+from rltray.app.errors import ExitCode, UserError
+
+T = TypeVar("T")
+CONNECT_TIMEOUT_S = 20.0
+
+
+class RemoteError(UserError):
+    """The training machine cannot be used; the message is one sentence saying why."""
+
+    exit_code = ExitCode.NOT_AVAILABLE
+
+
+class HostKeyRefused(RemoteError):
+    """The server's host key is not the pinned one; ``seen`` is its fingerprint."""
+
+    def __init__(self, message: str, seen: str) -> None:
+        super().__init__(message)
+        self.seen = seen
+
+
+class _PinnedClient(asyncssh.SSHClient):
+    """Trusts exactly one host key fingerprint; remembers what the server showed."""
+
+    def __init__(self, pinned: str) -> None:
+        self.pinned = pinned.strip()
+        self.seen = ""
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
+        self.seen = key.get_fingerprint("sha256")
+        return bool(self.pinned) and self.seen == self.pinned
+
+
+class Connection:
+    """An open SSH connection with its own event loop thread."""
+
+    def __init__(
+        self, host: str, port: int, user: str, host_key: str, private_key: str | None = None
+    ) -> None:
+        self.host, self.port, self.user = host, port, user
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="rltray-ssh", daemon=True
+        )
+        self._thread.start()
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._sftp: asyncssh.SFTPClient | None = None
+        try:
+            self._call(self._open(host_key, private_key), CONNECT_TIMEOUT_S + 5)
+        except BaseException:
+            self.close()
+            raise
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _open(self, host_key: str, private_key: str | None) -> None:
+        client = _PinnedClient(host_key)
+        keys = [asyncssh.import_private_key(private_key)] if private_key else ()
+        where = f"{self.user}@{self.host}:{self.port}"
+        try:
+            self._conn, _ = await asyncssh.create_connection(
+                lambda: client, self.host, self.port, username=self.user,
+                known_hosts=([], [], []), client_keys=keys or None,
+                agent_path=None if keys else (), connect_timeout=CONNECT_TIMEOUT_S,
+            )  # fmt: skip
+        except asyncssh.HostKeyNotVerifiable:
+            if not client.pinned:
+                raise HostKeyRefused(
+                    f"{where} shows the host key {client.seen}, which you have not accepted; "
+                    f"compare it with the server's and accept it with `rltray config set "
+                    f"training.remote_host_key {client.seen}`",
+                    client.seen,
+                ) from None
+            raise HostKeyRefused(
+                f"{where} shows the host key {client.seen}, not the accepted "
+                f"{client.pinned}: refusing to connect (the server was reinstalled, or "
+                "someone is in between)",
+                client.seen,
+            ) from None
+        except asyncssh.PermissionDenied:
+            raise RemoteError(
+                f"{where} refused the SSH key; add its public key to the remote "
+                "~/.ssh/authorized_keys"
+            ) from None
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            raise RemoteError(
+                f"cannot reach {where} over SSH: {exc or type(exc).__name__}"
+            ) from None
+        self._sftp = await self._conn.start_sftp_client()
+
+    # -- forwarding and commands ---------------------------------------------
+
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
+        """Forward a free local 127.0.0.1 port to ``remote_host:remote_port``; the port."""
+
+        async def go() -> int:
+            assert self._conn is not None
+            listener = await self._conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
+            return int(listener.get_port())
+
+        return self._call(go(), 30)
+
+    def run(self, command: str, timeout: float = 60) -> tuple[int, str]:
+        """Run ``command`` on the remote; its exit status and merged output."""
+
+        async def go() -> tuple[int, str]:
+            assert self._conn is not None
+            result = await self._conn.run(command, stderr=asyncssh.STDOUT)
+            return int(result.exit_status or 0), str(result.stdout or "")
+
+        return self._call(go(), timeout)
+
+    # -- files ---------------------------------------------------------------
+
+    def realpath(self, path: str) -> str:
+        """``path`` made absolute on the remote (a relative one is under the login's home)."""
+        assert self._sftp is not None
+        return str(self._call(self._sftp.realpath(path), 60))
+
+    def exists(self, path: str) -> bool:
+        assert self._sftp is not None
+        return self._call(self._sftp.exists(path), 60)
+
+    def makedirs(self, path: str) -> None:
+        assert self._sftp is not None
+        self._call(self._sftp.makedirs(path, exist_ok=True), 60)
+
+    def put(self, local: Path, remote: str) -> None:
+        """Upload a file or a folder (recursively) to ``remote``."""
+        assert self._sftp is not None
+        self._call(self._sftp.put(str(local), remote, recurse=True, preserve=False), None)
+
+    def write_text(self, remote: str, text: str) -> None:
+        async def go() -> None:
+            assert self._sftp is not None
+            async with self._sftp.open(remote, "w") as f:
+                await f.write(text)
+
+        self._call(go(), 60)
+
+    def read_text(self, remote: str) -> str:
+        async def go() -> str:
+            assert self._sftp is not None
+            async with self._sftp.open(remote, "r") as f:
+                return str(await f.read())
+
+        return self._call(go(), 60)
+
+    def get(self, remote: str, local: Path) -> None:
+        """Download a file or folder (recursively) to ``local``."""
+        assert self._sftp is not None
+        self._call(self._sftp.get(remote, str(local), recurse=True, preserve=False), None)
+
+    def rename(self, old: str, new: str) -> None:
+        assert self._sftp is not None
+        self._call(self._sftp.rename(old, new), 60)
+
+    def rmtree(self, path: str) -> None:
+        assert self._sftp is not None
+        if self.exists(path):
+            self._call(self._sftp.rmtree(path), 120)
+
+    def close(self) -> None:
+        async def shut() -> None:
+            if self._sftp is not None:
+                self._sftp.exit()
+            if self._conn is not None:
+                self._conn.close()
+                await self._conn.wait_closed()
+
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):  # a dead connection has nothing to report
+                self._call(shut(), 10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+
+def join(*parts: str) -> str:
+    """A remote (POSIX) path."""
+    return posixpath.join(*parts)

@@ -1,0 +1,247 @@
+"""Training rounds on a "bigger machine" through the real path: SSH, Ray Jobs, SFTP.
+
+The remote is this machine reached as a remote would be: a real sshd on a free
+127.0.0.1 port with a temporary host key and authorized key, and a real Ray head
+with token auth whose dashboard listens on 127.0.0.1 only (reached through the
+stand-in's SSH forward). The runner, store and tiny model are the real ones of
+tests/app/test_training.py; the round's trainer runs as a Ray job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app import secrets as keyring_secrets
+from rltray.app.config import Config, TrainingSettings
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+from rltray.app.training.runner import TrainingRunner
+
+pytestmark = [pytest.mark.slow, pytest.mark.ml]
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+TINY_HYPER: dict[str, Any] = {
+    "rank": 4, "alpha": 8.0, "lr": 0.01, "warmup_steps": 1, "epochs": 2, "batch_size": 2,
+    "step_examples": 4, "max_seq_len": 96, "gate_profile": "tiny-test",
+}  # fmt: skip
+ENV = {"RLTRAY_TRAINER_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("peft")
+    from rltray.trainer.tiny import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def paths(rltray_home: Path) -> Paths:
+    return Paths.from_env()
+
+
+@pytest.fixture
+def store(paths: Paths):
+    with Store.open(paths) as opened:
+        yield opened
+
+
+def rate(store: Store, n: int) -> list[int]:
+    ids = []
+    for i in range(n):
+        turn_id, _ = store.add_turn({
+            "v": 1, "kind": "turn", "agent": "claude-code", "session": "s", "turn": f"t{i}",
+            "prompt": f"Question {i}: how do I fix it?",
+            "response": ("Add a regression test first." if i % 2 == 0 else "Delete the test."),
+            "context": [], "cwd": "/w", "model": "m", "captured_at": f"2025-01-01T00:00:{i:02d}Z",
+            "event": "stop", "transcript": None,
+        })  # fmt: skip
+        ids.append(store.rate(turn_id, 1 if i % 2 == 0 else -1, "cli",
+                              at=T0 + timedelta(minutes=i)).id)  # fmt: skip
+    return ids
+
+
+def remote_training(sshd, ray_head, model: Path, tmp: Path, **over: Any) -> TrainingSettings:
+    return TrainingSettings(**{
+        "base_model": str(model), "backend": "torch", "remote_host": "127.0.0.1",
+        "remote_port": sshd.port, "remote_user": sshd.user, "remote_host_key": sshd.host_key,
+        "remote_dashboard_port": ray_head.dashboard_port, "remote_dir": str(tmp / "remote"),
+        "remote_python": sys.executable, "remote_stop_grace_s": 60, **over,
+    })  # fmt: skip
+
+
+def keep_secrets(sshd, ray_head, token: str | None = None) -> None:
+    keyring_secrets.set_secret("remote-ssh-key", sshd.client_key)
+    keyring_secrets.set_secret("ray-token", token or ray_head.token)
+
+
+def runner_for(store, paths, training, changes: list | None = None, **hyper: Any) -> TrainingRunner:
+    return TrainingRunner(
+        store, paths, lambda: Config(training=training),
+        on_change=(changes.append if changes is not None else None),
+        hyper={**TINY_HYPER, **hyper}, device="cpu", env=ENV,
+    )  # fmt: skip
+
+
+def wait_until(cond, limit: float, what: str) -> None:
+    deadline = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def sha(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_refused_with_one_sentence(sshd, ray_head, store, paths, tiny_model, tmp_path) -> None:
+    """An unknown host key, a changed one and a wrong Ray token each stop the round
+    before any job exists, with one sentence (and the fingerprint to compare)."""
+    rate(store, 4)
+    keep_secrets(sshd, ray_head)
+    for over, said in [
+        ({"remote_host_key": ""}, f"shows the host key {sshd.host_key}, which you have not"),
+        ({"remote_host_key": "SHA256:" + "A" * 43}, "not the accepted SHA256:AAAA"),
+    ]:
+        runner = runner_for(
+            store, paths, remote_training(sshd, ray_head, tiny_model, tmp_path, **over)
+        )
+        run_id = runner.start()
+        assert runner.wait(60)
+        run = store.get_run(run_id)
+        assert run.status == "failed" and said in run.error.splitlines()[0], run.error
+        assert run.metrics["exit_code"] == 2
+        store.finish_run(run_id, "failed")
+    keep_secrets(sshd, ray_head, token="not-the-token")
+    runner = runner_for(store, paths, remote_training(sshd, ray_head, tiny_model, tmp_path))
+    run_id = runner.start()
+    assert runner.wait(60)
+    first = store.get_run(run_id).error.splitlines()[0]
+    assert first.startswith("the Ray cluster refused the token (HTTP 403)"), first
+    assert not (tmp_path / "remote" / "runs").exists()  # nothing uploaded
+
+
+def test_round_pause_resume_and_the_adapter_comes_back_whole(
+    sshd, ray_head, store, paths, tiny_model, tmp_path
+) -> None:
+    """Train now -> a Ray job; pause checkpoints remotely (Ray's SIGTERM, one signal);
+    resume continues from that checkpoint; the adapter is fetched byte-identical
+    (the stand-in compares SHA-256 with the remote's files) and becomes v1."""
+    rate(store, 16)
+    keep_secrets(sshd, ray_head)
+    changes: list[dict[str, Any]] = []
+    runner = runner_for(store, paths, remote_training(sshd, ray_head, tiny_model, tmp_path),
+                        changes, epochs=30)  # fmt: skip
+    run_id = runner.start()
+    wait_until(lambda: any(c.get("step") for c in changes), 180, "no progress line")
+    remote_run = tmp_path / "remote" / "runs" / run_id
+    assert (remote_run / "job.json").is_file()
+    assert runner.stop(pause=True, timeout=120)
+    run = store.get_run(run_id)
+    assert run.status == "paused", run.error
+    state = json.loads((remote_run / "checkpoint" / "state.json").read_text())
+    paused_at = state["global_step"]
+    assert 0 < paused_at < 60
+    log = (paths.runs / run_id / "trainer.log").read_text()
+    assert "Traceback" not in log
+
+    changes.clear()
+    assert runner.resume() == run_id
+    assert runner.wait(300)
+    run = store.get_run(run_id)
+    assert run.status == "done", run.error
+    steps = [c["step"] for c in changes if c.get("step")]
+    assert min(steps) > paused_at and max(steps) == 60  # continued, not restarted
+    assert run.metrics["remote_fetch_verified"] >= 3
+    v1 = store.active_adapter()
+    assert v1 is not None and (Path(v1.path) / "adapter_model.safetensors").is_file()
+    assert not remote_run.exists()  # the remote run folder is cleaned after the fetch
+    remote_state = json.loads((paths.runs / run_id / "remote.json").read_text())
+    assert remote_state["attempt"] == 2
+
+
+def test_cancel_cleans_the_remote_folder_and_no_gpu_waits(
+    sshd, ray_head, store, paths, tiny_model, tmp_path
+) -> None:
+    """Two GPUs asked of a one-GPU cluster: the job waits and the tray says so; cancel
+    stops it and removes the remote run folder."""
+    rate(store, 8)
+    keep_secrets(sshd, ray_head)
+    changes: list[dict[str, Any]] = []
+    training = remote_training(sshd, ray_head, tiny_model, tmp_path, remote_gpus=2)
+    runner = runner_for(store, paths, training, changes)
+    run_id = runner.start()
+    wait_until(lambda: any("waiting for the cluster" in str(c.get("message")) for c in changes),
+               60, "no waiting line")  # fmt: skip
+    assert (tmp_path / "remote" / "runs" / run_id).is_dir()
+    assert runner.stop(pause=False, timeout=60)
+    run = store.get_run(run_id)
+    assert run.status == "cancelled", (run.status, run.error)
+    assert not (tmp_path / "remote" / "runs" / run_id).exists()
+
+
+TRAY = """\
+import json, sys, time
+from rltray.app.config import Config, TrainingSettings
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+from rltray.app.training.runner import TrainingRunner
+cfg = json.loads(sys.argv[1])
+store = Store.open(Paths.from_env())
+training = TrainingSettings(**cfg["training"])
+runner = TrainingRunner(store, Paths.from_env(), lambda: Config(training=training),
+                        hyper=cfg["hyper"], device="cpu", env=cfg["env"])
+runner.on_change = lambda p: print(json.dumps(p), flush=True)
+runner.start()
+time.sleep(600)
+"""
+
+
+def test_a_killed_tray_reattaches_to_the_running_round(
+    sshd, ray_head, store, paths, tiny_model, tmp_path
+) -> None:
+    """The tray (a real process with its runner and stand-in) is killed mid-round; the
+    remote job runs on; the next runner's reconcile re-attaches and finishes the round."""
+    rate(store, 16)
+    keep_secrets(sshd, ray_head)
+    training = remote_training(sshd, ray_head, tiny_model, tmp_path)
+    cfg = {"training": training.model_dump(), "hyper": {**TINY_HYPER, "epochs": 20}, "env": ENV}
+    # the child tray has no test keyring: it gets the secrets the runner would read
+    script = tmp_path / "tray.py"
+    script.write_text(TRAY.replace("from rltray.app.training.runner import TrainingRunner",
+        "from rltray.app.training import remote\n"
+        "remote._secret = lambda name, s: json.loads(sys.argv[2])[name]\n"
+        "from rltray.app.training.runner import TrainingRunner"))  # fmt: skip
+    given = json.dumps({"remote-ssh-key": sshd.client_key, "ray-token": ray_head.token})
+    tray = subprocess.Popen([sys.executable, str(script), json.dumps(cfg), given],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert tray.stdout is not None
+        for line in tray.stdout:
+            if json.loads(line).get("step"):
+                break
+        os.killpg(tray.pid, signal.SIGKILL)  # the tray and its stand-in, at once
+        tray.wait(10)
+    finally:
+        if tray.poll() is None:
+            os.killpg(tray.pid, signal.SIGKILL)
+    (run,) = store.list_runs(limit=5)
+    assert run.status == "running"
+    changes: list[dict[str, Any]] = []
+    runner = runner_for(store, paths, training, changes)
+    assert runner.reconcile() == [run.id]
+    assert runner.wait(300)
+    done = store.get_run(run.id)
+    assert done.status == "done", done.error
+    assert any("re-attaching" in str(c.get("message")) for c in changes)
+    assert store.active_adapter() is not None
