@@ -38,30 +38,66 @@ def first_sentence(exc: BaseException) -> str:
 USER_AWAY_ENV = "RLTRAY_TRAINER_USER_AWAY"
 
 
-def choose_threads() -> int:
-    """Torch CPU threads: ``RLTRAY_TRAINER_THREADS``, else by whether the user is away.
+def choose_threads(cores: int | None = None, load: float | None = None) -> int:
+    """Torch CPU threads: ``RLTRAY_TRAINER_THREADS``, else the cores other work leaves idle.
 
     Physical, not logical, cores: hyper-threads add contention, not speed, for
-    matmuls. A scheduled round (``RLTRAY_TRAINER_USER_AWAY=1``) runs only while the
-    user is idle and is paused when they return, so it takes every physical core.
-    Any other round (*Train now*, a resume, the command line) runs while the user
-    works: one core stays free for them, because an OpenMP pool that wants every
-    core stalls badly whenever anything else runs (measured on a busy 2-core box:
-    a round took 75 s on 2 threads, 1 s on 1).
+    matmuls. ``cores`` and ``load`` default to this machine's physical cores and
+    1-minute load average (:func:`machine_load`); see :func:`threads_for` for the rule.
     """
     env = os.environ.get("RLTRAY_TRAINER_THREADS")
     if env and env.isdigit() and int(env) > 0:
         return int(env)
+    if cores is None:
+        cores = physical_cores()
+    if load is None:
+        load = machine_load()
+    return threads_for(cores, load, os.environ.get(USER_AWAY_ENV) == "1")
+
+
+def threads_for(cores: int, load: float, user_away: bool) -> int:
+    """Threads for a round on ``cores`` physical cores while ``load`` of them are busy.
+
+    Only idle cores get a thread: an OpenMP pool that wants a core something else
+    is running on stalls at every barrier (measured on a busy 2-core box: a round
+    took 75 s on 2 threads, 1 s on 1), so busy cores (the load average, rounded)
+    are left out. A scheduled round (``RLTRAY_TRAINER_USER_AWAY=1``) runs only while
+    the user is idle and is paused when they return, so it may take every idle core;
+    any other round (*Train now*, a resume, the command line) runs while the user
+    works and leaves one core free for them. Always at least one thread.
+    """
+    cores = max(1, int(cores))
+    idle = cores - int(max(0.0, load) + 0.5)
+    cap = cores if user_away else cores - 1
+    return max(1, min(cap, idle))
+
+
+def physical_cores() -> int:
+    """Physical cores (psutil), else logical ones (``os.cpu_count``), else 1."""
     try:
         import psutil
 
         cores = psutil.cpu_count(logical=False)
     except Exception:
         cores = None
-    cores = cores or os.cpu_count() or 1
-    if os.environ.get(USER_AWAY_ENV) == "1":
-        return cores
-    return max(1, cores - 1)
+    return cores or os.cpu_count() or 1
+
+
+def machine_load() -> float:
+    """Runnable processes averaged over the last minute (0.0 where the OS cannot say).
+
+    psutil's ``getloadavg`` also works on Windows (it samples the run queue from
+    its first call, so there it reads 0.0 at first: every core counts as idle).
+    """
+    try:
+        import psutil
+
+        return float(psutil.getloadavg()[0])
+    except Exception:
+        try:
+            return float(os.getloadavg()[0])
+        except (AttributeError, OSError):
+            return 0.0
 
 
 def cpu_autocast(device: Any, dtype: Any) -> bool:
