@@ -4,11 +4,14 @@ Kept apart from ``capture.py`` for speed: Python compiles a script it runs
 from source on every start (~10 ms for this much code), but imports a module
 from its cached bytecode. ``capture.py`` stays a few lines and imports this.
 It must never import rltray or anything outside the standard library, and
-nothing at module level beyond ``os``, ``sys`` and ``time`` (all already loaded
-or built in), because every millisecond here is spent inside the agent's turn.
+nothing at module level beyond ``posix``, ``sys`` and ``time`` (all already loaded
+at start), because every millisecond here is spent inside the agent's turn: not
+even ``os``, whose import alone costs a fifth of Python's start (``posix`` is the
+built-in it wraps, and the few path rules the hook needs are below: ``join``,
+``dirname``, ``abspath``, ``getenv``).
 JSON goes through the C accelerator ``_json`` directly (``import json`` pulls
 in ``re``, which alone costs about as much as the interpreter's start), hashing
-through ``_sha256``/``_sha2`` and spawning through ``os.posix_spawnp``; each
+through ``_sha256``/``_sha2`` and spawning through ``posix_spawnp``; each
 falls back to the ordinary module when the fast one is missing.
 
 It never fails the agent: every problem becomes one line in
@@ -34,9 +37,15 @@ Here: JSON, files, per-session state, credentials, the `/rl` commands, what ever
 agent's turn goes through (``record_turn``) and the entry point.
 """
 
-import os
 import sys
 import time
+
+try:  # the built-in module under os: `import os` costs about a fifth of Python's own start
+    import posix as _os  # (its _collections_abc builds ~25 classes); posix has every call used here
+except ImportError:  # Windows: nt has them too, os gives its path rules; the cost is not measured
+    import os as _os
+POSIX = _os.__name__ == "posix"
+S_IFMT, S_IFREG = 0o170000, 0o100000  # stat's file-type bits (and `import stat` is one more module)
 
 MAX_STDIN = 8 * 1024 * 1024
 MAX_STATE = 4 * 1024 * 1024
@@ -74,8 +83,99 @@ RL_NEUTRAL = ("rltray: 3 is the middle of the scale: it says neither good nor ba
 # `/rl` through rltray's custom command file; Codex's terminal UI refuses unknown slash
 # commands, so there it is `$rl`, the rltray skill's mention (`codex exec` takes both).
 RL_PREFIXES = ("/rl", "$rl")
-_O_BINARY = getattr(os, "O_BINARY", 0)
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_BINARY = getattr(_os, "O_BINARY", 0)
+_O_NOFOLLOW = getattr(_os, "O_NOFOLLOW", 0)
+_APPEND = _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT | _O_NOFOLLOW
+
+
+# -- os without `import os`: the few path rules and calls the hook needs -------------------------
+
+
+def getenv(name):
+    """os.environ.get(name): the live environment where os is loaded (the app, tests, the
+    bundle's hook program), else posix's copy of the one this process started with, which
+    is all a hook run has (nothing here changes the environment)."""
+    module = sys.modules.get("os")
+    if module is not None:
+        return module.environ.get(name)
+    value = _os.environ.get(name.encode("utf-8", "surrogateescape"))
+    return None if value is None else value.decode(sys.getfilesystemencoding(), "surrogateescape")
+
+
+def environ():
+    """The environment to hand a child program (posix takes its bytes mapping as it is)."""
+    module = sys.modules.get("os")
+    return module.environ if module is not None else _os.environ
+
+
+def join(path, *parts):
+    """os.path.join for the relative parts the hook adds to its folders."""
+    if not POSIX:
+        import os
+
+        return os.path.join(path, *parts)
+    for part in parts:
+        if part.startswith("/") or not path:
+            path = part
+        else:
+            path += part if path.endswith("/") else "/" + part
+    return path
+
+
+def dirname(path):
+    """os.path.dirname (posixpath's rule: trailing separators go, except for the root)."""
+    if not POSIX:
+        import os
+
+        return os.path.dirname(path)
+    head = path[: path.rfind("/") + 1]
+    return head.rstrip("/") or head
+
+
+def abspath(path):
+    """os.path.abspath; an absolute path with nothing to normalise (every path a hook run
+    takes from ``__file__``) is returned as it is, anything else goes through os."""
+    if POSIX and path.startswith("/") and not {"", ".", ".."} & set(path.split("/")[1:]):
+        return path
+    import os
+
+    return os.path.abspath(path)
+
+
+def makedirs(path, mode=0o700):
+    """os.makedirs(path, mode, exist_ok=True) in one mkdir when the folder is there already
+    (parents it creates get 0o777 less the umask, as os.makedirs gives them)."""
+    if not POSIX:
+        import os
+
+        os.makedirs(path, mode, exist_ok=True)
+        return
+    try:
+        _os.mkdir(path, mode)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        parent = dirname(path)
+        if not parent or parent == path:
+            raise
+        makedirs(parent, 0o777)
+        try:  # noqa: SIM105 (contextlib costs import time in the hook)
+            _os.mkdir(path, mode)
+        except FileExistsError:
+            pass
+
+
+def is_regular(mode):
+    """stat.S_ISREG(mode)."""
+    return mode & S_IFMT == S_IFREG
+
+
+def isfile(path):
+    """os.path.isfile(path)."""
+    try:
+        return is_regular(_os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 # -- JSON without `re` --------------------------------------------------------------
@@ -165,84 +265,86 @@ class _Dir:
 
     def open(self, name, flags, mode=0o600):
         if self.fd is None:
-            return os.open(os.path.join(self.path, name), flags | _O_BINARY, mode)
-        return os.open(name, flags, mode, dir_fd=self.fd)
+            return _os.open(join(self.path, name), flags | _O_BINARY, mode)
+        return _os.open(name, flags, mode, dir_fd=self.fd)
 
     def replace(self, src, dst):
         if self.fd is None:
-            os.replace(os.path.join(self.path, src), os.path.join(self.path, dst))
+            _os.replace(join(self.path, src), join(self.path, dst))
         else:
-            os.replace(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            _os.replace(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
     def unlink(self, name):
         if self.fd is None:
-            os.unlink(os.path.join(self.path, name))
+            _os.unlink(join(self.path, name))
         else:
-            os.unlink(name, dir_fd=self.fd)
+            _os.unlink(name, dir_fd=self.fd)
 
     def names(self):
-        return os.listdir(self.path if self.fd is None else self.fd)
+        return _os.listdir(self.path if self.fd is None else self.fd)
 
     def lstat(self, name):
         if self.fd is None:
-            return os.lstat(os.path.join(self.path, name))
-        return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            return _os.lstat(join(self.path, name))
+        return _os.stat(name, dir_fd=self.fd, follow_symlinks=False)
 
     def close(self):
         if self.fd is not None:
-            os.close(self.fd)
+            _os.close(self.fd)
             self.fd = None
 
 
 def open_dir(home, *parts):
     """Open ``home/parts...``, creating folders 0700; refuse any part below home that is a link."""
-    os.makedirs(home, 0o700, exist_ok=True)
+    makedirs(home)
     path = home
-    if os.name != "posix":
+    if not POSIX:
+        import os
+
         for part in parts:
-            path = os.path.join(path, part)
+            path = join(path, part)
             try:  # noqa: SIM105 (contextlib costs import time in the hook)
-                os.mkdir(path, 0o700)
+                _os.mkdir(path, 0o700)
             except FileExistsError:
                 pass
             if os.path.islink(path) or not os.path.isdir(path):
                 raise UnsafePath(f"refusing {path}: not a plain folder")
         return _Dir(path, None)
-    flags = os.O_RDONLY | os.O_DIRECTORY
-    fd = os.open(home, flags)
+    flags = _os.O_RDONLY | _os.O_DIRECTORY
+    fd = _os.open(home, flags)
     try:
         for part in parts:
-            path = os.path.join(path, part)
+            path = join(path, part)
             try:  # noqa: SIM105 (contextlib costs import time in the hook)
-                os.mkdir(part, 0o700, dir_fd=fd)
+                _os.mkdir(part, 0o700, dir_fd=fd)
             except FileExistsError:
                 pass
             try:
-                child = os.open(part, flags | _O_NOFOLLOW, dir_fd=fd)
+                child = _os.open(part, flags | _O_NOFOLLOW, dir_fd=fd)
             except OSError as exc:
                 raise UnsafePath(f"refusing {path}: not a plain folder ({exc.strerror})") from None
-            os.close(fd)
+            _os.close(fd)
             fd = child
     except BaseException:
-        os.close(fd)
+        _os.close(fd)
         raise
     return _Dir(path, fd)
 
 
 def write_atomic(folder, name, data):
     """Create ``name`` in ``folder`` with ``data`` (bytes): temp file + rename, 0600."""
-    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    tmp = f".{name}.{_os.getpid()}.{_os.urandom(4).hex()}.tmp"
     try:
-        fd = folder.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW)
+        fd = folder.open(tmp, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | _O_NOFOLLOW)
     except OSError as exc:  # name the folder in the log, not a temp name relative to a fd
-        exc.filename = os.path.join(folder.path, name)
+        exc.filename = join(folder.path, name)
         raise
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[_os.write(fd, view):]
     finally:
-        os.close(fd)
+        _os.close(fd)
     try:
         folder.replace(tmp, name)
     except BaseException:
@@ -250,32 +352,57 @@ def write_atomic(folder, name, data):
         raise
 
 
-def read_regular(opener, limit, tail=False):
-    """Read at most ``limit`` bytes of a regular file (the last ones when ``tail``); never a link.
+def open_path(path, flags):
+    """os.open(path, flags), for the agents' modules (they import nothing)."""
+    return _os.open(path, flags)
 
-    ``opener(flags)`` returns an fd. O_NONBLOCK keeps a FIFO planted at the path from
-    hanging the hook; the fstat check then refuses it. Returns (bytes, started_mid_file).
+
+def close(fd):
+    """os.close(fd), for the agents' modules."""
+    _os.close(fd)
+
+
+def open_regular(opener):
+    """(fd, size) of a regular file opened by ``opener(flags)``; never a link, never a FIFO.
+
+    O_NONBLOCK keeps a FIFO planted at the path from hanging the hook; the fstat check
+    then refuses it (and closes the fd).
     """
-    fd = opener(os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _O_BINARY)
+    fd = opener(_os.O_RDONLY | _O_NOFOLLOW | getattr(_os, "O_NONBLOCK", 0) | _O_BINARY)
     try:
-        import stat
-
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        info = _os.fstat(fd)
+        if not is_regular(info.st_mode):
             raise UnsafePath("refusing to read a file that is not a regular file")
-        start = max(0, info.st_size - limit) if tail else 0
-        if start:
-            os.lseek(fd, start, os.SEEK_SET)
-        chunks, left = [], limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks), start > 0
+    except BaseException:
+        _os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def read_at(fd, start, limit, size):
+    """Up to ``limit`` bytes of ``fd`` from offset ``start``; ``size`` (the file's, from
+    fstat) sizes the reads, so a 200-byte file is not read into a 1 MB buffer."""
+    _os.lseek(fd, start, 0)
+    chunks, left = [], limit
+    while left > 0:
+        chunk = _os.read(fd, min(left, 1 << 20, max(size - start, 0) + 1))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+        start += len(chunk)
+    return b"".join(chunks)
+
+
+def read_regular(opener, limit, tail=False):
+    """Read at most ``limit`` bytes of a regular file (the last ones when ``tail``); never a link
+    (``open_regular``). Returns (bytes, started_mid_file)."""
+    fd, size = open_regular(opener)
+    try:
+        start = max(0, size - limit) if tail else 0
+        return read_at(fd, start, limit, size), start > 0
     finally:
-        os.close(fd)
+        _os.close(fd)
 
 
 def log(home, event, message):
@@ -287,22 +414,22 @@ def log(home, event, message):
     """
     if not home:
         return None
-    line = f"{iso_now()} pid={os.getpid()} {event}: {message}"[:2000].replace("\n", " ")
+    line = f"{iso_now()} pid={_os.getpid()} {event}: {message}"[:2000].replace("\n", " ")
     try:
         logs = open_dir(home, "logs")
         try:
-            fd = logs.open("hook.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW)
+            fd = logs.open("hook.log", _APPEND)
             try:
-                if os.fstat(fd).st_size > MAX_LOG:  # keep one old generation, not an endless file
-                    os.close(fd)
+                if _os.fstat(fd).st_size > MAX_LOG:  # keep one old generation, not an endless file
+                    _os.close(fd)
                     logs.replace("hook.log", "hook.log.1")
-                    fd = logs.open("hook.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW)
-                os.write(fd, line.encode("utf-8", "replace") + b"\n")
+                    fd = logs.open("hook.log", _APPEND)
+                _os.write(fd, line.encode("utf-8", "replace") + b"\n")
             finally:
-                os.close(fd)
+                _os.close(fd)
         finally:
             logs.close()
-        return os.path.join(home, "logs", "hook.log")
+        return join(home, "logs", "hook.log")
     except Exception as exc:
         why = f"{exc.strerror or exc}" if isinstance(exc, OSError) else f"{type(exc).__name__}"
     try:
@@ -318,35 +445,38 @@ def fallback_log_path():
     Stdlib and cheap: ``tempfile`` alone costs more to import than the whole hook, so
     this reads the same variables it reads first. ``rltray doctor`` shows this file.
     """
-    folder = os.environ.get("TMPDIR") or os.environ.get("TEMP") or os.environ.get("TMP")
+    folder = getenv("TMPDIR") or getenv("TEMP") or getenv("TMP")
     if not folder:
-        folder = os.path.expanduser(r"~\AppData\Local\Temp") if os.name == "nt" else "/tmp"
-    if hasattr(os, "getuid"):
-        who = str(os.getuid())
+        if POSIX:
+            folder = "/tmp"
+        else:
+            import os
+
+            folder = os.path.expanduser(r"~\AppData\Local\Temp")
+    if hasattr(_os, "getuid"):
+        who = str(_os.getuid())
     else:
-        who = "".join(c for c in os.environ.get("USERNAME", "") if c.isalnum())[:64] or "user"
-    return os.path.join(os.path.abspath(folder), f"rltray-hook-{who}.log")
+        who = "".join(c for c in (getenv("USERNAME") or "") if c.isalnum())[:64] or "user"
+    return join(abspath(folder), f"rltray-hook-{who}.log")
 
 
 def _log_fallback(line):
     """Append ``line`` to fallback_log_path(): 0600, never through a link, never into a file
     another user planted there (the temp folder is shared); kept under MAX_LOG."""
-    import stat
-
     path = fallback_log_path()
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_BINARY
-    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o600)
+    flags = _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT | _O_NOFOLLOW | _O_BINARY
+    fd = _os.open(path, flags | getattr(_os, "O_NONBLOCK", 0), 0o600)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        info = _os.fstat(fd)
+        if not is_regular(info.st_mode):
             raise UnsafePath(f"refusing {path}: not a regular file")
-        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        if hasattr(_os, "getuid") and info.st_uid != _os.getuid():
             raise UnsafePath(f"refusing {path}: owned by another user")
         if info.st_size > MAX_LOG:
-            os.ftruncate(fd, 0)
-        os.write(fd, line.encode("utf-8", "replace") + b"\n")
+            _os.ftruncate(fd, 0)
+        _os.write(fd, line.encode("utf-8", "replace") + b"\n")
     finally:
-        os.close(fd)
+        _os.close(fd)
     return path
 
 
@@ -431,7 +561,7 @@ class Hook:
         record = {"v": 1, **record}
         folder = open_dir(self.home, "spool", "incoming")
         try:
-            name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.json"
+            name = f"{time.time_ns():020d}-{_os.getpid()}-{_os.urandom(4).hex()}.json"
             write_atomic(folder, name, dumps(record).encode("ascii"))
         finally:
             folder.close()
@@ -442,11 +572,9 @@ def prune_sessions(folder, keep, now):
     """Delete session state files (and stray temp files, untaken notes) idle for PRUNE_AFTER,
     except ``keep``; scans at most once per PRUNE_EVERY. Regular files only, judged by lstat: a
     link is never followed nor removed. Returns how many files went."""
-    import stat
-
     try:
         mark = folder.lstat(PRUNE_STAMP)
-        if stat.S_ISREG(mark.st_mode) and 0 <= now - mark.st_mtime < PRUNE_EVERY:
+        if is_regular(mark.st_mode) and 0 <= now - mark.st_mtime < PRUNE_EVERY:
             return 0
     except FileNotFoundError:
         pass
@@ -457,7 +585,7 @@ def prune_sessions(folder, keep, now):
             continue
         try:
             info = folder.lstat(name)
-            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > PRUNE_AFTER:
+            if is_regular(info.st_mode) and now - info.st_mtime > PRUNE_AFTER:
                 folder.unlink(name)
                 removed += 1
         except OSError:
@@ -491,8 +619,8 @@ def load_scrubber():
             from _frozen_importlib_external import spec_from_file_location
         except ImportError:
             from importlib.util import module_from_spec, spec_from_file_location
-        app = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        spec = spec_from_file_location(name, os.path.join(app, "scrub.py"))
+        app = dirname(dirname(abspath(__file__)))
+        spec = spec_from_file_location(name, join(app, "scrub.py"))
         module = module_from_spec(spec)
         sys.modules[name] = module
         try:
@@ -860,7 +988,7 @@ def unrecorded(home, exc, log_path):
     """One sentence for a `/rl` command that could not be spooled, naming the folder problem."""
     import errno
 
-    spool = os.path.join(home, "spool", "incoming")
+    spool = join(home, "spool", "incoming")
     if isinstance(exc, UnsafePath):
         problem = f"rltray's data folder is unsafe to write ({exc})"
     elif isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -885,8 +1013,8 @@ def status_text(home):
         waiting = 0
     wait = (f"{waiting} record(s) waiting for the tray" if waiting
             else "nothing waiting in the spool")
-    db = os.path.join(home, "rltray.db")
-    if not os.path.isfile(db):
+    db = join(home, "rltray.db")
+    if not isfile(db):
         return f"rltray: no database yet (the tray has not run); {wait}."
     try:
         turns, good, bad = read_counts(db)
@@ -900,7 +1028,7 @@ def read_counts(db):
     """(turns, good, bad) from a read-only connection; never writes, never waits long."""
     import sqlite3
 
-    path = os.path.abspath(db).replace("\\", "/")
+    path = abspath(db).replace("\\", "/")
     uri = "file:" + ("/" if not path.startswith("/") else "") + (
         path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")) + "?mode=ro"
     con = sqlite3.connect(uri, uri=True, timeout=0.5)
@@ -916,6 +1044,38 @@ def read_counts(db):
 
 
 # -- entry point ------------------------------------------------------------------------------
+
+
+def build_command(event, home, python, chain, script):
+    """``capture.build_command``'s body (kept here: capture.py is compiled on every hook run).
+
+    ``script`` is capture.py's path. Called by the installers, never by a hook run.
+    """
+    import json
+    import os
+
+    if not is_event(event):
+        known = ", ".join(known_events())
+        raise ValueError(f"unknown hook event {event!r}; expected one of {known}")
+    argv = [str(python), "-I", "-S", os.path.abspath(script), "--home", os.fspath(home)]
+    if chain:
+        argv += ["--chain", json.dumps([str(part) for part in chain])]
+    argv.append(event)
+    return argv
+
+
+def run():
+    """capture.py's entry, right after it imported this module with its folder first on
+    sys.path: takes that folder off again, runs ``main``, flushes stdout and leaves through
+    ``_exit(0)``. Every file the hook wrote is closed by then; the interpreter's ordinary
+    teardown (a garbage collection, every module freed) costs ~15% of a Stop's run and
+    does nothing a hook needs."""
+    del sys.path[0]
+    try:
+        main()
+        sys.stdout.flush()
+    finally:
+        _os._exit(0)
 
 
 def parse_argv(argv):
@@ -943,25 +1103,25 @@ def parse_argv(argv):
         else:
             raise ValueError(f"unexpected argument {arg[:80]!r}")
         i += 1
-    return home or os.environ.get("RLTRAY_HOME") or None, chain, event, extra
+    return home or getenv("RLTRAY_HOME") or None, chain, event, extra
 
 
 def spawn_detached(argv):
     """Start the user's previous notify program and forget it (no wait, stdio to devnull)."""
-    if os.name == "posix" and hasattr(os, "posix_spawnp"):
-        null = os.devnull
-        actions = [(os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
-                   (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
-                   (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0)]
+    if POSIX and hasattr(_os, "posix_spawnp"):
+        null = "/dev/null"
+        actions = [(_os.POSIX_SPAWN_OPEN, 0, null, _os.O_RDONLY, 0),
+                   (_os.POSIX_SPAWN_OPEN, 1, null, _os.O_WRONLY, 0),
+                   (_os.POSIX_SPAWN_OPEN, 2, null, _os.O_WRONLY, 0)]
         try:
-            os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions, setsid=True)
+            _os.posix_spawnp(argv[0], argv, environ(), file_actions=actions, setsid=True)
             return
         except NotImplementedError:
             pass
     import subprocess
 
     extra = ({"creationflags": subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP}
-             if os.name == "nt" else {"start_new_session": True})
+             if not POSIX else {"start_new_session": True})
     subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, close_fds=True, **extra)
 
@@ -1000,7 +1160,7 @@ def sibling(name):
     imported once by location; None when it is not there."""
     module = sys.modules.get(name)
     if module is None:
-        here = os.path.dirname(os.path.abspath(__file__))
+        here = dirname(abspath(__file__))
         sys.path.insert(0, here)
         try:
             module = __import__(name)
@@ -1023,8 +1183,8 @@ def known_events():
 
     A source tree has ``events_<prefix>.py``; the bundle ships them as ``.pyc``.
     """
-    here = os.path.dirname(os.path.abspath(__file__))
-    stems = (f.rpartition(".")[0] for f in os.listdir(here) if f.endswith((".py", ".pyc")))
+    here = dirname(abspath(__file__))
+    stems = (f.rpartition(".")[0] for f in _os.listdir(here) if f.endswith((".py", ".pyc")))
     prefixes = sorted({s[7:] for s in stems if s.startswith("events_")})
     return [f"{p}-{n}" for p in prefixes for n in agent_events(p).EVENTS]
 
@@ -1032,7 +1192,7 @@ def known_events():
 def main(argv=None, out=write_stdout):
     """Run one hook event; always returns 0 (problems go to the hook log)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    home, event = os.environ.get("RLTRAY_HOME") or None, "hook"
+    home, event = getenv("RLTRAY_HOME") or None, "hook"
     try:
         home, chain, parsed, extra = parse_argv(argv)
         event = parsed or "hook"

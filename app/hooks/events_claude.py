@@ -6,8 +6,6 @@ imports nothing, so a hook run loads exactly the shared core and one agent.
 A new agent is a module like this one plus its line in ``hooks/registry.py``.
 """
 
-import os
-
 core = None  # capture_core, set by capture_core.agent_events() before any call
 
 AGENT = "claude-code"  # the name the store records (hooks/registry.py)
@@ -25,7 +23,7 @@ LESSONS_CHANGED = "rltray: this session starts with updated lessons (/rl lessons
 
 
 TAIL_BYTES = 4 * 1024 * 1024  # transcript bytes read from the end, whatever its size
-TAIL_READ_FIRST = 256 * 1024  # most Stops find prompt + context in this much
+TAIL_READ_FIRST = 64 * 1024  # most Stops find prompt + context in this much; then 4x each time
 
 # Claude Code writes these as `user` records, but the user did not type them.
 _WRAPPERS = (
@@ -73,22 +71,47 @@ def record_message(rec):
     return [kind, content, uuid, msg_id]
 
 
-def scan_transcript(data, mid_file, is_prompt, have_response):
-    """Conversation messages newest first, the prompt record's index (or None), and whether
-    the scan finished before running out of lines.
+def lines_from_end(read_at, size, limit=TAIL_BYTES, first=TAIL_READ_FIRST):
+    """The file's lines newest first, read backwards in chunks (``first`` bytes, then four
+    times more each time) so a scan that stops early never reads, splits or copies the rest;
+    at most the last ``limit`` bytes. ``read_at(start, length)`` returns the file's bytes.
 
-    Parses lines from the end and stops 20 messages past the prompt, so a long
-    session costs about as much as a short one. The prompt is the user record for
-    which ``is_prompt(text)`` holds when the prompt hook recorded one, else the newest
-    typed user message (older than the newest answer when the answer itself must
-    come from here).
+    A line cut by the ``limit`` (it started before it) is not yielded: it is a fragment.
+    A line still being appended after ``size`` was taken is not seen: it was not written yet.
     """
-    lines = data.split(b"\n")
-    if mid_file:
-        lines = lines[1:]  # the first line is a fragment: the tail started mid-record
+    floor = max(0, size - limit)
+    end, step, carry = size, first, b""
+    while end > floor:
+        start = max(floor, end - step)
+        buf = read_at(start, end - start) + carry
+        end, step = start, step * 4
+        if start == 0:
+            yield from reversed(buf.split(b"\n"))
+            return
+        cut = buf.find(b"\n")
+        if cut < 0:  # one line longer than this chunk: read on for its start
+            carry = buf
+            continue
+        carry = buf[:cut]
+        yield from reversed(buf[cut + 1 :].split(b"\n"))
+
+
+def scan_transcript(lines, is_prompt, have_response):
+    """Conversation messages newest first and the prompt record's index (or None), from
+    ``lines`` newest first (``lines_from_end``).
+
+    Stops 20 messages past the prompt, so a long session costs about as much as a short
+    one. The prompt is the user record for which ``is_prompt(text)`` holds when the prompt
+    hook recorded one, else the newest typed user message (older than the newest answer
+    when the answer itself must come from here). A tool's result, most of a transcript's
+    bytes, is skipped unparsed: a line holding the ``"toolUseResult"`` key and no
+    ``"assistant"`` token is a user record that ``record_message`` drops (in JSON text a
+    quote inside a string is escaped, so both tokens are keys or whole values, never
+    words in a message).
+    """
     msgs, anchor, seen_answer = [], None, have_response
-    for raw in reversed(lines):
-        if b'"user"' not in raw and b'"assistant"' not in raw:
+    for raw in lines:
+        if b'"assistant"' not in raw and (b'"user"' not in raw or b'"toolUseResult"' in raw):
             continue
         try:
             m = record_message(core.loads(raw.decode("utf-8", "replace")))
@@ -103,27 +126,30 @@ def scan_transcript(data, mid_file, is_prompt, have_response):
         msgs.append(m)
         if anchor is not None:
             if len(msgs) - anchor > core.MAX_CONTEXT + 1:
-                return msgs, anchor, True
+                break
         elif m[0] == "assistant":
             seen_answer = True
         elif is_prompt(m[1]) if is_prompt is not None else seen_answer:
             anchor = len(msgs) - 1
-    return msgs, anchor, False
+    return msgs, anchor
 
 
 def read_transcript(hook, path, is_prompt, have_response):
-    """Scan the transcript's tail, reading more of it (up to TAIL_BYTES) only when needed."""
-    size = TAIL_READ_FIRST
-    while True:
-        try:
-            data, mid = core.read_regular(lambda flags: os.open(path, flags), size, tail=True)
-        except OSError as exc:
-            hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
-            return [], None
-        msgs, anchor, complete = scan_transcript(data, mid, is_prompt, have_response)
-        if complete or not mid or size >= TAIL_BYTES:
-            return msgs, anchor
-        size = min(size * 4, TAIL_BYTES)
+    """Scan the transcript from its end, reading only as much of it (up to TAIL_BYTES) as
+    the scan asks for."""
+    try:
+        fd, size = core.open_regular(lambda flags: core.open_path(path, flags))
+    except OSError as exc:
+        hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
+        return [], None
+    try:
+        lines = lines_from_end(lambda start, length: core.read_at(fd, start, length, size), size)
+        return scan_transcript(lines, is_prompt, have_response)
+    except OSError as exc:
+        hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
+        return [], None
+    finally:
+        core.close(fd)
 
 
 def stop(hook, payload):

@@ -787,7 +787,7 @@ def test_no_home_anywhere_still_exits_zero(tmp_path: Path) -> None:
 
 
 def test_prompt_far_back_in_the_transcript_is_still_found(home: Path, tmp_path: Path) -> None:
-    """The first 256 KB tail read misses the prompt; the hook reads further back, up to 4 MB."""
+    """The first tail read misses the prompt; the hook reads further back, up to 4 MB."""
     path = tmp_path / "long-turn.jsonl"
     records = [json.loads(line) for line in (CLAUDE / "transcript.jsonl").read_text().splitlines()]
     answer_at = next(i for i, r in enumerate(records) if r.get("uuid") == EXPECTED["a2_uuid"])
