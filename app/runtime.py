@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rltray.app.autopublish import OllamaReturn
 from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class Runtime:
         self.web: Served | None = None  # the settings web app, started on first use
         self._web_lock = threading.Lock()  # the tray and the API thread may both open it
         self.windows: list[subprocess.Popen[bytes]] = []  # settings windows this runtime opened
+        self.ollama_return = OllamaReturn(service)  # publishes once Ollama is back
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -215,6 +217,7 @@ class Runtime:
                 self._safely(self.service.lessons.refresh)  # at start, and a lesson's day
                 self._safely(self._tell_training_outcomes)
                 self._safely(self._backup_if_due)
+                self._safely(self._publish_if_ollama_is_back)
 
     def _safely(self, job: Callable[[], None]) -> None:
         try:
@@ -239,6 +242,9 @@ class Runtime:
         settings_moved = self.service.settings_changed_on_disk()  # `rltray config set`, an editor
         if turns or settings_moved:
             self.service.changed(rated=turns)
+
+    def _publish_if_ollama_is_back(self) -> None:
+        self.ollama_return.poll()
 
     def _backup_if_due(self) -> None:
         """The daily database copy: a service that runs for weeks opens the database once."""

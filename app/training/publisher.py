@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from rltray.app.config import Config
     from rltray.app.paths import Paths
     from rltray.app.store import Store
+    from rltray.app.store.adapters import Adapter
 
 PUBLISH_TIMEOUT_S = 4 * 3600  # merging + uploading a 30B model on a slow disk
 PROBE_TIMEOUT_S = 3.0  # "is Ollama there at all", before an export process is started
@@ -89,10 +90,21 @@ def failure_line(exc: Exception, version: int | None) -> str:
     return f"not published ({exc}) — {here} is active here; `{RETRY}` tries again"
 
 
-def _answers(host: str) -> bool:
+def waiting_for_ollama(store: Store) -> Adapter | None:
+    """The active version when its publish failed only because Ollama was not running:
+    the one the running rltray sends once Ollama answers again (and only that: an export
+    that failed for another reason would fail the same way every minute)."""
+    active = store.active_adapter()
+    if active is None or active.ollama_tag:
+        return None
+    publication = active.metrics.get("publication") or {}
+    return active if publication.get("waiting_for_ollama") else None
+
+
+def answers(host: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """Whether anything answers HTTP at ``host`` (an error status still is an answer)."""
     try:
-        with urllib.request.urlopen(f"{host.rstrip('/')}/api/version", timeout=PROBE_TIMEOUT_S):
+        with urllib.request.urlopen(f"{host.rstrip('/')}/api/version", timeout=timeout):
             return True
     except urllib.error.HTTPError:
         return True
@@ -150,7 +162,7 @@ class OllamaPublisher(Publisher):
         from rltray.app.training import jobbuild
 
         config = self.load_config()
-        if not _answers(config.ollama.host):  # one clear sentence, and no process to start
+        if not answers(config.ollama.host):  # one clear sentence, and no process to start
             raise OllamaUnreachable(config.ollama.host)
         python = jobbuild.training_python(config.training)
         command = [python, "-m", "rltray.trainer.export", *args]
@@ -197,7 +209,10 @@ class OllamaPublisher(Publisher):
         try:
             result = self._export(args)
         except PublishError as exc:
-            self.store.set_adapter_publication(version, None, {"error": str(exc)})
+            failed: dict[str, Any] = {"error": str(exc)}
+            if isinstance(exc, OllamaUnreachable):
+                failed["waiting_for_ollama"] = True  # the running rltray retries when it is back
+            self.store.set_adapter_publication(version, None, failed)
             raise
         finally:
             shutil.rmtree(workdir, ignore_errors=True)  # Ollama keeps its own copy

@@ -215,3 +215,45 @@ def test_the_version_line_says_how_much_of_the_adapter_is_served() -> None:
                              "delivers 99% of the adapter (min 97%), llama.cpp carries 98%)")
     pub["served"] = {"share": None, "skipped": "llama-cpp-python is not installed"}
     assert describe(pub).endswith("(min 97%), not checked in llama.cpp)")
+
+
+def test_the_running_rltray_publishes_by_itself_once_ollama_is_back(fake: FakeOllama) -> None:
+    """An accepted round while Ollama was down stayed out of Ollama until the user ran
+    `rltray publish`; the running rltray now sends it when Ollama answers again."""
+    from rltray.app.autopublish import CHECK_EVERY_S, OllamaReturn
+
+    now = [1000.0]
+    with _service_with_versions(fake, 2) as service:
+        service.runner().publisher.published(1)
+        config.set_value(service.paths, "ollama.host", "http://127.0.0.1:9")  # Ollama down
+        service.runner()._publish("published", 2)  # as an accepted round does
+        watch = OllamaReturn(service, clock=lambda: now[0])
+        assert watch.poll() is False  # still down: nothing started
+        config.set_value(service.paths, "ollama.host", fake.url)  # Ollama is back
+        assert watch.poll() is False  # not due yet: one probe a minute
+        now[0] += CHECK_EVERY_S
+        assert watch.poll() is True
+        assert watch.thread is not None
+        watch.thread.join(120)
+        assert fake.models["tiny-1m-rltray:latest"].model_digest == (
+            fake.models["tiny-1m-rltray:v2"].model_digest
+        )
+        assert service.versions()[0]["ollama_tag"] == "tiny-1m-rltray:v2"
+        events = [e["message"] for e in service.store.events(limit=5)]
+        assert any(m.startswith("Ollama answered again; v2: published as tiny-1m-rltray:v2")
+                   for m in events), events  # fmt: skip
+        now[0] += CHECK_EVERY_S
+        assert watch.poll() is False  # published: nothing waits any more
+
+
+def test_only_an_unreachable_ollama_is_retried_by_itself(fake: FakeOllama) -> None:
+    from rltray.app.training.publisher import waiting_for_ollama
+
+    with _service_with_versions(fake, 1) as service:
+        service.store.set_adapter_publication(1, None, {"error": "the Ollama export failed: x"})
+        assert waiting_for_ollama(service.store) is None  # it would fail the same way again
+        service.store.set_adapter_publication(
+            1, None, {"error": "Ollama is not running", "waiting_for_ollama": True})
+        assert waiting_for_ollama(service.store).version == 1
+        service.store.set_adapter_status(1, "rolled-back")
+        assert waiting_for_ollama(service.store) is None  # only the active version
