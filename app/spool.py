@@ -196,10 +196,18 @@ def validate(obj: object) -> dict[str, Any]:
             **base,
             "command": command,
             "target_turn": _optional(obj, "target_turn", 200),
+            # OpenClaw: a reaction names "<channel>:<message id>" where the hook knew no turn
+            "target_message": _optional(obj, "target_message", 400),
             "comment": _optional(obj, "comment", MAX_COMMENT),
             "event": _optional(obj, "event", 40),
         }
-    raise SpoolError(f"`kind` must be 'turn' or 'command', not {obj.get('kind')!r:.40}.")
+    if obj.get("kind") == "message":  # OpenClaw: the platform message a turn's answer went as
+        return {**base, "turn": _text(obj, "turn", limit=200),
+                "channel": _optional(obj, "channel", 100),
+                "message_id": _text(obj, "message_id", limit=200)}
+    raise SpoolError(
+        f"`kind` must be 'turn', 'command' or 'message', not {obj.get('kind')!r:.40}."
+    )
 
 
 def scrub_record(rec: dict[str, Any]) -> dict[str, Any]:
@@ -280,10 +288,14 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
     changed = False
     if command == "lesson":
         _add_lesson(rec, store)
-    elif command != "status" and target is None:
+    elif command != "status" and target is None and not rec.get("target_message"):
         store.log_event("command", f"/rl {command} with no captured turn in {where}; nothing done")
     elif command != "status":
         turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{target}")
+        if turn is None and rec.get("target_message"):  # a reaction the hook could not place
+            channel, _, message = rec["target_message"].rpartition(":")
+            found = store.turn_by_message(rec["agent"], channel or None, message)
+            turn = store.get_turn(found) if found is not None else None
         if turn is None:
             raise SpoolError(
                 f"/rl {command} names turn {target!r} of {where}, which was never stored."
@@ -355,6 +367,12 @@ def _store_record(
         said = f"not stored: the prompt of {rec['agent']} turn {rec['turn']!r} is an rltray command"
         report.messages.append(said + ".")
         store.log_event("spool", said, {"file": name})
+        return
+    if rec["kind"] == "message":
+        if store.add_message(rec["agent"], rec["session"], rec["turn"], rec["channel"],
+                             rec["message_id"]) is None:
+            store.log_event("spool", f"message {rec['message_id']} of {rec['agent']} turn "
+                            f"{rec['turn']!r}, which was never stored; not kept", {"file": name})
         return
     if rec["kind"] == "turn":
         turn_id, inserted = store.add_turn(rec)

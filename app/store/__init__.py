@@ -14,6 +14,7 @@ from rltray.app.store.base import BUSY_TIMEOUT_S, SOURCES, StoreError, utc_iso
 from rltray.app.store.browse import Browse, TurnFilter
 from rltray.app.store.events import Events
 from rltray.app.store.lessons import LessonRow, Lessons
+from rltray.app.store.messages import Messages
 from rltray.app.store.runs import RUN_STATUSES, Run, Runs
 from rltray.app.store.tags import Tags
 from rltray.app.store.turns import Rating, Turn, TurnsAndRatings
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 
-class Store(TurnsAndRatings, Browse, Tags, Runs, Adapters, Events, Lessons):
+class Store(TurnsAndRatings, Browse, Tags, Runs, Adapters, Events, Lessons, Messages):
     """All queries over one database file. Thread-safe; several processes may share the file."""
 
     @classmethod

@@ -241,6 +241,28 @@ def m008_lessons(conn: sqlite3.Connection) -> None:
     )
 
 
+def m009_turn_messages(conn: sqlite3.Connection) -> None:
+    """The platform message ids a turn's answer was delivered as (OpenClaw: Telegram, Slack, ...).
+
+    A reaction in a chat names a message, not a turn; kept here, it finds its turn after
+    any restart of the gateway or the tray. Deleting the turn deletes its messages.
+    """
+    _run(
+        conn,
+        """
+        CREATE TABLE turn_messages (
+            agent      TEXT NOT NULL,
+            channel    TEXT NOT NULL DEFAULT '',
+            message_id TEXT NOT NULL,
+            turn_id    INTEGER NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+            sent_at    TEXT NOT NULL,
+            PRIMARY KEY (agent, channel, message_id)
+        )
+        """,
+        "CREATE INDEX turn_messages_turn ON turn_messages (turn_id)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -250,6 +272,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m006_standing_heldout,
     m007_graded_ratings,
     m008_lessons,
+    m009_turn_messages,
 )
 
 
