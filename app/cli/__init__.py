@@ -179,7 +179,8 @@ def cmd_export(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_hooks(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.cli import hooks as hookscli
 
-    return hookscli.run(ctx, args.action, args.agent, lessons_file=args.lessons_file)
+    return hookscli.run(ctx, args.action, args.agent, lessons_file=args.lessons_file,
+                       accept=args.accept_conversation_access)
 
 
 def cmd_doctor(ctx: Context, args: argparse.Namespace) -> int:
@@ -269,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("hooks", cmd_hooks, "install, remove or check the agent hooks")
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p.add_argument("--agent", "-a", choices=(*registry.names(), "all"), default="all")
+    p.add_argument(
+        "--accept-conversation-access", action="store_true",
+        help="install: let rltray's OpenClaw plugin see every run's messages (what that "
+        "means is said before anything is installed)",
+    )
     p.add_argument(
         "--lessons-file", action="store_true",
         help="install: also write the lessons to Claude Code's ~/.claude/rules/rltray-lessons.md, "

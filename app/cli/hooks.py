@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from rltray.app.paths import Paths
 
 
-def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False) -> int:
+def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False,
+        accept: bool = False) -> int:
     from rltray.app.hooks import registry
 
     if lessons_file and action != "install":
@@ -25,6 +26,8 @@ def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False) 
     if action == "install":
         _refuse_when_nothing_to_install(agents, agent_name)
     for agent in agents:
+        if action == "install" and getattr(agent, "consent", None) and agent.detect():
+            agent.accepted = accept or _accepts(ctx, agent)  # type: ignore[attr-defined]
         report = (
             agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
         )
@@ -37,6 +40,16 @@ def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False) 
     if action == "install":
         _say_where_the_hooks_point(ctx, agents[0].command("claude-stop", service.paths))
     return ExitCode.OK
+
+
+def _accepts(ctx: Context, agent: Agent) -> bool:
+    """An agent whose install gives rltray more than hooks (OpenClaw's conversation access)
+    says what first; only a yes on a terminal, or the flag, accepts."""
+    isatty = getattr(ctx.stdin, "isatty", None)
+    if isatty is None or not isatty():
+        return False
+    ctx.say(agent.consent)  # type: ignore[attr-defined]
+    return ctx.confirm(f"Give {agent.display_name} rltray's plugin with conversation access?")
 
 
 def _lessons_file(agent: Agent, paths: Paths) -> list[str]:

@@ -41,6 +41,8 @@ AGENTS: tuple[Entry, ...] = (
     Entry("claude-code", "Claude Code", "rltray.app.hooks.claude_code", "ClaudeCode",
           "its Stop and UserPromptSubmit hooks"),
     Entry("codex", "Codex", "rltray.app.hooks.codex", "Codex", "its notify program and hooks"),
+    Entry("openclaw", "OpenClaw", "rltray.app.hooks.openclaw", "OpenClaw",
+          "rltray's plugin in its gateway (agent_end, message_sent, /rl)"),
 )
 
 

@@ -16,6 +16,7 @@ from rltray.app.paths import Paths
 EXPECTED = {
     "agents.claude_code": ("bool", True),
     "agents.codex": ("bool", True),
+    "agents.openclaw": ("bool", True),
     "notify.enabled": ("bool", True),
     "notify.ask": ("choice", "every"),
     "notify.every_nth": ("int", 3),
@@ -49,6 +50,7 @@ EXPECTED = {
     "ollama.merged_type": ("choice", "q8_0"),
     "lessons.claude_code": ("bool", False),
     "lessons.codex": ("bool", False),
+    "lessons.openclaw": ("bool", False),
 }
 
 

@@ -35,10 +35,10 @@ def paths(rltray_home: Path) -> Paths:
 
 
 def test_registry_lists_agents_by_store_name():
-    assert registry.names() == ["claude-code", "codex"]
+    assert registry.names() == ["claude-code", "codex", "openclaw"]
     agents = registry.all_agents()
-    assert [a.name for a in agents] == ["claude-code", "codex"]
-    assert [a.display_name for a in agents] == ["Claude Code", "Codex"]
+    assert [a.name for a in agents] == ["claude-code", "codex", "openclaw"]
+    assert [a.display_name for a in agents] == ["Claude Code", "Codex", "OpenClaw"]
     assert all(isinstance(a, Agent) for a in agents)
     assert registry.all_agents()[0] is not agents[0]  # fresh objects, no shared state
     assert registry.get("codex").name == "codex"

@@ -1,0 +1,182 @@
+"""OpenClaw's events, as rltray's OpenClaw plugin (``openclaw_plugin/index.js``) hands them on.
+
+Stdlib only, like ``capture_core.py``, which loads this module by the event's prefix
+(``openclaw-...``) and sets ``core`` to itself before calling. The plugin runs the hook
+program with one JSON payload on stdin per OpenClaw hook:
+
+- ``end`` (``agent_end``): a finished run's messages, session key, channel and model; a
+  successful user-triggered run becomes one turn, its id the run id.
+- ``sent`` (``message_sent``): the platform message id of a delivered reply, remembered
+  with its run (``spool/sessions``) and spooled as a ``message`` record for the store, so
+  a reaction finds its turn after any restart of the gateway or the tray.
+- ``react`` (``before_agent_run``): OpenClaw fires nothing when a reaction arrives; it puts
+  ``Telegram reaction added: 👍 by … on msg N`` into the sender's next run, read here, so
+  such a rating lands when the sender next writes.
+- ``rl`` (the plugin's ``/rl`` command, owner and allowlisted senders only): prints
+  ``{"text": ...}``, the answer the chat shows; the model never sees the command.
+"""
+
+core = None  # capture_core, set by capture_core.agent_events() before any call
+
+AGENT = "openclaw"  # the name the store records (hooks/registry.py)
+EVENTS = ("end", "sent", "react", "rl")
+USAGE = ("rltray: usage: /rl good [comment] | /rl bad [comment] | /rl 1-5 [comment] | /rl undo | "
+         "/rl status | /rl lesson <text> | /rl lessons")
+
+# Emoji -> the `/rl` subcommand a reaction means; any other reaction is no rating.
+REACTIONS = {"\U0001f44d": "good", "\U0001f44e": "bad"}
+MESSAGES_KEPT = 500  # delivered message ids remembered per session, newest kept
+TRIGGERS = (None, "user")  # heartbeat, cron and follow-up runs are OpenClaw's, not the user's
+
+
+def _text(content):
+    """The text of an OpenClaw message's ``content``: a string or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content
+                 if isinstance(p, dict) and p.get("type") in (None, "text", "output_text")]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def _dialogue(messages):
+    """[(role, text)] of the user and assistant messages that carry text, in order."""
+    out = []
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            continue
+        text = _text(message.get("content")).strip()
+        if text:
+            out.append((message["role"], text))
+    return out
+
+
+def strip_reactions(text):
+    """The prompt without OpenClaw's system lines about reactions (they are no task)."""
+    kept = [line for line in text.splitlines() if parse_reaction(line) is None]
+    return "\n".join(kept).strip()
+
+
+def parse_reaction(line):
+    """(emoji, message id) from ``… reaction added: 👍 by … on msg 42``, else None."""
+    at = line.find(" reaction added: ")
+    if at < 0:
+        return None
+    rest = line[at + len(" reaction added: "):]
+    emoji, _, tail = rest.partition(" ")
+    marker = tail.rfind(" on msg ")
+    if not emoji or marker < 0:
+        return None
+    digits = ""
+    for ch in tail[marker + len(" on msg "):]:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return (emoji, digits) if digits else None
+
+
+def end(hook, payload):
+    session = core.session_of(payload, "session")
+    if session is None:
+        hook.log("agent_end without a session key; nothing recorded")
+        return
+    if payload.get("success") is not True or payload.get("trigger") not in TRIGGERS:
+        return  # a failed run, or one OpenClaw started itself: nothing the user rates
+    dialogue = _dialogue(payload.get("messages"))
+    last_user = max((i for i, (role, _) in enumerate(dialogue) if role == "user"), default=-1)
+    answers = [text for role, text in dialogue[last_user + 1:] if role == "assistant"]
+    if last_user < 0 or not answers:
+        hook.log("agent_end without a user prompt and an answer after it; nothing recorded")
+        return
+    prompt = strip_reactions(dialogue[last_user][1])
+    context = [{"role": role, "content": core.cap(text, core.MAX_CONTEXT_CHARS)}
+               for role, text in dialogue[:last_user]][-core.MAX_CONTEXT:]
+    channel = core.text_or_none(payload.get("channel"))
+    state, folder = hook.load_state(session)
+    fields = core.turn_fields(
+        session, core.text_or_none(payload.get("run")), prompt, answers[-1],
+        {"cwd": channel, "model": core.text_or_none(payload.get("model"))},
+        context=context, event="openclaw-end", transcript=None,
+    )
+    duration = payload.get("duration_ms")
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool) and duration >= 0:
+        state["prompt_at"] = core.time.time() - duration / 1000  # record_turn's duration_s
+    core.record_turn(hook, session, state, folder, fields)
+
+
+def _messages_key(session):
+    """The state file (a separate one: ``sent`` runs alongside ``end``) of a session's
+    delivered message ids."""
+    return session + "\0messages"
+
+
+def sent(hook, payload):
+    session = core.session_of(payload, "session")
+    message = core.text_or_none(payload.get("message_id"))
+    if session is None or message is None:
+        return
+    turn = core.text_or_none(payload.get("run"))
+    if turn is None:
+        last, folder = hook.load_state(session)
+        if folder is not None:
+            folder.close()
+        turn = core.text_or_none(last.get("last_turn"))
+    if turn is None:
+        hook.log(f"message {message[:40]} delivered with no run to belong to; not remembered")
+        return
+    channel = core.text_or_none(payload.get("channel"))
+    key = _messages_key(session)
+    state, folder = hook.load_state(key)
+    known = state.get("messages") if isinstance(state.get("messages"), dict) else {}
+    known.pop(message, None)
+    known[message] = turn
+    for old in list(known)[: max(0, len(known) - MESSAGES_KEPT)]:
+        del known[old]
+    state["messages"] = known
+    hook.save_state(folder, key, state)
+    hook.spool({"kind": "message", "agent": hook.agent, "session": session, "turn": turn[:200],
+                "channel": channel, "message_id": message[:200], "captured_at": core.iso_now()})
+
+
+def react(hook, payload):
+    session = core.session_of(payload, "session")
+    prompt = payload.get("prompt")
+    if session is None or not isinstance(prompt, str):
+        return
+    found = [r for r in map(parse_reaction, prompt.splitlines()) if r and r[0] in REACTIONS]
+    if not found:
+        return
+    known, folder = hook.load_state(_messages_key(session))
+    if folder is not None:
+        folder.close()
+    messages = known.get("messages") if isinstance(known.get("messages"), dict) else {}
+    channel = core.text_or_none(payload.get("channel"))
+    for emoji, message in found:
+        sub = REACTIONS[emoji]
+        turn = core.text_or_none(messages.get(message))
+        record = {"kind": "command", "agent": hook.agent, "session": session, "command": sub,
+                  "target_turn": turn, "comment": None, "captured_at": core.iso_now(),
+                  "event": "openclaw-react"}
+        if turn is None:  # not remembered here (state pruned): the store knows the message
+            record["target_message"] = f"{channel or ''}:{message}"[:200]
+        try:
+            hook.spool(record)
+        except Exception as exc:
+            hook.log(f"reaction on msg {message} not recorded: {type(exc).__name__}: {exc}")
+
+
+def rl(hook, payload):
+    session = core.session_of(payload, "session")
+    args = payload.get("args") if isinstance(payload.get("args"), str) else ""
+    command = core.rl_command("/rl " + args)
+    if session is None:
+        said = "rltray: OpenClaw sent no session for this chat; rate with `rltray good` instead."
+    elif command is None or command[0] not in core.RL_COMMANDS:
+        said = core.RL_NEUTRAL if command is not None and command[0] == "3" else hook.usage
+    else:
+        state, folder = hook.load_state(session)
+        sub, comment = command
+        said = core.run_command(hook, session, state, folder, sub, comment,
+                                core.text_or_none(payload.get("channel")))
+    core.write_stdout({"text": said})

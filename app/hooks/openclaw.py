@@ -1,0 +1,254 @@
+"""OpenClaw: rltray's native plugin (``openclaw_plugin/``), linked into the gateway by
+OpenClaw's own ``plugins install --link``, loaded at gateway start.
+
+The plugin hands ``agent_end``, ``message_sent``, ``before_agent_run`` and its ``/rl``
+command to the same hook program as the other agents (``events_openclaw.py`` reads
+them). Its only setting is that program's argv (``plugins.entries.rltray.config.command``):
+no port, no secret. It needs OpenClaw's conversation access
+(``plugins.entries.rltray.hooks.allowConversationAccess``), which the user accepts
+knowingly (``CONSENT``; ``rltray hooks install --agent openclaw
+--accept-conversation-access``).
+
+Install: rltray writes the ``plugins.entries.rltray`` entry itself (documented keys only;
+OpenClaw refuses a config with unknown ones), backed up and recorded like every agent's
+config (``managed.Editor``), then runs ``openclaw plugins install --link <plugin>
+--force --accept-capabilities``, which adds ``plugins.load.paths`` and its own ``meta``.
+Uninstall runs ``openclaw plugins uninstall rltray --force --keep-files`` (it would leave
+``plugins.entries.rltray: {enabled: false}`` behind), then puts ``openclaw.json`` back
+byte for byte when nobody else changed it since; otherwise it removes only rltray's pieces.
+Verified with the real gateway: tests/agents/test_openclaw.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from rltray.app.hooks import jsonfile, shellcommand
+from rltray.app.hooks.base import Agent, AgentStatus, HookInstallError, InstallReport
+from rltray.app.hooks.managed import Editor, read_config, read_json_config, sha256
+from rltray.app.paths import Paths
+
+PLUGIN_ID = "rltray"  # openclaw_plugin/openclaw.plugin.json's id
+PLUGIN_DIR = Path(__file__).resolve().parent / "openclaw_plugin"
+CLI_TIMEOUT_S = 300  # a plugin command loads the gateway's whole plugin registry (~5-80 s)
+CONSENT = (
+    "OpenClaw gives rltray's plugin conversation access: inside the gateway it sees the "
+    "messages and answers of every run in every channel (Telegram, Slack, Discord, WhatsApp, "
+    "WebChat, ...). rltray keeps each finished run's prompt and answer on this computer "
+    "(credentials scrubbed) to ask you for ratings and to train your local model; nothing is "
+    "sent anywhere. `rltray hooks uninstall --agent openclaw` takes the access back."
+)
+
+
+class OpenClaw(Agent):
+    name = "openclaw"
+    display_name = "OpenClaw"
+    executable = "openclaw"
+    verified = ("2026.9.6", "2026.9.6")  # tests/agents/test_openclaw.py installs this one
+    shell = shellcommand.BASH  # unused: the plugin spawns the hook's argv without a shell
+    consent = CONSENT
+    accepted = False  # set by `--accept-conversation-access` after the user read CONSENT
+
+    def config_home(self) -> Path:
+        """``$OPENCLAW_STATE_DIR``, else ``$OPENCLAW_HOME/.openclaw``, else ``~/.openclaw``."""
+        state = self.env.get("OPENCLAW_STATE_DIR")
+        if state:
+            return Path(state)
+        home = self.env.get("OPENCLAW_HOME")
+        return (Path(home) if home else self.home_dir()) / ".openclaw"
+
+    def config_path(self) -> Path:
+        override = self.env.get("OPENCLAW_CONFIG_PATH")
+        return Path(override) if override else self.config_home() / "openclaw.json"
+
+    def hook_command(self, paths: Paths) -> list[str]:
+        """The plugin's ``command`` setting: the hook program's argv without its event."""
+        return self.command("openclaw-end", paths)[:-1]
+
+    # -- install ---------------------------------------------------------------------------
+
+    def install(self, paths: Paths) -> InstallReport:
+        if not self.detect():
+            return self.not_found_report()
+        report = InstallReport(self.name)
+        if not self.accepted:
+            report.lines += [CONSENT, "Nothing installed. To accept, run `rltray hooks install "
+                             "--agent openclaw --accept-conversation-access`."]
+            return report
+        state, doc = self._read()
+        ours = _entry(doc)
+        wanted = {"enabled": True, "hooks": {"allowConversationAccess": True},
+                  "config": {"command": self.hook_command(paths)}}
+        new = copy.deepcopy(doc)
+        plugins = _table(new, "plugins")
+        _table(plugins, "entries")[PLUGIN_ID] = wanted
+        editor = Editor(paths, self.name)
+        pristine = ours is None and not self._linked(doc)
+        editor.install(state, jsonfile.dumps_like(new, state.data or None), pristine=pristine,
+                       report=report)
+        self._cli(["plugins", "install", "--link", str(PLUGIN_DIR), "--force",
+                   "--accept-capabilities"], "link rltray's plugin")
+        after = read_config(state.path)
+        entry = editor.manifest.get(state.path)
+        if entry is not None:  # OpenClaw's own edit (load path, meta) is part of the install
+            entry["written_sha256"] = sha256(after.data)
+            editor.manifest.put(state.path, entry)
+        if state.path not in report.changed and after.data != state.data:
+            report.changed.append(state.path)
+        report.lines.append(f"Linked rltray's plugin {PLUGIN_DIR} into {state.path}; it loads "
+                            "when the gateway starts (restart a running gateway).")
+        return report
+
+    def uninstall(self, paths: Paths) -> InstallReport:
+        report = InstallReport(self.name)
+        path = self.config_path()
+        editor = Editor(paths, self.name)
+        before = read_config(path)
+        entry = editor.manifest.get(before.path)
+        untouched = bool(entry and entry.get("written_sha256") == sha256(before.data))
+        if before.existed and (_entry(self._parse(before)) is not None or self._linked(
+                self._parse(before))) and self._program() is not None:
+            self._cli(["plugins", "uninstall", PLUGIN_ID, "--force", "--keep-files"],
+                      "unlink rltray's plugin")
+        state = read_config(path)
+        if untouched and entry is not None:  # OpenClaw's uninstall edit is ours to undo too
+            entry["written_sha256"] = sha256(state.data)
+            editor.manifest.put(state.path, entry)
+        stripped = None
+        if state.existed:
+            doc = self._parse(state)
+            clean = _without_ours(doc)
+            if clean != doc:
+                stripped = jsonfile.dumps_like(clean, state.data)
+        editor.uninstall(state, stripped, report)
+        return report
+
+    # -- status ----------------------------------------------------------------------------
+
+    def status(self, paths: Paths) -> AgentStatus:
+        path = self.config_path()
+        notes: list[str] = []
+        try:
+            _, doc = read_json_config(path)
+        except HookInstallError as exc:
+            doc = {}
+            notes.append(str(exc))
+        entry = _entry(doc) or {}
+        hooks = entry.get("hooks") if isinstance(entry.get("hooks"), dict) else {}
+        config = entry.get("config") if isinstance(entry.get("config"), dict) else {}
+        command = config.get("command")
+        pieces = {
+            "plugin linked": self._linked(doc),
+            "plugin enabled": entry.get("enabled") is True,
+            "conversation access": hooks.get("allowConversationAccess") is True,
+            # the linked folder itself: a moved or deleted clone loads nothing at gateway start
+            "plugin files": (PLUGIN_DIR / "index.js").is_file()
+            and (PLUGIN_DIR / "openclaw.plugin.json").is_file(),
+        }
+        stale = isinstance(command, list) and command != self.hook_command(paths)
+        if stale:
+            notes.append("rltray's OpenClaw plugin runs another Python or data folder; "
+                         "run `rltray hooks install --agent openclaw "
+                         "--accept-conversation-access` again.")
+        plugins = doc.get("plugins") if isinstance(doc.get("plugins"), dict) else {}
+        disabled = plugins.get("enabled") is False
+        if disabled:
+            notes.append("OpenClaw's plugins are switched off (plugins.enabled: false).")
+        return AgentStatus(
+            name=self.name, display_name=self.display_name, detected=self.detect(),
+            installed=all(pieces.values()) and isinstance(command, list), pieces=pieces,
+            config_files=[path], notes=notes, stale=stale, hooks_disabled=disabled,
+            commands=[[*command, "openclaw-end"]] if isinstance(command, list) else [],
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _read(self) -> tuple[Any, dict[str, Any]]:
+        """The config as read, refusing a file that is not plain JSON (OpenClaw also reads
+        JSON5; rltray edits only files it can write back exactly)."""
+        return read_json_config(self.config_path())
+
+    @staticmethod
+    def _parse(state: Any) -> dict[str, Any]:
+        try:
+            return jsonfile.parse_object(state.data, state.path) if state.existed else {}
+        except jsonfile.JSONFileError as exc:
+            raise HookInstallError(f"{exc} rltray left it unchanged.") from exc
+
+    @staticmethod
+    def _linked(doc: dict[str, Any]) -> bool:
+        return str(PLUGIN_DIR) in _load_paths(doc)
+
+    def _program(self) -> str | None:
+        path = self.env.get("PATH") if self._env is not None else None
+        return shutil.which(self.executable, path=path)
+
+    def _cli(self, args: list[str], what: str) -> str:
+        """Run ``openclaw <args>``; HookInstallError with its last lines when it fails."""
+        program = self._program()
+        if program is None:
+            raise HookInstallError(f"`{self.executable}` is not on PATH, so rltray cannot {what}; "
+                                   "install OpenClaw or put it on PATH.")
+        env = {**dict(self.env), "NO_COLOR": "1", "OPENCLAW_NO_AUTO_UPDATE": "1"}
+        try:
+            done = subprocess.run([program, *args], capture_output=True, text=True, env=env,
+                                  timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise HookInstallError(f"`openclaw {' '.join(args[:2])}` did not finish ({exc}); "
+                                   f"rltray could not {what}.") from exc
+        if done.returncode != 0:
+            tail = " / ".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+            raise HookInstallError(f"`openclaw {' '.join(args[:2])}` failed ({tail[:400]}); "
+                                   f"rltray could not {what}.")
+        return done.stdout
+
+
+def _table(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        value = doc[key] = {}
+    return value
+
+
+def _entry(doc: dict[str, Any]) -> dict[str, Any] | None:
+    plugins = doc.get("plugins") if isinstance(doc.get("plugins"), dict) else {}
+    entries = plugins.get("entries") if isinstance(plugins.get("entries"), dict) else {}
+    entry = entries.get(PLUGIN_ID)
+    return entry if isinstance(entry, dict) else None
+
+
+def _load_paths(doc: dict[str, Any]) -> list[str]:
+    plugins = doc.get("plugins") if isinstance(doc.get("plugins"), dict) else {}
+    load = plugins.get("load") if isinstance(plugins.get("load"), dict) else {}
+    found = load.get("paths")
+    return [os.path.normpath(p) for p in found if isinstance(p, str)] if isinstance(
+        found, list) else []
+
+
+def _without_ours(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without rltray's entry and load path (emptied tables removed)."""
+    clean = copy.deepcopy(doc)
+    plugins = clean.get("plugins")
+    if not isinstance(plugins, dict):
+        return clean
+    entries = plugins.get("entries")
+    if isinstance(entries, dict):
+        entries.pop(PLUGIN_ID, None)
+        if not entries:
+            plugins.pop("entries")
+    load = plugins.get("load")
+    if isinstance(load, dict) and isinstance(load.get("paths"), list):
+        load["paths"] = [p for p in load["paths"]
+                         if not (isinstance(p, str) and os.path.normpath(p) == str(PLUGIN_DIR))]
+        if not load["paths"]:
+            load.pop("paths")
+        if not load:
+            plugins.pop("load")
+    if not plugins:
+        clean.pop("plugins")
+    return clean

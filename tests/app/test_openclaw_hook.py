@@ -1,0 +1,122 @@
+"""The hook program's OpenClaw events (app/hooks/events_openclaw.py), run as the plugin runs
+it: a real subprocess with the payload shapes OpenClaw 2026.9.6 hands its plugin, then real
+ingest into a real database. tests/agents/test_openclaw.py drives the real gateway."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rltray.app import spool
+from rltray.app.hooks import capture
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+
+SESSION = "agent:main:telegram:direct:4242"
+
+
+def run(home: Path, event: str, payload: dict[str, Any]) -> str:
+    argv = capture.build_command(f"openclaw-{event}", home, python=sys.executable)
+    done = subprocess.run(argv, input=json.dumps(payload).encode(), capture_output=True,
+                          timeout=30)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    return done.stdout.decode()
+
+
+def records(home: Path, kind: str) -> list[dict[str, Any]]:
+    folder = home / "spool" / "incoming"
+    if not folder.is_dir():
+        return []
+    names = sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    found = [json.loads((folder / n).read_text()) for n in names]
+    return [r for r in found if r["kind"] == kind]
+
+
+def end(run_id: str, prompt: str, answer: str, **more: Any) -> dict[str, Any]:
+    return {"session": SESSION, "run": run_id, "success": True, "trigger": "user",
+            "channel": "telegram", "model": "fake-model", "duration_ms": 1200,
+            "messages": [{"role": "user", "content": "earlier"},
+                         {"role": "assistant", "content": [{"type": "text", "text": "before"}]},
+                         {"role": "user", "content": [{"type": "text", "text": prompt}]},
+                         {"role": "assistant", "content": [{"type": "text", "text": answer}]}],
+            **more}
+
+
+def ingest(home: Path) -> dict[str, Any]:
+    paths = Paths(home)
+    with Store.open(paths) as store:
+        spool.ingest(paths, store)
+        return {t.prompt: t for t in store.list_turns()}
+
+
+def test_a_finished_user_run_is_one_turn_with_its_channel_as_project(rltray_home: Path) -> None:
+    run(rltray_home, "end", end("run-1", "Capital of France?", "Paris."))
+    run(rltray_home, "end", end("run-2", "Ignored", "x", success=False))
+    run(rltray_home, "end", end("run-3", "Ignored", "x", trigger="heartbeat"))
+    [rec] = records(rltray_home, "turn")
+    assert (rec["agent"], rec["session"], rec["turn"]) == ("openclaw", SESSION, "run-1")
+    assert (rec["prompt"], rec["response"], rec["cwd"]) == ("Capital of France?", "Paris.",
+                                                            "telegram")
+    assert rec["context"] == [{"role": "user", "content": "earlier"},
+                              {"role": "assistant", "content": "before"}]
+    assert 1.0 <= rec["duration_s"] < 5
+    assert (rltray_home / "spool" / "incoming").stat().st_mode & 0o077 == 0
+    turn = ingest(rltray_home)["Capital of France?"]
+    assert (turn.agent, turn.cwd, turn.model) == ("openclaw", "telegram", "fake-model")
+
+
+def test_rl_answers_in_chat_and_rates_the_newest_turn(rltray_home: Path) -> None:
+    run(rltray_home, "end", end("run-1", "First?", "One."))
+    run(rltray_home, "end", end("run-2", "Second?", "Two."))
+    said = json.loads(run(rltray_home, "rl", {"session": SESSION, "args": "good nice"}))
+    assert said["text"].startswith('rltray: rated the last answer good with your comment ("Two.')
+    assert json.loads(run(rltray_home, "rl", {"session": SESSION, "args": "3"}))["text"].startswith(
+        "rltray: 3 is the middle")
+    assert "usage: /rl good" in json.loads(run(rltray_home, "rl", {"session": SESSION,
+                                                                  "args": "train"}))["text"]
+    turns = ingest(rltray_home)
+    assert turns["Second?"].rating.value == 1 and turns["First?"].rating is None
+
+
+def test_a_reaction_rates_the_turn_of_the_message_it_targets(rltray_home: Path) -> None:
+    run(rltray_home, "end", end("run-1", "First?", "One."))
+    run(rltray_home, "sent", {"session": SESSION, "run": "run-1", "message_id": "101",
+                              "channel": "telegram"})
+    run(rltray_home, "end", end("run-2", "Second?", "Two."))
+    run(rltray_home, "sent", {"session": SESSION, "run": "run-2", "message_id": "103",
+                              "channel": "telegram"})
+    prompt = ("System: [2026-11-27 10:00] Telegram reaction added: \U0001f44e by Ada (4242) on "
+              "msg 101\n\nNext question")
+    run(rltray_home, "react", {"session": SESSION, "channel": "telegram", "prompt": prompt})
+    [command] = records(rltray_home, "command")
+    assert (command["command"], command["target_turn"]) == ("bad", "run-1")
+    turns = ingest(rltray_home)
+    assert turns["First?"].rating.value == -1 and turns["Second?"].rating is None
+    with Store.open(Paths(rltray_home)) as store:
+        assert store.messages_of(turns["First?"].id) == [("telegram", "101")]
+
+
+def test_a_reaction_the_hook_forgot_is_placed_by_the_store(rltray_home: Path) -> None:
+    run(rltray_home, "end", end("run-1", "First?", "One."))
+    run(rltray_home, "sent", {"session": SESSION, "run": "run-1", "message_id": "101",
+                              "channel": "telegram"})
+    ingest(rltray_home)
+    for state in (rltray_home / "spool" / "sessions").glob("openclaw-*.json"):
+        state.unlink()  # the hook's own memory gone (pruned after two weeks idle)
+    run(rltray_home, "react", {"session": SESSION, "channel": "telegram",
+                               "prompt": "Telegram reaction added: \U0001f44d by Ada on msg 101"})
+    [command] = records(rltray_home, "command")
+    assert command["target_turn"] is None and command["target_message"] == "telegram:101"
+    assert ingest(rltray_home)["First?"].rating.value == 1
+
+
+def test_an_rl_prompt_or_a_reaction_line_is_no_part_of_a_turn(rltray_home: Path) -> None:
+    run(rltray_home, "end", end("run-1", "/rl good", "I was asked to rate."))
+    run(rltray_home, "end", end(
+        "run-2", "Telegram reaction added: \U0001f44d by Ada on msg 7\nName a colour.", "Red."))
+    [rec] = records(rltray_home, "turn")
+    assert rec["prompt"] == "Name a colour."
