@@ -119,6 +119,7 @@ def test_each_agent_names_the_shell_it_runs_hooks_with():
     assert codex.Codex.shell == shellcommand.CMD
     assert {a.name: a.shell for a in registry.all_agents()} == {
         "claude-code": shellcommand.BASH, "codex": shellcommand.CMD,
+        "openclaw": shellcommand.BASH,  # unused: its plugin spawns the argv, no shell
     }  # fmt: skip
 
 
