@@ -128,7 +128,7 @@ def cpu_autocast(device: Any, dtype: Any) -> bool:
 
 
 def choose_device(requested: str) -> tuple[Any, Any]:
-    """``(torch.device, dtype)``: cuda bf16 (fp32 if no bf16) > mps > cpu fp32."""
+    """``(torch.device, dtype)``: cuda bf16 (fp32 if no bf16) > mps > cpu (:func:`cpu_dtype`)."""
     import torch
 
     requested = (requested or "auto").lower()
@@ -145,7 +145,29 @@ def choose_device(requested: str) -> tuple[Any, Any]:
         return torch.device("cuda"), dtype
     if requested == "mps" or (requested == "auto" and mps):
         return torch.device("mps"), _mps_dtype()
-    return torch.device("cpu"), torch.float32
+    return torch.device("cpu"), cpu_dtype()
+
+
+#: ``RLTRAY_TRAINER_BF16`` value that stores the frozen base in bf16 on a CPU.
+BF16_WEIGHTS = "weights"
+
+
+def cpu_dtype() -> Any:
+    """The CPU base's dtype: fp32, or bf16 under ``RLTRAY_TRAINER_BF16=weights``.
+
+    Why the option: under autocast the fp32 base weights are cast to bf16 again at
+    every matmul (autocast caches casts only of weights that require grad; the base
+    is frozen), which reads 6 bytes per parameter per forward and backward and holds
+    fp32 weights (a 3B base: 12 GiB; bf16: 6 GiB, as published checkpoints are
+    stored). With bf16 weights the LoRA weights and AdamW stay fp32 (PEFT's adapter
+    autocast, as on CUDA) and no autocast is needed. Opt-in: its speed is not yet
+    measured on a CPU with native bf16 (``bench/scale_shapes.py --bf16 weights``),
+    and a float16 GGUF base loses precision in bf16 (``gguf_base``'s docstring).
+    """
+    import torch
+
+    env = os.environ.get("RLTRAY_TRAINER_BF16", "auto").strip().lower()
+    return torch.bfloat16 if env == BF16_WEIGHTS else torch.float32
 
 
 def _mps_dtype() -> Any:
