@@ -787,8 +787,9 @@ def prompt_hook(hook, payload, out):
         else:
             state.pop("prompt_scrubbed", None)
         state["prompt_at"] = time.time()
+        waiting = note_waits(folder, hook.state_name(session))
         hook.save_state(folder, session, state)
-        lessons = sibling("lessonfiles")
+        lessons = sibling("lessonfiles") if waiting else None
         note = lessons.take_note(hook.home, hook.agent, session) if lessons is not None else None
         if note:  # said once: the bad rating's why, to the answer after it
             out({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
@@ -802,6 +803,22 @@ def prompt_hook(hook, payload, out):
         return
     said = run_command(hook, session, state, folder, sub, comment, text_or_none(payload.get("cwd")))
     out({"decision": "block", "reason": said})
+
+
+def note_waits(folder, state_name):
+    """Whether the note after a bad rating may wait for this session: its file
+    (``lessonfiles.note_path``: the state file's name with ``.note``) is in the open
+    sessions folder. One lstat, so a prompt with no note loads neither lessonfiles nor
+    the os it imports; True where the folder is not open (then lessonfiles looks)."""
+    if folder is None:
+        return True
+    try:
+        folder.lstat(state_name[: -len(".json")] + ".note")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def run_command(hook, session, state, folder, sub, comment, cwd=None):

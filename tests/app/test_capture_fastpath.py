@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rltray.app.hooks import capture_core, events_claude
+from rltray.app.hooks import capture_core, events_claude, lessonfiles
 
 from tests.app.test_capture import (  # noqa: F401 (tmpdir_env: the autouse temp folder)
     CLAUDE,
@@ -140,3 +140,15 @@ def test_a_hook_interpreter_reads_its_environment_and_makes_folders_without_os(
     ).stdout
     assert out.decode().strip() == ascii([os.fsdecode("ü".encode() + b"\xff"), None, False])
     assert target.is_dir() and target.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("session", ["s", "0f8e6c2a-5d1b", "ü\ud800", "x" * 500])
+def test_the_note_a_prompt_looks_for_is_the_one_lessonfiles_leaves(
+    session: str, tmp_path: Path
+) -> None:
+    """A prompt looks for the bad rating's note by name before loading lessonfiles; the name
+    must be lessonfiles' own, or the note would never be said."""
+    for agent in ("claude-code", "codex"):
+        left = Path(lessonfiles.note_path(str(tmp_path), agent, session))
+        assert left.parent == tmp_path / "spool" / "sessions"
+        assert capture_core.state_file_name(agent, session)[: -len(".json")] + ".note" == left.name
