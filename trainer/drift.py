@@ -109,16 +109,18 @@ class DriftSet:
         return list(self.idx) if limit is None else stratified(self.idx, self.ratings)[:limit]
 
     def keep_references(self, backend: Any) -> int:
-        """Ask the backend to keep the base's (and parent's) logits of these turns
+        """Ask the backend to keep the base's (and parent's) reference states of these
+        turns (the last hidden state, from which its head rebuilds the exact logits)
         from the forwards that compute them (the guard's turns first, under a byte
-        budget): a measurement then runs the policy's forward only. How many turns."""
-        vocab = getattr(backend, "vocab_size", None)
+        budget from the free memory): a measurement then runs the policy's forward
+        only. How many turns."""
+        width = getattr(backend, "reference_width", None)
         store = getattr(backend, "reference", None)
-        if store is None or not vocab:
+        if store is None or not width:
             return 0
         kinds = ("base",) if self.parent is None else ("base", "parent")
         turns = stratified(self.idx, self.ratings)  # the guard's sample is its prefix
-        return store.want([np.asarray(self.enc[i].input_ids) for i in turns], kinds, vocab)
+        return store.want([np.asarray(self.enc[i].input_ids) for i in turns], kinds, width)
 
     def measure(self, backend: Any, hyper: Any, pad_id: int, limit: int | None = None,
                 policy_rows: dict[int, np.ndarray] | None = None,

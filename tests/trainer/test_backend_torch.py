@@ -217,7 +217,8 @@ def test_written_adapter_loads_in_peft_and_as_parent(tiny_model: Path, tmp_path:
             position_ids=torch.from_numpy(batch.position_ids),
         ).logits
     got = TorchPeftBackend._token_logprobs(logits, torch.from_numpy(batch.input_ids)).numpy()
-    np.testing.assert_allclose(got, want, atol=1e-5)
+    real = batch.attention_mask[:, 1:] > 0  # padding's values are meaningless (base.py)
+    np.testing.assert_allclose(got[real], want[real], atol=1e-5)
 
     child = loaded(tiny_model, job={"parent_adapter": str(out)}, rank=8, alpha=1.0)
     assert (child.rank, child.alpha) == (4, 8.0)  # the parent's scale wins
@@ -255,9 +256,14 @@ def test_bf16_autocast_follows_the_cpu_by_default_and_stays_close_to_fp32(
 
 
 def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_model: Path) -> None:
-    """The prompt gets no logits in a training step; loss, stats and gradients stay the same."""
+    """A training step's head runs only where a token is trained, a few positions at a
+    time with its own gradient (``HeadLogprob``); loss, stats and gradients equal the
+    whole model's logits, over every column (no ``logits_to_keep``) and from the first
+    trained column on."""
+    from rltray.trainer.backends import torch_peft
+
     backend = loaded(tiny_model)
-    assert backend._keeps_logits()
+    assert backend._keeps_logits() and backend._body_head() is not None
     batch = make_batch(backend.tokenizer, CORPUS)
     assert batch.response_mask[:, 1].sum() == 0  # the first columns are prompt in every row
     old = backend.logprobs(batch, adapter=True)
@@ -272,24 +278,32 @@ def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_mode
         return forward(inputs, keep)
 
     backend._forward_logits = spy  # type: ignore[method-assign]
-    trimmed = backend.accumulate(batch, old, base, adv, w)
-    g_trimmed = backend.lora_gradients()
-    backend.zero_grad()
-    backend._logits_to_keep = False  # what a Transformers without logits_to_keep does
-    full = backend.accumulate(batch, old, base, adv, w)
-    g_full = backend.lora_gradients()
-    first_kept = calls[0]
-    assert first_kept is not None and int(first_kept[0]) > 0 and calls[1] is None
-    assert trimmed == pytest.approx(full, rel=1e-5, abs=1e-7)
-    assert g_trimmed.keys() == g_full.keys() and g_full
-    for k in g_full:
-        np.testing.assert_allclose(g_trimmed[k], g_full[k], rtol=1e-4, atol=1e-7)
+    split = backend._split
+    torch_peft.HEAD_CHUNK_BYTES, chunk = 4 * 7 * backend.vocab_size, torch_peft.HEAD_CHUNK_BYTES
+    try:
+        runs = []
+        for whole, keeps in ((False, True), (True, True), (True, False)):
+            backend._split = None if whole else split
+            backend._logits_to_keep = keeps
+            runs.append((backend.accumulate(batch, old, base, adv, w), backend.lora_gradients()))
+            backend.zero_grad()
+    finally:
+        torch_peft.HEAD_CHUNK_BYTES, backend._split = chunk, split
+    assert len(calls) == 2  # the head-only step asks the whole model for no logits
+    assert calls[0] is not None and int(calls[0][0]) > 0 and calls[1] is None
+    (head, g_head), *others = runs
+    for stats, grads in others:
+        assert head == pytest.approx(stats, rel=1e-5, abs=1e-7)
+        assert g_head.keys() == grads.keys() and grads
+        for k in grads:
+            np.testing.assert_allclose(g_head[k], grads[k], rtol=1e-4, atol=1e-7)
 
 
 def test_log_probs_in_row_groups_equal_the_whole_batch(
     tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A large vocabulary splits the log-prob pass into groups of rows; same numbers, same grads."""
+    """A large vocabulary splits the log-prob pass into groups of rows (the head into
+    chunks of positions); same numbers, same grads."""
     from rltray.trainer.backends import torch_peft
 
     backend = loaded(tiny_model)
@@ -301,8 +315,9 @@ def test_log_probs_in_row_groups_equal_the_whole_batch(
     g_whole = backend.lora_gradients()
     backend.zero_grad()
     monkeypatch.setattr(torch_peft, "LOGPROB_CHUNK_BYTES", 1)  # one row per group
+    monkeypatch.setattr(torch_peft, "HEAD_CHUNK_BYTES", 1)  # one position per head call
     np.testing.assert_allclose(backend.logprobs(batch, adapter=True), old, rtol=0, atol=1e-6)
     rows = backend.accumulate(batch, old, old - 0.05, adv, w)
-    assert rows == pytest.approx(whole, rel=1e-6, abs=1e-8)
+    assert rows == pytest.approx(whole, rel=1e-6, abs=1e-7)  # fp32 sums of other sizes
     for k, g in backend.lora_gradients().items():
         np.testing.assert_allclose(g, g_whole[k], rtol=1e-5, atol=1e-8)

@@ -188,30 +188,32 @@ def test_the_gate_reuses_the_guards_measurement_of_the_weights_it_keeps(
         assert again[k] == pytest.approx(m[k], rel=1e-4), k
 
 
-def test_kept_reference_logits_halve_the_guards_forwards_and_change_no_number(
+def test_kept_reference_states_halve_the_guards_forwards_and_change_no_number(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The round start's base forwards of the drift turns are kept, so each guard
-    measurement runs the policy's forward only; the round's numbers are the same."""
+    """The round start's base forwards of the drift turns are kept (as hidden states,
+    from which the head rebuilds the logits), so each guard measurement runs the
+    policy's forward only; the round's numbers are the same."""
     from rltray.trainer.backends import reference_logits
     from rltray.trainer.backends.torch_peft import TorchPeftBackend
 
     forwards: list[int] = []
-    real = TorchPeftBackend._forward_logits
+    real = TorchPeftBackend._hidden
 
-    def counting(self, inputs, keep=None):  # type: ignore[no-untyped-def]
+    def counting(self, inputs):  # type: ignore[no-untyped-def]
         forwards.append(1)
-        return real(self, inputs, keep)
+        return real(self, inputs)
 
-    monkeypatch.setattr(TorchPeftBackend, "_forward_logits", counting)
+    monkeypatch.setattr(TorchPeftBackend, "_hidden", counting)
+    free = reference_logits.budget_bytes()
     runs = {}
-    for budget in (0, reference_logits.BUDGET_BYTES):
-        monkeypatch.setattr(reference_logits, "BUDGET_BYTES", budget)
+    for budget in (0, free):
+        monkeypatch.setattr(reference_logits, "budget_bytes", lambda b=budget: b)
         forwards.clear()
         outcome, lines = run_round(make_job(tmp_path / f"b{budget}", tiny_model_dir,
                                             hyper={"guard_max_gap": 1}))
         runs[budget] = (len(forwards), outcome.result.metrics, lines)
-    (n_off, m_off, lines), (n_on, m_on, _) = runs[0], runs[reference_logits.BUDGET_BYTES]
+    (n_off, m_off, lines), (n_on, m_on, _) = runs[0], runs[free]
     measured = sum(1 for x in lines if x["type"] == "progress" and x["kl_round"] is not None)
     # 4 held-out turns at batch 2: each guard measurement skips 2 base forwards
     assert measured == 4 and n_off - n_on == 2 * measured

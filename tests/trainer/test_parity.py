@@ -159,7 +159,8 @@ def test_kept_reference_logits_give_the_same_drift_as_fresh_forwards(
         start = backend.lora_state()
         backend.set_lora_state(parent)
         backend.reference = store = ReferenceLogits()
-        store.want(rows, ["base", "parent"], backend.vocab_size)
+        assert backend.reference_width < backend.vocab_size  # hidden states, not logits
+        store.want(rows, ["base", "parent"], backend.reference_width)
         store.parent_loaded = True  # the round start, as train() marks it
         backend.logprobs(batch, adapter=False)
         backend.logprobs(batch, adapter=True)
@@ -177,6 +178,37 @@ def test_kept_reference_logits_give_the_same_drift_as_fresh_forwards(
             backend.reference = ReferenceLogits()
         assert fresh["resp_round"] > 0
         assert kept == pytest.approx(fresh, rel=1e-5), backend.name
+
+
+def test_drift_from_hidden_states_equals_drift_from_the_whole_models_logits(
+    pair: tuple[Any, Any]
+) -> None:
+    """Drift and log-probs from the last hidden state and the head, a few positions at a
+    time (what the store keeps), equal the same numbers from the whole model's logits
+    (the path a model without that split takes), on both backends."""
+    batch = make_batch(pair[1].tokenizer)
+    valid = batch.attention_mask[:, 1:] > 0
+    for backend in pair:
+        parent = adapters.load_adapter_tensors(backend.job.parent_adapter)
+        start = backend.lora_state()
+        split = backend._split
+        try:
+            backend.set_lora_state({k: v * 1.5 for k, v in parent.items()})
+            by_head = backend.drift_sums(batch, parent, logprobs=True)
+            lp_head = backend.logprobs(batch, adapter=True)
+            backend._split = None  # the whole model's logits
+            assert backend.reference_width == backend.vocab_size
+            whole = backend.drift_sums(batch, parent, logprobs=True)
+            lp_whole = backend.logprobs(batch, adapter=True)
+        finally:
+            backend._split = split
+            backend.set_lora_state(start)
+        assert by_head["resp_round"] > 0
+        for k in ("resp_round", "resp_total", "prompt_round", "prompt_total"):
+            assert by_head[k] == pytest.approx(whole[k], rel=1e-4, abs=1e-7), (backend.name, k)
+        assert by_head["resp_count"] == whole["resp_count"]
+        assert np.abs(by_head["logprobs"] - whole["logprobs"])[valid].max() <= 1e-5
+        assert np.abs(lp_head - lp_whole)[valid].max() <= 1e-5, backend.name
 
 
 def test_same_loss_gradients_and_adamw_step(pair: tuple[Any, Any]) -> None:

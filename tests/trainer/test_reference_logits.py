@@ -27,7 +27,7 @@ def batch_of(rows: list[list[int]]) -> SimpleNamespace:
 def test_rows_are_found_in_any_batch_and_padding() -> None:
     store = ReferenceLogits()
     a, b = [5, 6, 7, 8], [9, 10]
-    assert store.want([np.array(a), np.array(b)], ["base"], vocab=3) == 2
+    assert store.want([np.array(a), np.array(b)], ["base"], width=3) == 2
     logits = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)
     store.keep("base", batch_of([a, b]), logits, take)
     assert store.kept == 2
@@ -43,7 +43,7 @@ def test_the_budget_takes_turns_in_order_and_stops() -> None:
     store = ReferenceLogits()
     rows = [np.arange(11), np.arange(11) + 1, np.arange(11) + 2]  # 10 positions each
     # 10 positions x 100 logits x 4 bytes x 2 kinds = 8000 bytes a turn
-    assert store.want(rows, ["base", "parent"], vocab=100, budget=17_000) == 2
+    assert store.want(rows, ["base", "parent"], width=100, budget=17_000) == 2
     logits = np.zeros((3, 10, 100), dtype=np.float32)
     store.parent_loaded = True
     for kind in ("base", "parent"):
@@ -54,7 +54,7 @@ def test_the_budget_takes_turns_in_order_and_stops() -> None:
 def test_parent_logits_are_kept_only_while_the_parent_is_loaded() -> None:
     store = ReferenceLogits()
     row = [1, 2, 3]
-    store.want([np.array(row)], ["base", "parent"], vocab=2)
+    store.want([np.array(row)], ["base", "parent"], width=2)
     logits = np.ones((1, 2, 2), dtype=np.float32)
     store.keep("parent", batch_of([row]), logits, take)  # after a step: not the parent
     assert store.kept == 0

@@ -64,7 +64,7 @@ class Backend(ABC):
         """
         self.job = job
         self.hyper = hyper
-        #: Reference logits of the drift set's turns (see :mod:`.reference_logits`).
+        #: Reference states of the drift set's turns (see :mod:`.reference_logits`).
         self.reference = ReferenceLogits()
 
     @abstractmethod
@@ -206,6 +206,13 @@ class Backend(ABC):
     def vocab_size(self) -> int | None:
         """Width of the logits once loaded (None: unknown, nothing is kept)."""
         return None
+
+    @property
+    def reference_width(self) -> int | None:
+        """Values per position of the reference states :attr:`reference` keeps: the
+        hidden size where the backend rebuilds logits from them with its output head,
+        else the vocabulary (it keeps logits). None: nothing is kept."""
+        return self.vocab_size
 
     @property
     def device_name(self) -> str:

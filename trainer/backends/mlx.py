@@ -46,6 +46,10 @@ from .mlx_setup import (
     paths_key,
 )
 
+#: Largest fp32 logits one output-head call makes outside training (positions go in
+#: chunks): the round start and drift never hold a whole batch's B x L x V logits.
+HEAD_CHUNK_BYTES = 32 * 2**20
+
 CHECKPOINT_FILE = "mlx_state.safetensors"
 CHECKPOINT_FORMAT = "rltray-mlx-checkpoint-1"
 
@@ -202,6 +206,40 @@ class MlxBackend(Backend):
         """Width of the logits (the config's vocabulary); None before load."""
         return int(self.config["vocab_size"]) if self.config.get("vocab_size") else None
 
+    @property
+    def reference_width(self) -> int | None:
+        """Values a position of :meth:`_hidden` holds: the hidden size when the logits
+        are ``head(body(ids))``, else the vocabulary (the store keeps logits then)."""
+        if self.model is None:
+            return None
+        if self._split is None:
+            return self.vocab_size
+        return int(self._split[0](mx_ids([[1, 2]])).shape[-1])
+
+    def _hidden(self, ids: Any) -> Any:
+        """(B, L, X) states whose :meth:`_head` is the logits: the body's output, or (no
+        split) the logits themselves. Why: the reference states kept for drift are then
+        the hidden size wide, and no forward outside training holds a batch's logits."""
+        return self.model(ids) if self._split is None else self._split[0](ids)
+
+    def _head(self, states: Any) -> Any:
+        """fp32 logits of (N, X) states (the output head, as the whole model applies it)."""
+        import mlx.core as mx
+
+        out = states if self._split is None else self._split[1](states)
+        return out.astype(mx.float32)
+
+    def _head_chunk(self) -> int:
+        """Positions per head call: fp32 logits under :data:`HEAD_CHUNK_BYTES`."""
+        return max(1, HEAD_CHUNK_BYTES // (4 * max(int(self.vocab_size or 1), 1)))
+
+    def _real_chunks(self, batch: Any) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The (B, W-1) mask of positions that predict a real token, and their flat
+        indices in head-sized chunks."""
+        real = np.asarray(batch.attention_mask)[:, 1:] > 0
+        at = np.flatnonzero(real.reshape(-1))
+        return real, [at[i : i + self._head_chunk()] for i in range(0, at.size, self._head_chunk())]
+
     def _adapter_context(self, adapter: bool) -> Any:
         from contextlib import nullcontext
 
@@ -215,24 +253,31 @@ class MlxBackend(Backend):
         ids = self._ids(batch)
         self.model.eval()
         with self._adapter_context(adapter):
-            logits = self.model(ids)
-            mx.eval(logits)
-            rows = _logprob_rows(logits, ids)
-            # the drift set's turns: their reference logits serve every drift measurement
-            self.reference.keep("parent" if adapter else "base", batch, logits[:, :-1, :],
-                                _take_row)
-        return rows
+            hidden = self._hidden(ids)[:, :-1, :]
+            mx.eval(hidden)
+            # the drift set's turns: their reference states serve every drift measurement
+            self.reference.keep("parent" if adapter else "base", batch, hidden, _take_row)
+        real, chunks = self._real_chunks(batch)
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        targets = np.asarray(batch.input_ids)[:, 1:].reshape(-1)
+        lp = np.zeros(real.size, dtype=np.float32)
+        for pos in chunks:
+            z = self._head(mx.take(flat, mx.array(pos), axis=0))
+            got = _pick(z, mx.array(targets[pos].astype(np.int32)))
+            mx.eval(got)
+            lp[pos] = np.array(got, dtype=np.float32)
+        return lp.reshape(real.shape)
 
-    def _reference_logits(self, kind: str, batch: Any, compute: Any) -> Any:
-        """The base's or parent's (B, W-1, V) logits: kept rows, else ``compute()``."""
+    def _reference_states(self, kind: str, batch: Any, compute: Any) -> Any:
+        """The base's or parent's (B, W-1, X) states: kept rows, else ``compute()``."""
         import mlx.core as mx
 
         rows = self.reference.lookup(kind, batch)
         if rows is None:
-            logits = compute()[:, :-1, :]
-            mx.eval(logits)
-            self.reference.keep(kind, batch, logits, _take_row, parent_loaded=True)
-            return logits
+            states = compute()[:, :-1, :]
+            mx.eval(states)
+            self.reference.keep(kind, batch, states, _take_row, parent_loaded=True)
+            return states
         width = int(np.asarray(batch.input_ids).shape[1]) - 1
         return mx.stack([mx.pad(r, [(0, width - r.shape[0]), (0, 0)]) for r in rows])
 
@@ -407,36 +452,52 @@ class MlxBackend(Backend):
         self.model.eval()
         resp = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         prompt = np.asarray(batch.attention_mask, dtype=np.float32)[:, 1:] - resp
-        new = self.model(ids)[:, :-1, :]
+        new = self._hidden(ids)[:, :-1, :]
 
         def base_forward() -> Any:
             with self._adapter_context(False):
-                out = self.model(ids)
+                out = self._hidden(ids)
                 mx.eval(out)  # inside the context: MLX builds the graph lazily
                 return out
 
-        base = self._reference_logits("base", batch, base_forward)
-        mx.eval(new, base)
+        def parent_forward() -> Any:
+            current = self.lora_state()
+            self.set_lora_state(parent)
+            try:
+                out = self._hidden(ids)
+                mx.eval(out)
+                return out
+            finally:
+                self.set_lora_state(current)
+
+        base = self._reference_states("base", batch, base_forward)
+        par = None if parent is None else self._reference_states("parent", batch, parent_forward)
+        mx.eval(new, base, *([] if par is None else [par]))
+        # KL once per real position, the logits rebuilt a few positions at a time
+        # (exact: the same head on the same states); then summed under each mask.
+        # With no parent the round's KL *is* the total's (the parent is the base).
+        real, chunks = self._real_chunks(batch)
+        flat = [None if x is None else x.reshape(-1, x.shape[-1]) for x in (new, base, par)]
+        targets = np.asarray(batch.input_ids)[:, 1:].reshape(-1)
+        to_base = np.zeros(real.size, dtype=np.float64)
+        to_par = to_base if parent is None else np.zeros_like(to_base)
+        lp = np.zeros(real.size, dtype=np.float32)
+        for pos in chunks:
+            at = mx.array(pos)
+            z = self._head(mx.take(flat[0], at, axis=0))
+            if logprobs:
+                got = _pick(z, mx.array(targets[pos].astype(np.int32)))
+                mx.eval(got)
+                lp[pos] = np.array(got, dtype=np.float32)
+            ref = self._head(mx.take(flat[1], at, axis=0))
+            to_base[pos] = kl_positions_mlx(z[None], ref[None])[0]
+            if par is not None:
+                to_par[pos] = kl_positions_mlx(
+                    z[None], self._head(mx.take(flat[2], at, axis=0))[None])[0]
+        to_base, to_par = to_base.reshape(real.shape), to_par.reshape(real.shape)
         out: dict[str, Any] = {}
         if logprobs:
-            out["logprobs"] = _logprob_rows(new, ids, shifted=True)
-        to_base = kl_positions_mlx(new, base)
-        if parent is None:
-            to_par = to_base  # the parent is the base: the round's KL is the total's
-        else:
-            def parent_forward() -> Any:
-                current = self.lora_state()
-                self.set_lora_state(parent)
-                try:
-                    out = self.model(ids)
-                    mx.eval(out)
-                    return out
-                finally:
-                    self.set_lora_state(current)
-
-            par = self._reference_logits("parent", batch, parent_forward)
-            mx.eval(par)
-            to_par = kl_positions_mlx(new, par)
+            out["logprobs"] = lp.reshape(real.shape)
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_numpy(to_par, mask)
             out[f"{where}_total"] = masked_sum_numpy(to_base, mask)[0]
@@ -536,15 +597,16 @@ def _take_row(logits: Any, row: int, n: int) -> Any:
     return out
 
 
-def _logprob_rows(logits: Any, ids: Any, shifted: bool = False) -> np.ndarray:
-    """(B, L-1) float32 token log-probs, one row at a time: the fp32 copy of the
-    logits is then L x V, not B x L x V (a 150k vocabulary makes the batch's copy
-    gigabytes). ``shifted`` as in :func:`gather_logprobs`."""
+def mx_ids(rows: list[list[int]]) -> Any:
+    """An int32 MLX array of token ids (a probe of the body's width)."""
     import mlx.core as mx
 
-    rows = []
-    for b in range(ids.shape[0]):
-        row = gather_logprobs(logits[b : b + 1], ids[b : b + 1], shifted=shifted)
-        mx.eval(row)
-        rows.append(np.array(row[0], dtype=np.float32))
-    return np.stack(rows)
+    return mx.array(rows, dtype=mx.int32)
+
+
+def _pick(z: Any, targets: Any) -> Any:
+    """(N,) log-softmax of fp32 logits ``z`` (N, V) at ``targets`` (N,)."""
+    import mlx.core as mx
+
+    picked = mx.take_along_axis(z, targets[:, None], axis=-1).squeeze(-1)
+    return picked - mx.logsumexp(z, axis=-1)

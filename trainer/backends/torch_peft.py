@@ -35,6 +35,10 @@ from rltray.trainer.backends.torch_setup import (
 #: Largest fp32 copy of logits one log-prob group may make (rows go in groups).
 LOGPROB_CHUNK_BYTES = 256 * 2**20
 
+#: Largest fp32 logits one output-head call makes outside training (positions go in
+#: chunks): the round start and drift never hold a whole batch's B x L x V logits.
+HEAD_CHUNK_BYTES = 32 * 2**20
+
 CHECKPOINT_FILE = "torch_backend.pt"
 
 
@@ -56,6 +60,7 @@ class TorchPeftBackend(Backend):
         self.lora_paths: list[str] = []
         self.autocast = False  # bf16 matmuls on a capable CPU (torch_setup.cpu_autocast)
         self._logits_to_keep: bool | None = None
+        self._split: tuple[Any, Any] | bool | None = False  # False: not checked yet
 
     # ---- loading -------------------------------------------------------------------
 
@@ -65,6 +70,17 @@ class TorchPeftBackend(Backend):
         if getattr(self, "model", None) is None:
             return None
         return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def reference_width(self) -> int | None:
+        """Values a position of :meth:`_hidden` holds: the hidden size when the logits
+        are ``head(hidden)``, else the vocabulary (the store keeps logits then)."""
+        if getattr(self, "model", None) is None:
+            return None
+        split = self._body_head()
+        if split is None:
+            return self.vocab_size
+        return int(split[1].weight.shape[1])
 
     @property
     def device_name(self) -> str:
@@ -275,27 +291,94 @@ class TorchPeftBackend(Backend):
             self._logits_to_keep = "logits_to_keep" in inspect.signature(forward).parameters
         return self._logits_to_keep
 
+    # ---- the body and the head apart (round start and drift) ----------------------
+
+    def _body_head(self) -> tuple[Any, Any] | None:
+        """``(body, head)`` when this model's logits are exactly
+        ``head(body(...).last_hidden_state)`` (checked once on a few tokens against the
+        model's own output), else None. Why: the reference states kept for drift are
+        then the hidden size wide, not the vocabulary, and no forward outside
+        training holds a batch's whole logits (the head runs a few positions at a time).
+        """
+        if self._split is False:
+            self._split = self._check_split()
+        return self._split  # type: ignore[return-value]
+
+    def _check_split(self) -> tuple[Any, Any] | None:
+        import torch
+
+        base = self.model.get_base_model()
+        body, head = getattr(base, "model", None), base.get_output_embeddings()
+        if body is None or head is None or getattr(head, "weight", None) is None:
+            return None
+        ids = (torch.arange(1, 9, device=self.device) % max(int(self.vocab_size or 2), 2))[None]
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                  "position_ids": torch.arange(8, device=self.device)[None]}
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                want = self.model(**inputs, use_cache=False).logits.float()
+                got = head(body(**inputs, use_cache=False).last_hidden_state).float()
+        except Exception:  # any surprise: the whole-model path is always right
+            return None
+        if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-5, atol=1e-5):
+            return None
+        return body, head
+
+    def _autocast(self) -> Any:
+        import torch
+
+        if self.autocast:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _hidden(self, inputs: dict[str, Any]) -> Any:
+        """(B, W, X) states whose :meth:`_head` is the logits: the last hidden state,
+        or (no split) the logits themselves."""
+        split = self._body_head()
+        if split is None:
+            return self._forward_logits(inputs)
+        with self._autocast():
+            return split[0](**inputs, use_cache=False).last_hidden_state
+
+    def _head(self, states: Any) -> Any:
+        """fp32 logits of (N, X) states (the output head, as the whole model applies it)."""
+        split = self._body_head()
+        if split is None:
+            return states.float()
+        with self._autocast():
+            return split[1](states).float()
+
+    def _head_chunk(self) -> int:
+        """Positions per head call: fp32 logits under :data:`HEAD_CHUNK_BYTES`."""
+        return max(1, HEAD_CHUNK_BYTES // (4 * max(int(self.vocab_size or 1), 1)))
+
     def logprobs(self, batch: Any, *, adapter: bool) -> np.ndarray:
         import torch
+        import torch.nn.functional as F
 
         self.model.eval()
         inputs = self._inputs(batch)
         ctx = contextlib.nullcontext() if adapter else self.model.disable_adapter()
+        real = inputs["attention_mask"][:, 1:] > 0
         with torch.no_grad(), ctx:
-            logits = self._forward_logits(inputs)
-            lp = self._token_logprobs(logits, inputs["input_ids"])
-            # the drift set's turns: their reference logits serve every drift measurement
-            self.reference.keep("parent" if adapter else "base", batch, logits[:, :-1],
-                                _take_row)
-        return lp.cpu().numpy().astype(np.float32)
+            hidden = self._hidden(inputs)[:, :-1]
+            # the drift set's turns: their reference states serve every drift measurement
+            self.reference.keep("parent" if adapter else "base", batch, hidden, _take_row)
+            at = real.flatten().nonzero().squeeze(1)
+            flat, targets = hidden.flatten(0, 1), inputs["input_ids"][:, 1:].flatten()
+            lp = torch.zeros(real.numel(), dtype=torch.float32, device=hidden.device)
+            for pos in at.split(self._head_chunk()):
+                lp[pos] = -F.cross_entropy(self._head(flat[pos]), targets[pos], reduction="none")
+        return lp.view(real.shape).cpu().numpy().astype(np.float32)
 
-    def _reference_logits(self, kind: str, batch: Any, like: Any, compute: Any) -> Any:
-        """The base's or parent's (B, W-1, V) logits: kept rows, else ``compute()``."""
+    def _reference_states(self, kind: str, batch: Any, like: Any, compute: Any) -> Any:
+        """The base's or parent's (B, W-1, X) states: kept rows, else ``compute()``."""
         rows = self.reference.lookup(kind, batch)
         if rows is None:
-            logits = compute()[:, :-1]
-            self.reference.keep(kind, batch, logits, _take_row, parent_loaded=True)
-            return logits
+            states = compute()[:, :-1]
+            self.reference.keep(kind, batch, states, _take_row, parent_loaded=True)
+            return states
         out = like.new_zeros(like.shape, dtype=rows[0].dtype)
         for r, row in enumerate(rows):
             out[r, : row.shape[0]] = row
@@ -320,17 +403,31 @@ class TorchPeftBackend(Backend):
             self.model.eval()  # no dropout: eval keeps n identical to the o computed in eval
         inputs = self._inputs(batch)
         mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
-        # Only the columns from the first trained token on carry loss: the prompt
-        # before it gets no logits (same maths: masked columns add exactly nothing).
-        first = first_trained_column(mask) if self._keeps_logits() else 0
-        keep = torch.arange(first, mask.shape[1], device=self.device) if first > 0 else None
-        logits = self._forward_logits(inputs, keep)
-        ids = inputs["input_ids"]
-        n = (
-            self._token_logprobs(logits, ids)
-            if keep is None
-            else self._token_logprobs(logits, ids[:, first + 1 :], shifted=True)
-        )
+        split = self._body_head()
+        head_w = getattr(split[1], "weight", None) if split else None
+        if split is not None and getattr(split[1], "bias", None) is None and head_w is not None:
+            # The head and its log-softmax only where a token is trained, a few
+            # positions at a time, never the batch's logits (HeadLogprob)
+            first = first_trained_column(mask)
+            hidden = self._hidden(inputs)[:, first:-1]
+            trained = torch.as_tensor(mask[:, first:] > 0, device=self.device)
+            at = trained.flatten().nonzero().squeeze(1)
+            picked = HeadLogprob.apply(
+                hidden.flatten(0, 1)[at], inputs["input_ids"][:, first + 1 :].flatten()[at],
+                head_w, self._head_chunk(), torch.bfloat16 if self.autocast else None)
+            n = picked.new_zeros(trained.numel()).index_copy(0, at, picked).view(trained.shape)
+        else:
+            # Only the columns from the first trained token on carry loss: the prompt
+            # before it gets no logits (same maths: masked columns add exactly nothing).
+            first = first_trained_column(mask) if self._keeps_logits() else 0
+            keep = torch.arange(first, mask.shape[1], device=self.device) if first > 0 else None
+            logits = self._forward_logits(inputs, keep)
+            ids = inputs["input_ids"]
+            n = (
+                self._token_logprobs(logits, ids)
+                if keep is None
+                else self._token_logprobs(logits, ids[:, first + 1 :], shifted=True)
+            )
         loss, stats = mispo_loss_torch(
             n,
             np.asarray(old, dtype=np.float32)[:, first:],
@@ -466,6 +563,7 @@ class TorchPeftBackend(Backend):
     def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None, *,
                    logprobs: bool = False) -> dict[str, Any]:
         import torch
+        import torch.nn.functional as F
         from rltray.trainer.evaluate import kl_positions_torch, masked_sum_torch
 
         self.model.eval()
@@ -474,32 +572,45 @@ class TorchPeftBackend(Backend):
         prompt = np.asarray(batch.attention_mask, dtype=np.float32)[:, 1:] - resp
         out: dict[str, Any] = {}
         with torch.no_grad():
-            full = self._forward_logits(inputs)
-            if logprobs:
-                lp = self._token_logprobs(full, inputs["input_ids"])
-                out["logprobs"] = lp.cpu().numpy().astype(np.float32)
-            new = full[:, :-1]
+            new = self._hidden(inputs)[:, :-1]
 
             def base_forward() -> Any:
                 with self.model.disable_adapter():
-                    return self._forward_logits(inputs)
+                    return self._hidden(inputs)
 
             def parent_forward() -> Any:
                 current = self.lora_state()
                 self.set_lora_state(parent)
                 try:
-                    return self._forward_logits(inputs)
+                    return self._hidden(inputs)
                 finally:
                     self.set_lora_state(current)
 
-            base = self._reference_logits("base", batch, new, base_forward)
+            base = self._reference_states("base", batch, new, base_forward)
             par = None
             if parent is not None:
-                par = self._reference_logits("parent", batch, new, parent_forward)
-        # KL once per position, then summed under each mask; with no parent the
-        # round's KL *is* the total's (the parent is the base).
-        to_base = kl_positions_torch(new, base)
-        to_par = to_base if parent is None else kl_positions_torch(new, par)
+                par = self._reference_states("parent", batch, new, parent_forward)
+            # KL once per real position, the logits rebuilt a few positions at a time
+            # (exact: the same head on the same states); then summed under each mask.
+            # With no parent the round's KL *is* the total's (the parent is the base).
+            real = inputs["attention_mask"][:, 1:] > 0
+            at = real.flatten().nonzero().squeeze(1)
+            targets = inputs["input_ids"][:, 1:].flatten()
+            flat = [x.flatten(0, 1) if x is not None else None for x in (new, base, par)]
+            to_base = torch.zeros(real.numel(), dtype=torch.float64)
+            to_par = to_base if parent is None else torch.zeros_like(to_base)
+            lp = torch.zeros(real.numel(), dtype=torch.float32)
+            for pos in at.split(self._head_chunk()):
+                z, here = self._head(flat[0][pos]), pos.cpu()
+                if logprobs:
+                    lp[here] = -F.cross_entropy(z, targets[pos], reduction="none").cpu()
+                to_base[here] = kl_positions_torch(z[None], self._head(flat[1][pos])[None])[0].cpu()
+                if parent is not None:
+                    to_par[here] = kl_positions_torch(z[None],
+                                                      self._head(flat[2][pos])[None])[0].cpu()
+            to_base, to_par = to_base.view(real.shape), to_par.view(real.shape)
+            if logprobs:
+                out["logprobs"] = lp.view(real.shape).numpy()
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_torch(to_par, mask)
             out[f"{where}_total"] = masked_sum_torch(to_base, mask)[0]
@@ -564,6 +675,66 @@ class TorchPeftBackend(Backend):
         torch.set_rng_state(state["rng_cpu"])
         if state.get("rng_cuda") and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng_cuda"])
+
+
+def _head_logprob_class() -> Any:
+    """:class:`HeadLogprob`, built on first use (torch is imported lazily)."""
+    import torch
+
+    class _HeadLogprob(torch.autograd.Function):
+        """log p(target) = (h W^T)[target] - logsumexp(h W^T) of (N, d) hidden states
+        under a frozen head ``W`` (V, d), with the gradient to ``h`` only.
+
+        Why its own function: autograd keeps a trained position's logits, their
+        log-softmax and their gradient, three N x V fp32 tensors (on SmolLM2 at 4 x
+        300 trained tokens ~0.7 GB, on a 152k vocabulary three times that). The
+        head is frozen (LoRA never targets it), so the only gradient is
+        ``d logp / d h = W[target] - softmax(h W^T) W``: N x d, computed in the
+        forward a chunk of positions at a time while that chunk's softmax is at
+        hand. The product ``softmax W`` is the matmul the backward would have
+        done anyway, so nothing is computed twice and no N x V tensor outlives
+        its chunk.
+        """
+
+        @staticmethod
+        def forward(ctx: Any, h: Any, targets: Any, weight: Any, chunk: int,
+                    low: Any) -> Any:
+            w = weight.detach()
+            w_mm = w if low is None else w.to(low)  # the bf16 head autocast would use
+            w32 = w.float()
+            out = h.new_empty(h.shape[0], dtype=torch.float32)
+            jac = h.new_empty(h.shape, dtype=torch.float32)
+            for s in range(0, h.shape[0], chunk):
+                hc, tc = h[s : s + chunk], targets[s : s + chunk]
+                z = (hc.to(w_mm.dtype) @ w_mm.T).float()
+                lse = torch.logsumexp(z, dim=-1)
+                out[s : s + chunk] = z.gather(1, tc[:, None])[:, 0] - lse
+                p = torch.exp(z.sub_(lse[:, None]))
+                jac[s : s + chunk] = w32[tc] - p @ w32
+            ctx.save_for_backward(jac)
+            ctx.h_dtype = h.dtype
+            return out
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            (jac,) = ctx.saved_tensors
+            return (grad[:, None] * jac).to(ctx.h_dtype), None, None, None, None
+
+    return _HeadLogprob
+
+
+class _LazyFunction:
+    """``HeadLogprob.apply`` that builds the autograd function on first call."""
+
+    _fn: Any = None
+
+    def apply(self, *args: Any) -> Any:
+        if _LazyFunction._fn is None:
+            _LazyFunction._fn = _head_logprob_class()
+        return _LazyFunction._fn.apply(*args)
+
+
+HeadLogprob = _LazyFunction()
 
 
 def _cut_at_stop(tokens: list[int], stop: set[int]) -> list[int]:
