@@ -137,7 +137,7 @@ def ray_head() -> Iterator[RayHead]:
         _wait_jobs_api(dash, token)
         yield RayHead(dash, token, proc.pid, temp)
     finally:
-        stop_group(proc, grace=15)
+        stop_group(proc, grace=5)
         shutil.rmtree(temp, ignore_errors=True)
 
 

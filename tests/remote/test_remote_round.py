@@ -141,7 +141,7 @@ def test_round_pause_resume_and_the_adapter_comes_back_whole(
     keep_secrets(sshd, ray_head)
     changes: list[dict[str, Any]] = []
     runner = runner_for(store, paths, remote_training(sshd, ray_head, tiny_model, tmp_path),
-                        changes, epochs=30)  # fmt: skip
+                        changes, epochs=20)  # fmt: skip
     run_id = runner.start()
     wait_until(lambda: any(c.get("step") for c in changes), 180, "no progress line")
     remote_run = tmp_path / "remote" / "runs" / run_id
@@ -151,7 +151,7 @@ def test_round_pause_resume_and_the_adapter_comes_back_whole(
     assert run.status == "paused", run.error
     state = json.loads((remote_run / "checkpoint" / "state.json").read_text())
     paused_at = state["global_step"]
-    assert 0 < paused_at < 60
+    assert 0 < paused_at < 40
     log = (paths.runs / run_id / "trainer.log").read_text()
     assert "Traceback" not in log
 
@@ -161,7 +161,7 @@ def test_round_pause_resume_and_the_adapter_comes_back_whole(
     run = store.get_run(run_id)
     assert run.status == "done", run.error
     steps = [c["step"] for c in changes if c.get("step")]
-    assert min(steps) > paused_at and max(steps) == 60  # continued, not restarted
+    assert min(steps) > paused_at and max(steps) == 40  # continued, not restarted
     assert run.metrics["remote_fetch_verified"] >= 3
     v1 = store.active_adapter()
     assert v1 is not None and (Path(v1.path) / "adapter_model.safetensors").is_file()
@@ -186,8 +186,9 @@ def test_cancel_cleans_the_remote_folder_and_no_gpu_waits(
     assert (tmp_path / "remote" / "runs" / run_id).is_dir()
     assert runner.stop(pause=False, timeout=60)
     run = store.get_run(run_id)
+    said = [c.get("message") for c in changes]
     assert run.status == "cancelled", (run.status, run.error)
-    assert not (tmp_path / "remote" / "runs" / run_id).exists()
+    assert not (tmp_path / "remote" / "runs" / run_id).exists(), said
 
 
 TRAY = """\

@@ -158,12 +158,11 @@ class StandIn:
         state = self._state()
         sid = state.get("submission_id")
         attach = False
-        if sid:
-            details = self.jobs.status(sid)
-            if (details is not None and details.get("status") not in TERMINAL) or (
-                details is not None and self._ended_done(sid)
-            ):
-                attach = True
+        details = self.jobs.status(sid) if sid else None
+        if details is not None:
+            running = details.get("status") not in TERMINAL
+            # a job this stand-in stopped is not followed again (its stop may be queued)
+            attach = (running and state.get("stopped") != sid) or self._ended_done(str(sid))
         if attach:
             self.emit({"type": "log", "message": f"re-attaching to the remote job {sid}"})
         else:
@@ -230,6 +229,7 @@ class StandIn:
     def _follow(self, sid: str, state: dict[str, Any]) -> int:
         """Poll status and logs until the trainer's exit line; reconnect on a drop."""
         first_line_at: float | None = None
+        stop_at = 0.0
         ended_at: float | None = None
         failures = 0
         while True:
@@ -237,8 +237,10 @@ class StandIn:
                 assert self.jobs is not None
                 if self.stop.poll() and not self.stop_sent:
                     self.stop_sent = True  # once: a second SIGTERM would skip the checkpoint
+                    stop_at = time.monotonic()
                     self.emit({"type": "log", "message": "asking Ray to stop the job (checkpoint)"})
                     self.jobs.stop(sid)
+                    self._save_state({**state, "stopped": sid})
                 details = self.jobs.status(sid) or {}
                 status = str(details.get("status") or "")
                 before = self.seen
@@ -256,9 +258,16 @@ class StandIn:
                 failures = 0
                 if self.exit_code is not None:
                     break
+                if self.stop_sent and status == "PENDING" and time.monotonic() - stop_at > 5:
+                    # Ray queues the stop until the job gets its resources (there is no
+                    # kill for a job waiting on a GPU): it stops the moment it starts
+                    self.emit({"type": "log", "message": "the job never started; Ray stops it "
+                               "as soon as it gets a GPU"})  # fmt: skip
+                    break
                 if status in TERMINAL:
                     ended_at = ended_at or time.monotonic()
-                    if time.monotonic() - ended_at > 10:  # logs trail the status a little
+                    trail = 10 if self.seen else 4  # logs trail the status a little
+                    if time.monotonic() - ended_at > trail:
                         break
             except (RemoteError, RayHTTPError, urllib.error.URLError, OSError, TimeoutError) as exc:
                 failures += 1
@@ -328,6 +337,10 @@ class StandIn:
             self.conn.rmtree(run_dir)
             self.emit({**final, "adapter": str(out), "remote_job": sid})  # type: ignore[dict-item]
             return EXIT_DONE
+        if kind is None and self.stop_sent:
+            # stopped before the trainer said anything (still waiting for a GPU, or
+            # killed past the grace): resumable from whatever checkpoint is there
+            final, kind = {"type": "paused", "checkpoint": None}, "paused"
         if kind == "paused":
             if self.stop.cancel():
                 self.conn.rmtree(run_dir)
