@@ -114,20 +114,30 @@ def make_transcript(path: Path, session: str) -> str:
     return answer
 
 
-def run_once(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
+def run_once(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one run; CPU is the child's user + system time (its rusage),
+    which a busy machine inflates far less than the wall time."""
     start = time.perf_counter()
-    result = subprocess.run(argv, input=stdin, capture_output=True, env=env)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(stdin)  # payloads and answers are a few KB: no pipe fills up
+    proc.stdin.close()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, so its rusage is this run's
+    proc.returncode = os.waitstatus_to_exitcode(status)
     elapsed = (time.perf_counter() - start) * 1000
     says = argv[-1].endswith("-start") or b'"try again"' in stdin  # answers with context
-    if result.returncode != 0 or result.stderr or bool(result.stdout) != says:
-        raise SystemExit(f"hook misbehaved: {result}")
-    return elapsed
+    if proc.returncode or err or bool(out) != says:
+        raise SystemExit(f"hook misbehaved: {argv} {proc.returncode} {out!r} {err!r}")
+    return elapsed, (usage.ru_utime + usage.ru_stime) * 1000
 
 
-def summary(times: list[float]) -> dict[str, float]:
-    ordered = sorted(times)
+def summary(times: list[tuple[float, float]]) -> dict[str, float]:
+    ordered = sorted(wall for wall, _ in times)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"median_ms": round(statistics.median(ordered), 2), "p95_ms": round(p95, 2)}
+    return {"median_ms": round(statistics.median(ordered), 2), "p95_ms": round(p95, 2),
+            "cpu_median_ms": round(statistics.median(cpu for _, cpu in times), 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(3):  # warm the bytecode and page caches
             for _, script, offset in scripts:
                 run_once(*variant(cases["claude_stop_transcript"], offset - 1 - i, script), env)
-        times: dict[str, list[float]] = {}
+        times: dict[str, list[tuple[float, float]]] = {}
         for i in range(args.runs):  # interleaved, so load from other processes hits every case
             for name, case in cases.items():
                 for suffix, script, offset in scripts:
@@ -238,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{name:36s} median {results[name]['median_ms']:7.2f} ms"
                 f"   p95 {results[name]['p95_ms']:7.2f} ms"
+                f"   CPU median {results[name]['cpu_median_ms']:7.2f} ms"
             )
         records = len(os.listdir(home / "spool" / "incoming"))
     bare = results["python_bare"]["median_ms"]
