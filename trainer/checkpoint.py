@@ -150,3 +150,39 @@ def backend_dir(folder: Path) -> Path:
 def remove(folder: Path) -> None:
     """Delete a checkpoint (after the round finished, or when it belongs to another job)."""
     shutil.rmtree(folder, ignore_errors=True)
+
+
+#: Seconds between the checkpoints a running round writes on its own (``0``: none).
+#: Why: a hard kill (a remote cluster's SIGKILL after its stop grace, a power cut, an
+#: OOM kill) skips the pause checkpoint; with these, it loses at most this much work.
+PERIODIC_ENV = "RLTRAY_TRAINER_CHECKPOINT_S"
+PERIODIC_DEFAULT_S = 300.0
+
+
+class Periodic:
+    """Says when a running round is due its next periodic checkpoint, and writes it."""
+
+    def __init__(self, interval_s: float | None = None, clock: Any = None) -> None:
+        import time
+
+        if interval_s is None:
+            try:
+                interval_s = float(os.environ.get(PERIODIC_ENV, PERIODIC_DEFAULT_S))
+            except ValueError:
+                interval_s = PERIODIC_DEFAULT_S
+        self.interval_s = interval_s
+        self.clock = clock or time.monotonic
+        self.last = self.clock()
+        self.saved = 0
+
+    def due(self) -> bool:
+        return self.interval_s > 0 and self.clock() - self.last >= self.interval_s
+
+    def save(self, folder: Path, state: RoundState, backend: Any, guard: Any) -> Path:
+        """Write the round's position after a finished step: the very checkpoint a pause
+        at the next step would write (so resuming from it stays bit-identical)."""
+        state.guard, state.guard_arrays = guard.state()
+        path = save(folder, state, backend)
+        self.last = self.clock()
+        self.saved += 1
+        return path

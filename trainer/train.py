@@ -278,6 +278,7 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
     total = int(hyper.epochs) * steps_per_epoch
     elapsed_before = state.elapsed_s
     resumed_at = time.monotonic()
+    periodic = checkpoint.Periodic()  # a hard kill loses at most its interval
     while state.epoch < int(hyper.epochs):
         if not state.order:
             state.order = epoch_order(len(kept), rnd.job.seed, state.epoch)
@@ -322,6 +323,9 @@ def _optimise(rnd: Round, state: checkpoint.RoundState) -> str:
                 state.global_step = kept_step  # the undone steps do not count
                 state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
                 return message
+            if periodic.due() and state.global_step < total:
+                state.elapsed_s = elapsed_before + time.monotonic() - resumed_at
+                periodic.save(rnd.job.checkpoint_dir, state, rnd.backend, guard)
         state.epoch += 1
         state.step = 0
         state.order = []

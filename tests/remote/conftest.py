@@ -155,3 +155,11 @@ def _wait_jobs_api(port: int, token: str, limit: float = 90) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("peft")
+    from rltray.trainer.tiny import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny") / "model")

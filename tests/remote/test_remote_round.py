@@ -37,14 +37,6 @@ TINY_HYPER: dict[str, Any] = {
 ENV = {"RLTRAY_TRAINER_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("peft")
-    from rltray.trainer.tiny import build_tiny_llama
-
-    return build_tiny_llama(tmp_path_factory.mktemp("tiny") / "model")
-
-
 @pytest.fixture
 def paths(rltray_home: Path) -> Paths:
     return Paths.from_env()
