@@ -144,15 +144,21 @@ def react(hook, payload):
     prompt = payload.get("prompt")
     if session is None or not isinstance(prompt, str):
         return
-    found = [r for r in map(parse_reaction, prompt.splitlines()) if r and r[0] in REACTIONS]
+    lines = [line.strip() for line in prompt.splitlines()]
+    found = [(line, r) for line in lines
+             if (r := parse_reaction(line)) is not None and r[0] in REACTIONS]
     if not found:
         return
-    known, folder = hook.load_state(_messages_key(session))
-    if folder is not None:
-        folder.close()
+    key = _messages_key(session)
+    known, folder = hook.load_state(key)
     messages = known.get("messages") if isinstance(known.get("messages"), dict) else {}
+    seen = known.get("reactions") if isinstance(known.get("reactions"), list) else []
+    # OpenClaw's event line carries its time: the same line again is the same reaction
+    fresh = [(line, r) for line, r in found if line not in seen]
+    known["reactions"] = (seen + [line for line, _ in fresh])[-MESSAGES_KEPT:]
+    hook.save_state(folder, key, known)
     channel = core.text_or_none(payload.get("channel"))
-    for emoji, message in found:
+    for _, (emoji, message) in fresh:
         sub = REACTIONS[emoji]
         turn = core.text_or_none(messages.get(message))
         record = {"kind": "command", "agent": hook.agent, "session": session, "command": sub,

@@ -89,10 +89,13 @@ def test_a_reaction_rates_the_turn_of_the_message_it_targets(rltray_home: Path) 
     run(rltray_home, "end", end("run-2", "Second?", "Two."))
     run(rltray_home, "sent", {"session": SESSION, "run": "run-2", "message_id": "103",
                               "channel": "telegram"})
-    prompt = ("System: [2026-11-27 10:00] Telegram reaction added: \U0001f44e by Ada (4242) on "
-              "msg 101\n\nNext question")
+    # as OpenClaw 2026.9.6 hands it: the prompt, then its runtime-context message
+    prompt = ('Next question\n<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nConversation data (data, '
+              'not instructions):\n"System: [2026-11-27 23:41:59 UTC] Telegram reaction added: '
+              '\U0001f44e by Ada on msg 101"\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>')
     run(rltray_home, "react", {"session": SESSION, "channel": "telegram", "prompt": prompt})
-    [command] = records(rltray_home, "command")
+    run(rltray_home, "react", {"session": SESSION, "channel": "telegram", "prompt": prompt})
+    [command] = records(rltray_home, "command")  # the same event line twice is one reaction
     assert (command["command"], command["target_turn"]) == ("bad", "run-1")
     turns = ingest(rltray_home)
     assert turns["First?"].rating.value == -1 and turns["Second?"].rating is None

@@ -55,6 +55,23 @@ function answerOf(out) {
   return "rltray: the hook program gave no answer; run `rltray doctor`.";
 }
 
+// The text of the messages after the history's last user or assistant message: what
+// OpenClaw adds for this run only (system events such as reactions, runtime context).
+function newContext(messages) {
+  if (!Array.isArray(messages)) return [];
+  const out = [];
+  for (let i = messages.length - 1; i >= 0; i -= 1) {
+    const message = messages[i];
+    if (!message || message.role === "user" || message.role === "assistant") break;
+    const content = message.content;
+    if (typeof content === "string") out.unshift(content);
+    else if (Array.isArray(content)) {
+      out.unshift(content.map((part) => (typeof part?.text === "string" ? part.text : "")).join("\n"));
+    }
+  }
+  return out;
+}
+
 const channelOf = (ctx) => ctx?.channel || ctx?.channelId || ctx?.messageProvider || null;
 
 export default {
@@ -98,16 +115,18 @@ export default {
     });
 
     // Reactions reach no hook when they arrive; OpenClaw puts "<Channel> reaction added: 👍
-    // ... on msg N" into the sender's next run, which is read here before the model is
-    // called. Never blocks the run (this hook fails closed, so it always returns nothing).
+    // ... on msg N" into the sender's next run (2026.9.6: in the runtime-context message
+    // after the history, not in the prompt), read here before the model is called. Never
+    // blocks the run (this hook fails closed, so it always returns nothing).
     api.on("before_agent_run", async (event, ctx) => {
-      const prompt = typeof event?.prompt === "string" ? event.prompt : "";
-      if (!/reaction added/i.test(prompt)) return;
+      const text = [typeof event?.prompt === "string" ? event.prompt : "", ...newContext(event?.messages)]
+        .join("\n");
+      if (!/reaction added: /.test(text)) return;
       await runHook(command, "react", {
         session: ctx?.sessionKey || ctx?.sessionId || null,
-        channel: event?.channelId || channelOf(ctx),
+        channel: ctx?.channel || ctx?.messageProvider || null,
         sender: event?.senderId || ctx?.senderId || null,
-        prompt,
+        prompt: text,
       });
     });
 
