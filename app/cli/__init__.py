@@ -19,7 +19,7 @@ from rltray.app.errors import ExitCode, UserError
 
 # Each module here owns a group of commands and registers them with
 # `add_commands(add)`; a new group is one line here and one module (under rltray.app.cli).
-COMMAND_MODULES = ("training", "tray", "settings", "model", "bundle", "lessons")
+COMMAND_MODULES = ("training", "tray", "settings", "model", "bundle", "lessons", "remote")
 WIDE = 120  # columns from which `turns` shows prompt and answer side by side
 
 

@@ -238,3 +238,36 @@ def test_a_killed_tray_reattaches_to_the_running_round(
     assert done.status == "done", done.error
     assert any("re-attaching" in str(c.get("message")) for c in changes)
     assert store.active_adapter() is not None
+
+
+def test_the_cli_keeps_key_and_token_in_the_keyring_and_checks_each_step(
+    sshd, ray_head, paths, tiny_model, tmp_path
+) -> None:
+    """`rltray remote key FILE`, `rltray remote token < FILE` and `rltray remote check`
+    (SSH, Ray and its token, a GPU from Ray, the remote trainer importing torch)."""
+    import io
+
+    from rltray.app.cli import main
+
+    key_file = tmp_path / "id_test"
+    key_file.write_text(sshd.client_key)
+    training = remote_training(sshd, ray_head, tiny_model, tmp_path)
+    lines = ["[training]"] + [
+        f"{k} = {json.dumps(v)}"
+        for k, v in training.model_dump().items()
+        if k.startswith("remote_")
+    ]
+    paths.config.parent.mkdir(parents=True, exist_ok=True)
+    paths.config.write_text("\n".join(lines) + "\n")
+    out = io.StringIO()
+    assert main(["remote", "key", str(key_file)], stdout=out, stderr=out) == 0, out.getvalue()
+    assert keyring_secrets.get_secret("remote-ssh-key") == sshd.client_key
+    stdin = io.StringIO(ray_head.token + "\n")
+    assert main(["remote", "token"], stdout=out, stderr=out, stdin=stdin) == 0, out.getvalue()
+    assert ray_head.token not in out.getvalue()
+    out = io.StringIO()
+    code = main(["remote", "check"], stdout=out, stderr=out)
+    said = out.getvalue()
+    assert code == 0, said
+    for step in ("ssh:", "ray: Ray 2.60.0", "gpu:", "trainer: torch"):
+        assert step in said, said

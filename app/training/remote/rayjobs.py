@@ -47,7 +47,7 @@ class RayJobs:
             if exc.code in (401, 403):
                 raise RemoteError(
                     "the Ray cluster refused the token (HTTP "
-                    f"{exc.code}); store the cluster's token with `rltray secrets set ray-token`"
+                    f"{exc.code}); keep the cluster's token with `rltray remote token < FILE`"
                 ) from None
             raise RayHTTPError(exc.code, said) from None
         return json.loads(text) if text.strip() else None

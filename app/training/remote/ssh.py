@@ -105,7 +105,7 @@ class Connection:
         except asyncssh.PermissionDenied:
             raise RemoteError(
                 f"{where} refused the SSH key; add its public key to the remote "
-                "~/.ssh/authorized_keys"
+                "~/.ssh/authorized_keys and keep the key with `rltray remote key FILE`"
             ) from None
         except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
             raise RemoteError(

@@ -123,13 +123,7 @@ class StandIn:
     def connect(self) -> None:
         if self.conn is not None:
             self.conn.close()
-        cfg = self.cfg
-        self.conn = Connection(
-            cfg.host, cfg.port, cfg.user or os.environ.get("USER", ""), cfg.host_key,
-            self.secrets.get("ssh_key") or None,
-        )  # fmt: skip
-        port = self.conn.forward(cfg.dashboard_port)
-        self.jobs = RayJobs(f"http://127.0.0.1:{port}", self.secrets.get("ray_token") or "")
+        self.conn, self.jobs = open_cluster(self.cfg, self.secrets)
 
     def remote_root(self) -> str:
         assert self.conn is not None
@@ -359,6 +353,20 @@ class StandIn:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
+
+
+def open_cluster(cfg: RemoteConfig, secrets: dict[str, str]) -> tuple[Connection, RayJobs]:
+    """SSH to the machine (pinned host key) and the Jobs API through a local forward."""
+    conn = Connection(
+        cfg.host, cfg.port, cfg.user or os.environ.get("USER", ""), cfg.host_key,
+        secrets.get("ssh_key") or None,
+    )  # fmt: skip
+    try:
+        port = conn.forward(cfg.dashboard_port)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, RayJobs(f"http://127.0.0.1:{port}", secrets.get("ray_token") or "")
 
 
 def marked(logs: str) -> list[tuple[int, dict[str, Any]]]:

@@ -1,0 +1,74 @@
+"""The end-to-end check of a remote training machine, for `rltray doctor` and `rltray remote check`.
+
+Each step is the real one a round takes, in order, and the first failure stops
+the rest (a step after a failed one could only fail too): SSH with the pinned host
+key, the Ray version and its token, then one small Ray job asking for the round's
+GPUs (so Ray has one to give) that imports the remote trainer environment (torch,
+rltray's trainer) and says whether torch sees CUDA. Returned as ``(name, ok,
+sentence)`` rows so the doctor and the CLI word them their own way.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rltray.app.training import remote
+from rltray.app.training.remote.rayjobs import TERMINAL
+from rltray.app.training.remote.ssh import RemoteError
+from rltray.app.training.remote.standin import RemoteConfig, open_cluster
+
+PROBE = (
+    "import json, torch, rltray.trainer; "
+    "print('@rltray-probe ' + json.dumps({'torch': torch.__version__, "
+    "'cuda': torch.cuda.is_available(), 'gpus': torch.cuda.device_count()}))"
+)
+
+
+def run(training: Any, secrets: Any = None, limit_s: float = 120.0) -> list[tuple[str, bool, str]]:
+    """Check the machine ``training.remote_*`` names; one row per step that ran."""
+    import json
+    import shlex
+
+    given = json.loads(remote.handshake(training, secrets))
+    cfg = RemoteConfig.from_dict(given["config"])
+    keys = {k: v for k, v in given.items() if k in ("ssh_key", "ray_token") and v}
+    rows: list[tuple[str, bool, str]] = []
+    conn = None
+    try:
+        conn, jobs = open_cluster(cfg, keys)
+        rows.append(("ssh", True, f"{cfg.user or 'you'}@{cfg.host}:{cfg.port}, host key pinned"))
+        jobs.check_auth()
+        rows.append(("ray", True, f"Ray {jobs.version()} answers with the token only"))
+        sid = f"rltray-check-{int(time.time())}"
+        extra: dict[str, Any] = {"entrypoint_num_gpus": cfg.gpus} if cfg.gpus > 0 else {}
+        jobs.submit(sid, f"{shlex.quote(cfg.python)} -c {shlex.quote(PROBE)}", **extra)
+        deadline = time.monotonic() + limit_s
+        status = ""
+        while time.monotonic() < deadline:
+            status = str((jobs.status(sid) or {}).get("status") or "")
+            if status in TERMINAL:
+                break
+            time.sleep(1.0)
+        if status not in TERMINAL:
+            jobs.stop(sid)
+            rows.append(("gpu", False, f"Ray found no free GPU for {cfg.gpus} in {limit_s:.0f} s "
+                         "(another job holds it, or the cluster has none)"))  # fmt: skip
+            return rows
+        rows.append(("gpu", True, f"Ray gave the job {cfg.gpus} GPU(s)"))
+        logs = jobs.logs(sid)
+        said = [ln for ln in logs.splitlines() if ln.startswith("@rltray-probe ")]
+        if status != "SUCCEEDED" or not said:
+            last = [ln for ln in logs.splitlines() if ln.strip()][-1:] or [status]
+            rows.append(("trainer", False, f"{cfg.python} on {cfg.host} cannot import torch and "
+                         f"rltray's trainer: {last[0].strip()}"))  # fmt: skip
+            return rows
+        found = json.loads(said[-1].split(" ", 1)[1])
+        cuda = f"sees {found['gpus']} GPU(s)" if found["cuda"] else "not available"
+        rows.append(("trainer", True, f"torch {found['torch']}, CUDA {cuda}"))
+    except RemoteError as exc:
+        rows.append(("ssh" if not rows else "ray", False, str(exc)))
+    finally:
+        if conn is not None:
+            conn.close()
+    return rows
