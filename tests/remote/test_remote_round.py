@@ -271,3 +271,7 @@ def test_the_cli_keeps_key_and_token_in_the_keyring_and_checks_each_step(
     assert code == 0, said
     for step in ("ssh:", "ray: Ray 2.60.0", "gpu:", "trainer: torch"):
         assert step in said, said
+    out = io.StringIO()
+    main(["doctor"], stdout=out, stderr=out)  # other checks may fail on a test box
+    for step in ("remote ssh", "remote ray", "remote gpu", "remote trainer"):
+        assert step in out.getvalue(), out.getvalue()

@@ -106,6 +106,7 @@ def collect(ctx: Context) -> Iterator[Check]:
 
     yield from desktop_checks(ctx, service)
     yield from _training_backends()
+    yield from _remote_training(service)
 
 
 class _FolderOnly:
@@ -438,6 +439,23 @@ def _agents(service: Service) -> Iterator[Check]:
             yield Check(
                 agent.display_name, OK, f"hooks installed; last turn at {last}. {notes}".strip()
             )
+
+
+def _remote_training(service: Service) -> Iterator[Check]:
+    """The remote training machine, step by step, when one is set (issue 26)."""
+    from rltray.app.training import remote
+
+    try:
+        training = service.settings().training
+    except Exception:  # the config check above already says why it cannot be read
+        return
+    if not remote.enabled(training):
+        return
+    from rltray.app.training.remote import check
+
+    fix = "see `rltray remote check` and the README's remote training section"
+    for name, ok, said in check.run(training):
+        yield Check(f"remote {name}", OK if ok else FAIL, said, "" if ok else fix)
 
 
 def _keyring(service: Service) -> Check:
