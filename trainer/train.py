@@ -438,6 +438,7 @@ def _finish(rnd: Round, state: checkpoint.RoundState, stopped_early: str = "") -
         examples_skipped=len(rnd.examples) - len(state.kept),
         train_seconds=round(state.elapsed_s, 3),
         guard_seconds=round(rnd.drift.seconds, 3),
+        guard_estimates=rnd.guard.estimated,  # guard checks a position sample settled
         finish_seconds=round(time.monotonic() - t_finish, 3),
     )
     for name in ("auroc_new", "kl_round", "kl_total", "kl_round_general", "kl_total_general"):

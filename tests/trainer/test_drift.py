@@ -170,9 +170,9 @@ def test_the_gate_reuses_the_guards_measurement_of_the_weights_it_keeps(
     calls: list[int] = []
     real = TorchPeftBackend.drift_sums
 
-    def counting(self, batch, parent, *, logprobs=False):  # type: ignore[no-untyped-def]
+    def counting(self, batch, parent, **kw):  # type: ignore[no-untyped-def]
         calls.append(len(batch.input_ids))
-        return real(self, batch, parent, logprobs=logprobs)
+        return real(self, batch, parent, **kw)
 
     monkeypatch.setattr(TorchPeftBackend, "drift_sums", counting)
     job_path = make_job(tmp_path / "job", tiny_model_dir, hyper={"guard_turns": 4})

@@ -254,3 +254,53 @@ def test_a_guard_restored_from_its_state_walks_back_like_the_unpaused_one() -> N
     seen, stop, weights, asked = run(drifts)
     assert seen == [0.001, None, None, 0.2] and stop[0] == 1 and weights == 0.001
     assert run_paused(drifts, 2) == (stop, weights, asked)
+
+
+# ---- estimates from a sample of positions (issue 25) --------------------------------
+
+
+@dataclass
+class EstimatingDriftSet(CountingDriftSet):
+    """Also estimates: the policy's drift, give or take ``error`` (the upper bound)."""
+
+    error: float = 0.01
+    estimates: list[float] = field(default_factory=list)
+
+    def estimate(self, backend: OneNumberPolicy, hyper: Hyper, pad_id: int,
+                 limit: int | None = None) -> tuple[dict[str, float], dict[str, float]]:
+        self.estimates.append(backend.w)
+        self.last = None
+        d = {"kl_round": backend.w, "kl_total": backend.w,
+             "kl_round_general": 0.0, "kl_total_general": 0.0}
+        return d, {k: v + self.error for k, v in d.items()}
+
+
+def run_estimating(drifts: list[float], error: float = 0.01
+                   ) -> tuple[drift_guard.Guard, EstimatingDriftSet, tuple[int, str] | None]:
+    policy, measured = OneNumberPolicy(), EstimatingDriftSet(error=error)
+    guard = drift_guard.Guard(measured, policy, Hyper(kl_cap=0.1, kl_cap_total=0.6,
+                                                      guard_max_gap=1), 0, 0)
+    stop = None
+    for step, d in enumerate(drifts, 1):
+        guard.remember(step - 1)
+        policy.w = d
+        _m, stop = guard.check(step, last=step == len(drifts))
+        if stop is not None:
+            break
+    return guard, measured, stop
+
+
+def test_far_below_the_line_an_estimate_settles_the_check_but_never_the_last_step() -> None:
+    guard, drift, stop = run_estimating([0.01, 0.02, 0.03, 0.04])
+    assert stop is None
+    assert drift.estimates == [0.01, 0.02, 0.03, 0.04][:len(drift.estimates)]
+    assert guard.estimated == 3 and drift.asked == [0.04]  # the last step: exact
+
+
+def test_an_estimate_whose_upper_bound_reaches_the_line_is_measured_exactly() -> None:
+    # line 0.08: 0.075 + 0.01 reaches it, so the exact number decides (and passes)
+    guard, drift, stop = run_estimating([0.02, 0.075, 0.079, 0.079])
+    assert stop is None and guard.estimated == 1 and drift.asked == [0.075, 0.079, 0.079]
+    # past the line: the exact measurement stops it, never the estimate
+    guard, drift, stop = run_estimating([0.02, 0.09, 0.1])
+    assert stop is not None and stop[0] == 1 and drift.asked[0] == 0.09

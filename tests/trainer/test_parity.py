@@ -244,3 +244,39 @@ def test_same_loss_gradients_and_adamw_step(pair: tuple[Any, Any]) -> None:
     assert moved == pytest.approx(LR, rel=1e-2)  # bias-corrected first step: ±lr
     for name in t_after:
         np.testing.assert_allclose(m_after[name], t_after[name], rtol=0, atol=1e-3 * LR)
+
+
+def test_a_drift_estimate_from_every_fourth_position_is_within_its_stated_error(
+    pair: tuple[Any, Any]
+) -> None:
+    """``DriftSet.estimate`` takes the KL at every fourth position only; the exact drift
+    of the same turns lies within its stated bound (estimate + 3 standard errors), and
+    the estimate is left where the gate would reuse a measurement (``last`` is None)."""
+    from rltray.trainer import data
+    from rltray.trainer.drift import DriftSet
+    from rltray.trainer.job import example_from_dict
+
+    words = " ".join(TEXTS)
+    enc = {}
+    for i in range(4):
+        ex = example_from_dict({"id": f"e{i}", "rated_at": "2026-01-01T00:00:00Z",
+                                "prompt": f"{i} please explain: " + words,
+                                "response": words + f" and {i} more " + words,
+                                "rating": 1 - 2 * (i % 2)})
+        enc[i] = data.encode(pair[1].tokenizer, ex, 512, index=i)
+    hyper = make_hyper(batch_size=4)
+    for backend in pair:
+        parent = adapters.load_adapter_tensors(backend.job.parent_adapter)
+        start = backend.lora_state()
+        ds = DriftSet(enc, [0, 1, 2, 3], "held-out", parent, ratings={0: 1, 1: -1, 2: 1, 3: -1})
+        try:
+            backend.set_lora_state({k: v * 1.5 for k, v in parent.items()})
+            exact = ds.measure(backend, hyper, 0)
+            got = ds.estimate(backend, hyper, 0)
+        finally:
+            backend.set_lora_state(start)
+        assert got is not None and ds.last is None
+        drift, upper = got
+        for k, v in exact.items():
+            assert v > 0 and drift[k] != v, (backend.name, k)  # a sample, not the whole
+            assert abs(drift[k] - v) <= upper[k] - drift[k], (backend.name, k, drift[k], v)

@@ -171,7 +171,8 @@ class Backend(ABC):
 
     @abstractmethod
     def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None, *,
-                   logprobs: bool = False) -> dict[str, Any]:
+                   logprobs: bool = False, positions: np.ndarray | None = None
+                   ) -> dict[str, Any]:
         """Exact KL sums of the current policy against the parent and the base, no gradient.
 
         ``parent`` is the parent's LoRA state (``None``: the parent is the base).
@@ -181,6 +182,10 @@ class Backend(ABC):
         policy's own weights are unchanged afterwards. ``logprobs``: also
         ``"logprobs"``, what ``logprobs(batch, adapter=True)`` gives, from the same
         forward (the gate's held-out scores need it on the same turns).
+        ``positions``: a (B, L-1) bool mask; the KL is taken (and counted) there only
+        (a sample of positions: :meth:`.drift.DriftSet.estimate`). Also returns
+        ``round_pos`` and ``total_pos``, the (B, L-1) float64 per-position KL (0 where
+        not taken), from which the sample's error is estimated.
         """
 
     def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int],

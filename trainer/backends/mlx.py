@@ -233,10 +233,13 @@ class MlxBackend(Backend):
         """Positions per head call: fp32 logits under :data:`HEAD_CHUNK_BYTES`."""
         return max(1, HEAD_CHUNK_BYTES // (4 * max(int(self.vocab_size or 1), 1)))
 
-    def _real_chunks(self, batch: Any) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The (B, W-1) mask of positions that predict a real token, and their flat
-        indices in head-sized chunks."""
+    def _real_chunks(self, batch: Any, positions: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The (B, W-1) mask of positions that predict a real token (and are in
+        ``positions``, when given), and their flat indices in head-sized chunks."""
         real = np.asarray(batch.attention_mask)[:, 1:] > 0
+        if positions is not None:
+            real = real & np.asarray(positions, dtype=bool)
         at = np.flatnonzero(real.reshape(-1))
         return real, [at[i : i + self._head_chunk()] for i in range(0, at.size, self._head_chunk())]
 
@@ -443,7 +446,8 @@ class MlxBackend(Backend):
         self._set_lora(full)
 
     def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None, *,
-                   logprobs: bool = False) -> dict[str, Any]:
+                   logprobs: bool = False, positions: np.ndarray | None = None
+                   ) -> dict[str, Any]:
         import mlx.core as mx
 
         from ..evaluate import kl_positions_mlx, masked_sum_numpy
@@ -476,7 +480,7 @@ class MlxBackend(Backend):
         # KL once per real position, the logits rebuilt a few positions at a time
         # (exact: the same head on the same states); then summed under each mask.
         # With no parent the round's KL *is* the total's (the parent is the base).
-        real, chunks = self._real_chunks(batch)
+        real, chunks = self._real_chunks(batch, positions)
         flat = [None if x is None else x.reshape(-1, x.shape[-1]) for x in (new, base, par)]
         targets = np.asarray(batch.input_ids)[:, 1:].reshape(-1)
         to_base = np.zeros(real.size, dtype=np.float64)
@@ -498,9 +502,12 @@ class MlxBackend(Backend):
         out: dict[str, Any] = {}
         if logprobs:
             out["logprobs"] = lp.reshape(real.shape)
+        if positions is not None:
+            resp, prompt = resp * real, prompt * real
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_numpy(to_par, mask)
             out[f"{where}_total"] = masked_sum_numpy(to_base, mask)[0]
+        out["round_pos"], out["total_pos"] = to_par, to_base
         return out
 
     def lora_gradients(self) -> dict[str, np.ndarray]:

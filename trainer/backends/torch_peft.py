@@ -561,7 +561,8 @@ class TorchPeftBackend(Backend):
                     p.zero_()
 
     def drift_sums(self, batch: Any, parent: dict[str, np.ndarray] | None, *,
-                   logprobs: bool = False) -> dict[str, Any]:
+                   logprobs: bool = False, positions: np.ndarray | None = None
+                   ) -> dict[str, Any]:
         import torch
         import torch.nn.functional as F
         from rltray.trainer.evaluate import kl_positions_torch, masked_sum_torch
@@ -594,6 +595,8 @@ class TorchPeftBackend(Backend):
             # (exact: the same head on the same states); then summed under each mask.
             # With no parent the round's KL *is* the total's (the parent is the base).
             real = inputs["attention_mask"][:, 1:] > 0
+            if positions is not None:  # a sample of the positions (DriftSet.estimate)
+                real = real & torch.as_tensor(positions, device=real.device)
             at = real.flatten().nonzero().squeeze(1)
             targets = inputs["input_ids"][:, 1:].flatten()
             flat = [x.flatten(0, 1) if x is not None else None for x in (new, base, par)]
@@ -611,9 +614,13 @@ class TorchPeftBackend(Backend):
             to_base, to_par = to_base.view(real.shape), to_par.view(real.shape)
             if logprobs:
                 out["logprobs"] = lp.view(real.shape).numpy()
+        if positions is not None:
+            taken = real.cpu().numpy().astype(np.float32)
+            resp, prompt = resp * taken, prompt * taken
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_torch(to_par, mask)
             out[f"{where}_total"] = masked_sum_torch(to_base, mask)[0]
+        out["round_pos"], out["total_pos"] = to_par.numpy(), to_base.numpy()
         return out
 
     def lora_gradients(self) -> dict[str, np.ndarray]:
