@@ -16,6 +16,9 @@ PACKAGES="$PACKAGES chromium gir1.2-webkit2-4.1"
 PACKAGES="$PACKAGES binutils libcairo2"
 # training on a bigger machine (tests/remote/): a private sshd on 127.0.0.1 stands in for it
 PACKAGES="$PACKAGES openssh-server"
+# the OpenClaw gateway test installs its pinned Node and OpenClaw with npm
+# (tests/support/openclaw_install.py); any npm will do, so only where there is none
+command -v npm >/dev/null 2>&1 || PACKAGES="$PACKAGES npm"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,207 @@
+"""rltray with the REAL OpenClaw gateway (the pinned npm release on a pinned Node), offline.
+
+One gateway for the whole module, in a temp state folder, with a fake OpenAI-compatible
+model and a fake Telegram Bot API on 127.0.0.1 (tests/support/openclaw_fakes.py). rltray's
+plugin goes in through `rltray hooks install --agent openclaw`, i.e. OpenClaw's own
+`plugins install --link`, and the tests drive the gateway as a Telegram user would:
+a message becomes a captured turn; `/rl good` rates it, answers in the chat and calls no
+model; a sender outside `allowFrom` cannot rate; a 👎 reaction on an earlier reply, read on
+the sender's next message after a gateway restart, re-rates that turn; uninstall leaves
+`openclaw.json` byte for byte as it was. The tests run in file order and share the gateway.
+
+Slow: the first run installs Node and OpenClaw from npm into ~/.cache/rltray-test-openclaw
+(tests/support/openclaw_install.py, ~30 s, 0.9 GB; skipped with the reason when npm cannot);
+the gateway takes 10-18 s to start on an idle machine, a reply ~1 s after the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rltray.app import spool
+from rltray.app.paths import Paths
+from rltray.app.store import Store
+
+from tests.support import openclaw_install
+from tests.support.openclaw_fakes import FakeModel, FakeTelegram
+from tests.support.openclaw_gateway import BOT_TOKEN, Gateway, base_config
+
+pytestmark = pytest.mark.slow
+
+OWNER = 4242  # the Telegram user in allowFrom
+STRANGER = 5151  # anyone else
+REPLY_TIMEOUT_S = 240  # the first reply sets up the agent's databases (5-9 s idle, minutes loaded)
+_REAL_HOME = os.environ.get("HOME")  # read before the autouse fixture moves HOME
+
+
+@dataclass
+class World:
+    gateway: Gateway
+    model: FakeModel
+    telegram: FakeTelegram
+    rltray: Paths
+    env: dict[str, str]  # what `rltray` and `openclaw` run with
+    original: bytes  # openclaw.json before rltray
+    replies: dict[str, dict[str, Any]]  # prompt -> the bot's reply to it
+
+    def rltray_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rltray.app.cli", *args], env=self.env,
+                              capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)
+
+    def say(self, text: str, user: int = OWNER) -> dict[str, Any]:
+        """Send ``text`` as ``user``; the bot's reply to it."""
+        after = len(self.telegram.sent)
+        self.telegram.user_message(user, text)
+        reply = self.telegram.wait_sent(user, after, REPLY_TIMEOUT_S)
+        self.replies[text] = reply
+        return reply
+
+    def ingest(self) -> dict[str, Any]:
+        """Every waiting record into rltray's database; {prompt line: turn}."""
+        with Store.open(self.rltray) as store:
+            spool.ingest(self.rltray, store)
+            return {t.prompt: t for t in store.list_turns()}
+
+    def turn(self, words: str) -> Any:
+        found = [t for prompt, t in self.ingest().items() if words in prompt]
+        assert len(found) == 1, f"{words!r} in {list(self.ingest())}"
+        return found[0]
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def spooled(paths: Paths, kind: str) -> list[dict[str, Any]]:
+    folder = paths.spool_incoming
+    if not folder.is_dir():
+        return []
+    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    return [r for r in records if r.get("kind") == kind]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    cache = Path(_REAL_HOME or Path.home()) / ".cache" / "rltray-test-openclaw"
+    try:
+        install = openclaw_install.install(Path(os.environ.get(
+            "RLTRAY_TEST_OPENCLAW_CACHE") or cache))
+    except openclaw_install.Missing as exc:
+        pytest.skip(str(exc))
+    folder = tmp_path_factory.mktemp("openclaw")
+    model = FakeModel(lambda request: f"Fake answer number {model.calls}.")
+    telegram = FakeTelegram(BOT_TOKEN)
+    gateway = Gateway(install, folder)
+    gateway.write_config(base_config(model, telegram, OWNER))
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "openclaw"  # `openclaw` on PATH, as a user's npm install puts it
+    wrapper.write_text(f'#!/bin/sh\nexec "{install.node}" "{install.openclaw}" "$@"\n')
+    wrapper.chmod(0o755)
+    rltray = Paths(folder / "rltray")
+    env = {**gateway.env, "RLTRAY_HOME": str(rltray.home),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for key in ("PYTHONPATH", "VIRTUAL_ENV"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    gateway_env = gateway.env
+    world = World(gateway, model, telegram, rltray, env, gateway.config.read_bytes(), {})
+    done = world.rltray_cli("hooks", "install", "--agent", "openclaw",
+                            "--accept-conversation-access")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert gateway_env["OPENCLAW_CONFIG_PATH"] == str(gateway.config)
+    try:
+        gateway.start(telegram)
+        yield world
+    finally:
+        gateway.stop()
+        model.close()
+        telegram.close()
+
+
+def test_install_asks_for_conversation_access_first(world: World) -> None:
+    done = world.rltray_cli("hooks", "install", "--agent", "openclaw")  # no flag, no terminal
+    assert done.returncode == 0
+    assert "conversation access" in done.stdout and "Nothing installed" in done.stdout
+    config = json.loads(world.gateway.config.read_text())
+    entry = config["plugins"]["entries"]["rltray"]
+    assert entry["enabled"] is True and entry["hooks"] == {"allowConversationAccess": True}
+    assert entry["config"]["command"][-2:] == ["--home", str(world.rltray.home)]
+
+
+def test_a_message_becomes_a_captured_turn(world: World) -> None:
+    reply = world.say("What is the capital of France?")
+    assert reply["text"].startswith("Fake answer number")
+    wait_until(lambda: spooled(world.rltray, "turn"), 30, "the turn record")
+    turn = world.turn("What is the capital of France?")
+    assert (turn.agent, turn.response, turn.cwd) == ("openclaw", reply["text"], "telegram")
+    assert turn.model == "fake-model"
+    # message_sent: the reply's Telegram message id is stored with its turn
+    wait_until(lambda: spooled(world.rltray, "message"), 30, "the message record")
+    world.ingest()
+    with Store.open(world.rltray) as store:
+        assert store.messages_of(turn.id) == [("telegram", str(reply["message_id"]))]
+
+
+def test_rl_good_rates_answers_in_chat_and_calls_no_model(world: World) -> None:
+    calls = world.model.calls
+    reply = world.say("/rl good")
+    assert reply["text"].startswith("rltray: rated the last answer good"), reply["text"]
+    assert world.model.calls == calls
+    turn = world.turn("What is the capital of France?")
+    assert turn.rating is not None and turn.rating.value == 1
+
+
+def test_a_sender_outside_allow_from_cannot_rate(world: World) -> None:
+    calls, commands = world.model.calls, len(spooled(world.rltray, "command"))
+    world.telegram.user_message(STRANGER, "/rl bad")
+    time.sleep(8)  # OpenClaw drops or refuses it; either way nothing may reach rltray
+    assert len(spooled(world.rltray, "command")) == commands
+    assert world.model.calls == calls
+    refusals = [m for m in world.telegram.sent if m["chat_id"] == STRANGER]
+    assert all(not m["text"].startswith("rltray:") for m in refusals), refusals
+    turn = world.turn("What is the capital of France?")
+    assert turn.rating is not None and turn.rating.value == 1
+
+
+def test_a_reaction_after_a_restart_rates_the_turn_it_targets(world: World) -> None:
+    world.say("Name a prime number.")  # a newer turn: the reaction must not land here
+    first = world.replies["What is the capital of France?"]
+    wait_until(lambda: len(spooled(world.rltray, "message")) >= 1, 30, "message records")
+    world.gateway.stop()
+    world.gateway.start(world.telegram)
+    world.telegram.user_reaction(OWNER, first["message_id"], "\U0001f44e")
+    time.sleep(2)  # the reaction fires no hook and no model call on arrival
+    world.say("Thanks, one more: name a colour.")
+    turn = wait_until(
+        lambda: (t := world.turn("What is the capital of France?")).rating is not None
+        and t.rating.value == -1 and t, 30, "the 👎 rating on the first turn")
+    assert turn.rating.value == -1
+    newer = world.turn("Name a prime number.")
+    assert newer.rating is None
+    colour = world.turn("name a colour")
+    assert "reaction added" not in colour.prompt  # OpenClaw's note is no part of the task
+
+
+def test_uninstall_restores_openclaw_json_byte_for_byte(world: World) -> None:
+    world.gateway.stop()
+    done = world.rltray_cli("hooks", "uninstall", "--agent", "openclaw")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert world.gateway.config.read_bytes() == world.original
+    assert (Path(__file__).parents[2] / "app" / "hooks" / "openclaw_plugin" / "index.js").is_file()
