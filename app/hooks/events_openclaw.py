@@ -12,6 +12,8 @@ program with one JSON payload on stdin per OpenClaw hook:
 - ``react`` (``before_agent_run``): OpenClaw fires nothing when a reaction arrives; it puts
   ``Telegram reaction added: 👍 by … on msg N`` into the sender's next run, read here, so
   such a rating lands when the sender next writes.
+- ``loaded`` (the plugin's registration in a gateway): when and by which OpenClaw release,
+  for ``rltray doctor`` (app/hooks/openclaw.py reads ``spool/sessions/openclaw.loaded``).
 - ``rl`` (the plugin's ``/rl`` command, owner and allowlisted senders only): prints
   ``{"text": ...}``, the answer the chat shows; the model never sees the command.
 """
@@ -19,7 +21,8 @@ program with one JSON payload on stdin per OpenClaw hook:
 core = None  # capture_core, set by capture_core.agent_events() before any call
 
 AGENT = "openclaw"  # the name the store records (hooks/registry.py)
-EVENTS = ("end", "sent", "react", "rl")
+EVENTS = ("end", "sent", "react", "rl", "loaded")
+LOADED = "openclaw.loaded"  # spool/sessions/: when and by which OpenClaw the plugin last loaded
 USAGE = ("rltray: usage: /rl good [comment] | /rl bad [comment] | /rl 1-5 [comment] | /rl undo | "
          "/rl status | /rl lesson <text> | /rl lessons")
 
@@ -186,3 +189,13 @@ def rl(hook, payload):
         said = core.run_command(hook, session, state, folder, sub, comment,
                                 core.text_or_none(payload.get("channel")))
     core.write_stdout({"text": said})
+
+
+def loaded(hook, payload):
+    version = payload.get("version")
+    record = {"at": core.iso_now(), "version": version if isinstance(version, str) else None}
+    folder = core.open_dir(hook.home, "spool", "sessions")
+    try:
+        core.write_atomic(folder, LOADED, core.dumps(record).encode("ascii"))
+    finally:
+        folder.close()

@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from rltray.app import fileio
 from rltray.app.hooks import jsonfile, shellcommand
 from rltray.app.hooks.base import Agent, AgentStatus, HookInstallError, InstallReport
 from rltray.app.hooks.managed import Editor, read_config, read_json_config, sha256
 from rltray.app.paths import Paths
 
+LOADED = "openclaw.loaded"  # events_openclaw.LOADED, in spool/sessions/
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
 PLUGIN_ID = "rltray"  # openclaw_plugin/openclaw.plugin.json's id
 PLUGIN_DIR = Path(__file__).resolve().parent / "openclaw_plugin"
 CLI_TIMEOUT_S = 300  # a plugin command loads the gateway's whole plugin registry (~5-80 s)
@@ -155,16 +159,40 @@ class OpenClaw(Agent):
             notes.append("rltray's OpenClaw plugin runs another Python or data folder; "
                          "run `rltray hooks install --agent openclaw "
                          "--accept-conversation-access` again.")
+        installed = all(pieces.values()) and isinstance(command, list)
+        if installed:
+            notes.append(self._loaded_note(paths))
         plugins = doc.get("plugins") if isinstance(doc.get("plugins"), dict) else {}
         disabled = plugins.get("enabled") is False
         if disabled:
             notes.append("OpenClaw's plugins are switched off (plugins.enabled: false).")
         return AgentStatus(
             name=self.name, display_name=self.display_name, detected=self.detect(),
-            installed=all(pieces.values()) and isinstance(command, list), pieces=pieces,
+            installed=installed, pieces=pieces,
             config_files=[path], notes=notes, stale=stale, hooks_disabled=disabled,
             commands=[[*command, "openclaw-end"]] if isinstance(command, list) else [],
         )
+
+    def _loaded_note(self, paths: Paths) -> str:
+        """When a gateway last loaded the plugin (its ``loaded`` event), and whether that
+        OpenClaw is one rltray was verified with."""
+        import json
+
+        try:
+            record = json.loads(fileio.read_regular_file(paths.hook_state / LOADED))
+        except (OSError, ValueError):
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("at"), str):
+            return ("No OpenClaw gateway has loaded rltray's plugin yet: restart the gateway "
+                    "(`openclaw gateway restart`).")
+        version = record.get("version")
+        said = f"Plugin loaded by the gateway at {record['at'][:19].replace('T', ' ')}"
+        if isinstance(version, str) and _VERSION.fullmatch(version):
+            said += f" (OpenClaw {version})"
+            note = self.version_note(version)
+            if note:
+                said += f"; {note}"
+        return said + "."
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -123,3 +123,28 @@ def test_an_rl_prompt_or_a_reaction_line_is_no_part_of_a_turn(rltray_home: Path)
         "run-2", "Telegram reaction added: \U0001f44d by Ada on msg 7\nName a colour.", "Red."))
     [rec] = records(rltray_home, "turn")
     assert rec["prompt"] == "Name a colour."
+
+
+def test_the_gateway_loading_the_plugin_is_what_doctor_reports(rltray_home: Path,
+                                                                tmp_path: Path) -> None:
+    from rltray.app.hooks.openclaw import PLUGIN_DIR, OpenClaw
+
+    paths = Paths(rltray_home)
+    state = tmp_path / "state"
+    state.mkdir()
+    agent = OpenClaw(env={"OPENCLAW_STATE_DIR": str(state), "PATH": ""}, python=sys.executable)
+    command = agent.hook_command(paths)
+    (state / "openclaw.json").write_text(json.dumps({"plugins": {
+        "load": {"paths": [str(PLUGIN_DIR)]},
+        "entries": {"rltray": {"enabled": True, "hooks": {"allowConversationAccess": True},
+                               "config": {"command": command}}}}}))
+    status = agent.status(paths)
+    assert status.installed and not status.stale
+    assert status.commands == [[*command, "openclaw-end"]]
+    assert "No OpenClaw gateway has loaded rltray's plugin yet" in status.notes[0]
+    run(rltray_home, "loaded", {"version": "2026.9.6"})
+    [note] = agent.status(paths).notes
+    assert note.startswith("Plugin loaded by the gateway at ") and note.endswith(
+        "(OpenClaw 2026.9.6).")
+    run(rltray_home, "loaded", {"version": "2027.1.1"})
+    assert "newer than the versions rltray was verified with" in agent.status(paths).notes[0]

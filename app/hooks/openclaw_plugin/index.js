@@ -85,6 +85,11 @@ export default {
       return;
     }
 
+    // The gateway loaded this plugin (not a CLI's discovery pass): `rltray doctor` says when.
+    if (api.registrationMode === undefined || api.registrationMode === "full") {
+      void runHook(command, "loaded", { version: api.runtime?.version || null });
+    }
+
     // A finished run: its messages, session, channel and model become one turn.
     api.on("agent_end", async (event, ctx) => {
       await runHook(command, "end", {
