@@ -275,3 +275,35 @@ def test_the_cli_keeps_key_and_token_in_the_keyring_and_checks_each_step(
     main(["doctor"], stdout=out, stderr=out)  # other checks may fail on a test box
     for step in ("remote ssh", "remote ray", "remote gpu", "remote trainer"):
         assert step in out.getvalue(), out.getvalue()
+
+
+def test_a_parent_adapter_goes_up_once_by_its_weights_hash(sshd, tmp_path) -> None:
+    """The parent is uploaded by SFTP into <dir>/adapters/<sha256 of its weights> and,
+    once there (or left there by the round that trained it), never sent again."""
+    from rltray.app.training.remote.standin import RemoteConfig, StandIn, StopRequest
+
+    parent = tmp_path / "adapters" / "v0001"
+    parent.mkdir(parents=True)
+    (parent / "adapter_config.json").write_text('{"r": 4}')
+    (parent / "adapter_model.safetensors").write_bytes(b"\0weights" * 1000)
+    job = tmp_path / "run" / "job.json"
+    job.parent.mkdir()
+    job.write_text(json.dumps({"id": "r1", "out": "../adapters/.run-r1"}))
+    cfg = RemoteConfig(host="127.0.0.1", port=sshd.port, user=sshd.user,
+                       host_key=sshd.host_key, dir=str(tmp_path / "remote"))  # fmt: skip
+    said: list[dict[str, Any]] = []
+    standin = StandIn(job, cfg, {"ssh_key": sshd.client_key}, said.append, StopRequest(job.parent))
+    from rltray.app.training.remote.ssh import Connection
+
+    standin.conn = Connection("127.0.0.1", sshd.port, sshd.user, sshd.host_key, sshd.client_key)
+    try:
+        root = standin.remote_root()
+        first = standin._parent_on_remote(root, parent)
+        weights = hashlib.sha256((parent / "adapter_model.safetensors").read_bytes()).hexdigest()
+        assert first == f"{root}/adapters/{weights[:32]}"
+        assert sha(Path(first)) == sha(parent)  # byte-identical on the remote side
+        again = standin._parent_on_remote(root, parent)
+        assert again == first
+        assert [m["message"] for m in said].count("uploaded the parent adapter v0001") == 1
+    finally:
+        standin.close()

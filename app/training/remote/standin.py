@@ -208,9 +208,14 @@ class StandIn:
         return sid
 
     def _parent_on_remote(self, root: str, local: Path) -> str:
-        """The parent adapter's remote copy, uploaded once per version folder."""
+        """The parent adapter's remote copy, uploaded only when the remote lacks it.
+
+        Remote adapters are named by the SHA-256 of their weights file: the adapter a
+        round fetched back stays there under that name (:meth:`_conclude`), so the
+        next round's parent - usually that very adapter - is never sent back up.
+        """
         assert self.conn is not None
-        target = join(root, "adapters", local.name)
+        target = join(root, "adapters", adapter_key(file_hashes(local)))
         if not self.conn.exists(join(target, "adapter_config.json")):
             tmp = target + ".part"
             self.conn.rmtree(tmp)
@@ -218,6 +223,7 @@ class StandIn:
             self.conn.put(local, tmp)
             self.conn.rmtree(target)
             self.conn.rename(tmp, target)
+            self.emit({"type": "log", "message": f"uploaded the parent adapter {local.name}"})
         return target
 
     def _follow(self, sid: str, state: dict[str, Any]) -> int:
@@ -316,8 +322,7 @@ class StandIn:
             self.conn.get(join(run_dir, "out"), part)
             fetch_s = time.monotonic() - t0
             there = self._remote_hashes(join(run_dir, "out"))
-            here = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                    for p in sorted(part.iterdir()) if p.is_file()}  # fmt: skip
+            here = file_hashes(part)
             if here != there:
                 shutil.rmtree(part, ignore_errors=True)
                 raise RemoteError(
@@ -328,6 +333,10 @@ class StandIn:
             os.replace(part, out)
             self.emit({"type": "metric", "name": "remote_fetch_s", "value": round(fetch_s, 3)})
             self.emit({"type": "metric", "name": "remote_fetch_verified", "value": len(here)})
+            kept = join(self.remote_root(), "adapters", adapter_key(here))
+            if not self.conn.exists(kept):  # the next round's parent, already there
+                self.conn.makedirs(join(self.remote_root(), "adapters"))
+                self.conn.rename(join(run_dir, "out"), kept)
             self.conn.rmtree(run_dir)
             self.emit({**final, "adapter": str(out), "remote_job": sid})  # type: ignore[dict-item]
             return EXIT_DONE
@@ -353,6 +362,23 @@ class StandIn:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    """SHA-256 of each file of a local folder, by name."""
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    }
+
+
+def adapter_key(hashes: dict[str, str]) -> str:
+    """An adapter's remote folder name: its weights' SHA-256 (all files' when none)."""
+    weights = hashes.get("adapter_model.safetensors")
+    if weights is None:
+        weights = hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
+    return weights[:32]
 
 
 def open_cluster(cfg: RemoteConfig, secrets: dict[str, str]) -> tuple[Connection, RayJobs]:
