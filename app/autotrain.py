@@ -34,6 +34,7 @@ def decide(runtime: Runtime, now: datetime | None = None) -> Decision:
     """What the gate would do right now, with its reason (the tray's status line)."""
     from rltray.app import config
     from rltray.app.desktop import idle
+    from rltray.app.training import remote
     from rltray.app.training.outcome import failure_streak
 
     service = runtime.service
@@ -41,7 +42,9 @@ def decide(runtime: Runtime, now: datetime | None = None) -> Decision:
     training = settings.training
     recent = service.runs(limit=50)
     finished = [r["finished_at"] for r in recent[:5] if r["finished_at"]]
-    needs_idle = training.require_idle_minutes > 0
+    # a remote round (issue 26) uses neither this machine's cores nor its battery
+    remote_round = remote.enabled(training)
+    needs_idle = training.require_idle_minutes > 0 and not remote_round
     facts = Facts(
         now=now or datetime.now(timezone.utc).astimezone(),
         untrained=service.store.counts()["untrained"],
@@ -52,8 +55,8 @@ def decide(runtime: Runtime, now: datetime | None = None) -> Decision:
         paused=not training.automatic,
         last_run=datetime.fromisoformat(finished[0]) if finished else None,
         running=service.runner().running(),
-        idle_needed_s=training.require_idle_minutes * 60.0,
-        require_ac=training.require_ac_power,
+        idle_needed_s=training.require_idle_minutes * 60.0 if needs_idle else 0.0,
+        require_ac=training.require_ac_power and not remote_round,
         min_gap_s=MIN_GAP_S,
         manual_run=runtime.manual_run_going(),
         failures=failure_streak(recent),

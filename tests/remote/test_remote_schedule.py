@@ -1,0 +1,32 @@
+"""Remote rounds wait for the quiet hours but not for this machine's idle time or power."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rltray.app import autotrain
+
+
+def _rate(service, n: int) -> None:
+    for i in range(n):
+        turn_id, _ = service.store.add_turn({
+            "v": 1, "kind": "turn", "agent": "claude-code", "session": "s", "turn": f"t{i}",
+            "prompt": f"p{i}", "response": f"r{i}", "context": [], "cwd": "/w", "model": "m",
+            "captured_at": f"2025-01-01T00:00:{i:02d}Z", "event": "stop", "transcript": None,
+        })  # fmt: skip
+        service.store.rate(turn_id, 1 if i % 2 else -1, "cli")
+
+
+def test_a_remote_round_needs_no_local_idle_but_keeps_quiet_hours(service, runtime) -> None:
+    _rate(service, 6)
+    service.set_setting("training.min_ratings", 4)
+    service.set_setting("training.require_idle_minutes", 30)
+    noon = datetime(2025, 3, 3, 12, 0, tzinfo=timezone.utc)
+    local = autotrain.decide(runtime, noon)
+    assert not local.train and "idle" in local.reason  # headless here: idle time unknown
+    service.set_setting("training.remote_host", "gpu-box")
+    remote = autotrain.decide(runtime, noon)
+    assert remote.train, remote.reason
+    service.set_setting("notify.quiet_hours", "11:00-13:00")
+    quiet = autotrain.decide(runtime, noon.astimezone())
+    assert not quiet.train and "quiet" in quiet.reason
