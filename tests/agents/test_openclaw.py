@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from rltray.app import spool
+from rltray.app.hooks.openclaw import OpenClaw
 from rltray.app.paths import Paths
 from rltray.app.store import Store
 
@@ -157,6 +158,11 @@ def test_a_message_becomes_a_captured_turn(world: World) -> None:
     world.ingest()
     with Store.open(world.rltray) as store:
         assert store.messages_of(turn.id) == [("telegram", str(reply["message_id"]))]
+    # what `rltray doctor` and `rltray hooks status` say: the gateway loaded the plugin
+    status = OpenClaw(env=world.env).status(world.rltray)
+    assert status.installed, status.pieces
+    assert any(n.startswith("Plugin loaded by the gateway at ") and "(OpenClaw 2026.9.6)" in n
+               for n in status.notes), status.notes
 
 
 def test_rl_good_rates_answers_in_chat_and_calls_no_model(world: World) -> None:
