@@ -314,6 +314,7 @@ class TorchPeftBackend(Backend):
         ids = (torch.arange(1, 9, device=self.device) % max(int(self.vocab_size or 2), 2))[None]
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
                   "position_ids": torch.arange(8, device=self.device)[None]}
+        training = self.model.training  # a step's dropout mode is the caller's to keep
         self.model.eval()
         try:
             with torch.no_grad():
@@ -321,6 +322,8 @@ class TorchPeftBackend(Backend):
                 got = head(body(**inputs, use_cache=False).last_hidden_state).float()
         except Exception:  # any surprise: the whole-model path is always right
             return None
+        finally:
+            self.model.train(training)
         if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-5, atol=1e-5):
             return None
         return body, head
