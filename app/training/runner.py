@@ -83,6 +83,7 @@ class _Child:
     metrics: dict[str, Any] = field(default_factory=dict)
     finished: threading.Event = field(default_factory=threading.Event)
     reader: threading.Thread | None = None
+    remote: bool = False  # a remote stand-in (app/training/remote), not the trainer
 
 
 def failure_text(error: Mapping[str, Any] | None, code: int, tail: str) -> str:
@@ -207,7 +208,17 @@ class TrainingRunner:
         return True
 
     def close(self) -> None:
-        """Pause a running round (the tray is quitting)."""
+        """Pause a running round (the tray is quitting); a remote round runs on there and
+        the next start re-attaches to it (``reconcile``), so only its stand-in ends."""
+        with self._lock:
+            child = self._child
+            if child is not None and child.remote:
+                child.stop_mode = "detach"  # SIGKILL: its SIGTERM would stop the Ray job
+                with contextlib.suppress(OSError):
+                    child.proc.kill()
+        if child is not None and child.remote:
+            child.finished.wait(30)
+            return
         self.stop(pause=True)
 
     def running(self) -> bool:
@@ -381,7 +392,7 @@ class TrainingRunner:
             "message": "resuming from the checkpoint" if resumed else "starting",
             "resumed": resumed,
         }
-        child = _Child(run_id, built, proc, progress, metrics=metrics)
+        child = _Child(run_id, built, proc, progress, metrics=metrics, remote=remote_round)
         child.reader = threading.Thread(
             target=self._read, args=(child,), name=f"trainer-reader-{run_id}", daemon=True
         )
@@ -454,6 +465,8 @@ class TrainingRunner:
 
     def _finish(self, child: _Child, code: int) -> None:
         metrics = {**child.metrics, "exit_code": code}
+        if child.stop_mode == "detach":  # the remote round runs on: still "running" here
+            return
         if child.done is not None and code == 0:
             self._apply(child.built, child.done, metrics)
         elif child.stop_mode == "cancel":

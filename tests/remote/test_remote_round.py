@@ -165,8 +165,9 @@ def test_round_pause_resume_and_the_adapter_comes_back_whole(
 def test_cancel_cleans_the_remote_folder_and_no_gpu_waits(
     sshd, ray_head, store, paths, tiny_model, tmp_path
 ) -> None:
-    """Two GPUs asked of a one-GPU cluster: the job waits and the tray says so; cancel
-    stops it and removes the remote run folder."""
+    """Two GPUs asked of a one-GPU cluster: the job waits and the tray says so; the tray
+    quits (the round is left running) and its next start re-attaches; cancel stops it
+    and removes the remote run folder."""
     rate(store, 8)
     keep_secrets(sshd, ray_head)
     changes: list[dict[str, Any]] = []
@@ -176,6 +177,13 @@ def test_cancel_cleans_the_remote_folder_and_no_gpu_waits(
     wait_until(lambda: any("waiting for the cluster" in str(c.get("message")) for c in changes),
                60, "no waiting line")  # fmt: skip
     assert (tmp_path / "remote" / "runs" / run_id).is_dir()
+    runner.close()  # the tray quits: the remote round is left to run, not paused
+    assert store.get_run(run_id).status == "running"
+    changes.clear()
+    runner = runner_for(store, paths, training, changes)  # the tray's next start
+    assert runner.reconcile() == [run_id]
+    wait_until(lambda: any("re-attaching" in str(c.get("message")) for c in changes),
+               60, "no re-attach")  # fmt: skip
     assert runner.stop(pause=False, timeout=60)
     run = store.get_run(run_id)
     said = [c.get("message") for c in changes]

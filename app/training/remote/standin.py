@@ -160,8 +160,20 @@ class StandIn:
         if attach:
             self.emit({"type": "log", "message": f"re-attaching to the remote job {sid}"})
         else:
+            if details is not None and details.get("status") == "RUNNING":
+                self._wait_stopped(str(sid))  # a stopped one still writing its checkpoint
             sid = self._submit(state)
         return self._follow(sid, state)
+
+    def _wait_stopped(self, sid: str) -> None:
+        """Let a job we stopped finish its checkpoint before a new one uses its folder."""
+        assert self.jobs is not None
+        self.emit({"type": "log", "message": f"waiting for {sid} to finish its checkpoint"})
+        deadline = time.monotonic() + self.cfg.stop_grace_s + 30
+        while time.monotonic() < deadline:
+            if (self.jobs.status(sid) or {}).get("status") in TERMINAL:
+                return
+            time.sleep(2.0)
 
     def _ended_done(self, sid: str) -> bool:
         assert self.jobs is not None
