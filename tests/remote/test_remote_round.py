@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from rltray.app.config import Config, TrainingSettings
 from rltray.app.paths import Paths
 from rltray.app.store import Store
 from rltray.app.training.runner import TrainingRunner
+
+from tests.support.jobfiles import run_trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.ml]
 
@@ -128,7 +131,8 @@ def test_round_pause_resume_and_the_adapter_comes_back_whole(
 ) -> None:
     """Train now -> a Ray job; pause checkpoints remotely (Ray's SIGTERM, one signal);
     resume continues from that checkpoint; the adapter is fetched byte-identical
-    (the stand-in compares SHA-256 with the remote's files) and becomes v1."""
+    (the stand-in compares SHA-256 with the remote's files), becomes v1, and holds the
+    very weights the local trainer writes for the same job never paused."""
     rate(store, 16)
     keep_secrets(sshd, ray_head)
     changes: list[dict[str, Any]] = []
@@ -160,6 +164,17 @@ def test_round_pause_resume_and_the_adapter_comes_back_whole(
     assert not remote_run.exists()  # the remote run folder is cleaned after the fetch
     remote_state = json.loads((paths.runs / run_id / "remote.json").read_text())
     assert remote_state["attempt"] == 2
+
+    # the same job never paused, run by the local trainer: the very same weights
+    whole = tmp_path / "whole"
+    shutil.copytree(paths.runs / run_id, whole, ignore=shutil.ignore_patterns("remote.json",
+                    "stop", "trainer.*"))  # fmt: skip
+    job = json.loads((whole / "job.json").read_text())
+    (whole / "job.json").write_text(json.dumps({**job, "out": "adapter"}))
+    code, _, err = run_trainer(whole / "job.json", timeout=300)
+    assert code == 0, err[-2000:]
+    weights = "adapter_model.safetensors"
+    assert (whole / "adapter" / weights).read_bytes() == (Path(v1.path) / weights).read_bytes()
 
 
 def test_cancel_cleans_the_remote_folder_and_no_gpu_waits(
