@@ -78,7 +78,7 @@ test: $(FULL)
 	  || echo "llama-cpp-python did not build: the llama.cpp export tests will be skipped"
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	@bash tests/run_suite.sh $(BIN)/python --durations=30
 
 check: $(FULL)
 	$(BIN)/ruff check .
