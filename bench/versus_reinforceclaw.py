@@ -142,6 +142,8 @@ def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: s
     if code != 0 or not done or not prog:
         return _fail("rltray", folder / "stderr.log", code)
     m = done[0]["metrics"]
+    peaks = [d["value"] for _, d in parsed
+             if d.get("type") == "metric" and d.get("name") == "peak_memory_bytes"]
     loop_start = prog[0][0] - prog[0][1]["elapsed_s"]
     trained = tokens * passes if m["steps"] == prog[0][1]["total"] else None
     step_s = m["train_seconds"] - m["guard_seconds"]
@@ -151,6 +153,7 @@ def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: s
         "before_s": loop_start - start, "after_s": end - prog[-1][0],
         "round_start_s": m.get("round_start_s"), "finish_s": m.get("finish_seconds"),
         "progress_tokens_per_s": [d["tokens_per_s"] for _, d in prog],
+        "peak_mb": peaks[-1] / 2**20 if peaks else None,
     }
 
 
@@ -287,6 +290,10 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
     for tool in ("rltray", "reinforceclaw"):
         if med[tool]["runs"]:
             print(row(tool, "med", med[tool]))
+    held = [r["peak_mb"] for r in runs if r.get("peak_mb")]
+    if held:
+        print("rltray trainer peak RSS (peak_memory_bytes) per round: "
+              + ", ".join(f"{x:.0f}" for x in held) + " MiB")
     if ratio:
         print(f"rltray / reinforceclaw: tok/s over the steps {ratio['tok_s_steps']:.2f}x "
               f"(with rltray's drift guard {ratio['tok_s_loop']:.2f}x), on wall time "
