@@ -183,9 +183,9 @@ class Backend(ABC):
         ``"logprobs"``, what ``logprobs(batch, adapter=True)`` gives, from the same
         forward (the gate's held-out scores need it on the same turns).
         ``positions``: a (B, L-1) bool mask; the KL is taken (and counted) there only
-        (a sample of positions: :meth:`.drift.DriftSet.estimate`). Also returns
-        ``round_pos`` and ``total_pos``, the (B, L-1) float64 per-position KL (0 where
-        not taken), from which the sample's error is estimated.
+        (a sample of positions: :meth:`.drift.DriftSet.estimate`), and the result also
+        holds ``round_pos`` and ``total_pos``, the (B, L-1) float64 per-position KL (0
+        where not taken), from which the sample's error is estimated.
         """
 
     def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int],

@@ -507,7 +507,8 @@ class MlxBackend(Backend):
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_numpy(to_par, mask)
             out[f"{where}_total"] = masked_sum_numpy(to_base, mask)[0]
-        out["round_pos"], out["total_pos"] = to_par, to_base
+        if positions is not None:  # the sample's spread: DriftSet.estimate
+            out["round_pos"], out["total_pos"] = to_par, to_base
         return out
 
     def lora_gradients(self) -> dict[str, np.ndarray]:

@@ -623,7 +623,8 @@ class TorchPeftBackend(Backend):
         for where, mask in (("resp", resp), ("prompt", prompt)):
             out[f"{where}_round"], out[f"{where}_count"] = masked_sum_torch(to_par, mask)
             out[f"{where}_total"] = masked_sum_torch(to_base, mask)[0]
-        out["round_pos"], out["total_pos"] = to_par.numpy(), to_base.numpy()
+        if positions is not None:  # the sample's spread: DriftSet.estimate
+            out["round_pos"], out["total_pos"] = to_par.numpy(), to_base.numpy()
         return out
 
     def lora_gradients(self) -> dict[str, np.ndarray]:
