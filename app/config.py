@@ -94,7 +94,7 @@ def _lessons_settings() -> type[_Section]:
                 json_schema_extra={"label": f"Lessons for {entry.display_name}"},
             ),
         )
-        for entry in registry.AGENTS
+        for entry in registry.lesson_agents()
     }
     model = create_model("LessonsSettings", __base__=_Section, **switches)
     model.__doc__ = "Which coding agents are told the lessons from the user's ratings."

@@ -112,7 +112,7 @@ def agent_rows() -> list[dict[str, Any]]:
     settings = service.settings().lessons
     home = str(service.paths.home)
     out = []
-    for entry in registry.AGENTS:
+    for entry in registry.lesson_agents():
         on = bool(getattr(settings, entry.setting))
         folder = lessonfiles.agent_folder(home, entry.name)
         files = _files(folder) if on else 0
@@ -154,7 +154,7 @@ def _state_words(name: str, on: bool, files: int) -> str:
 
 def preview(folder: str | None, agent: str | None) -> dict[str, Any]:
     """Exactly what a session of ``agent`` in ``folder`` would be told, and its size."""
-    agent = agent or registry.AGENTS[0].name
+    agent = agent or registry.lesson_agents()[0].name
     shown = state().service.lessons.preview(folder or None, agent)
     name = registry.display_names()[agent]
     chars = len(shown.text) if shown.text else 0

@@ -27,6 +27,9 @@ class Entry:
     module: str
     cls: str
     captures: str  # how rltray hears of its turns, for the agents.<name> setting's help
+    #: whether its sessions can be told the lessons (a SessionStart hook reads the lesson
+    #: files): only such an agent gets a ``lessons.<name>`` switch and a Lessons page row
+    lessons: bool = True
 
     @property
     def setting(self) -> str:
@@ -42,8 +45,14 @@ AGENTS: tuple[Entry, ...] = (
           "its Stop and UserPromptSubmit hooks"),
     Entry("codex", "Codex", "rltray.app.hooks.codex", "Codex", "its notify program and hooks"),
     Entry("openclaw", "OpenClaw", "rltray.app.hooks.openclaw", "OpenClaw",
-          "rltray's plugin in its gateway (agent_end, message_sent, /rl)"),
+          "rltray's plugin in its gateway (agent_end, message_sent, /rl)",
+          lessons=False),  # its plugin hands no lessons to a session yet
 )
+
+
+def lesson_agents() -> tuple[Entry, ...]:
+    """The agents whose sessions can be told the lessons (see ``Entry.lessons``)."""
+    return tuple(entry for entry in AGENTS if entry.lessons)
 
 
 def names() -> list[str]:

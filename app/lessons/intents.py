@@ -126,7 +126,7 @@ class LessonIntents:
 
     def preview(self, folder: str | None, agent: str | None = None) -> Preview:
         """Exactly what a session in ``folder`` would be told (as ``lessonfiles.read`` picks)."""
-        entry = _entry(agent or registry.AGENTS[0].name)
+        entry = _entry(agent or registry.lesson_agents()[0].name)
         lessons = self.all()
         texts = render.texts(lessons)
         key = lessonfiles.key(folder) if folder else None
@@ -226,7 +226,10 @@ class LessonIntents:
         # must not wait for the lock this one holds: that deadlocked the worker).
         settings = self.host.settings()
         with self._lock:
-            on = {e.name: bool(getattr(settings.lessons, e.setting)) for e in registry.AGENTS}
+            on = {
+                e.name: bool(getattr(settings.lessons, e.setting))
+                for e in registry.lesson_agents()
+            }
             self._note_switches(on)
             # The running rltray calls this every few seconds: when no row changed and
             # the day did not turn, the texts cannot differ, so skip reading every
@@ -294,9 +297,11 @@ def _fingerprint(on: dict[str, bool], inputs: tuple[list[Any], list[Any]], now: 
 
 
 def _entry(agent: str) -> registry.Entry:
-    for entry in registry.AGENTS:
+    for entry in registry.lesson_agents():
         if entry.name == agent:
             return entry
+    if agent in registry.names():
+        raise UserError(f"{registry.display_names()[agent]} cannot be told lessons yet.")
     raise UserError(f"Unknown agent {agent!r}; rltray knows: {', '.join(registry.names())}.")
 
 

@@ -50,7 +50,6 @@ EXPECTED = {
     "ollama.merged_type": ("choice", "q8_0"),
     "lessons.claude_code": ("bool", False),
     "lessons.codex": ("bool", False),
-    "lessons.openclaw": ("bool", False),
 }
 
 

@@ -222,3 +222,12 @@ def test_the_poll_reads_nothing_until_the_data_changes_then_sees_another_process
         other.set_comment(one, "cut the preamble")
     assert service.lessons.refresh() is True and reads == [1]
     assert "Avoid: cut the preamble" in (told(service, SHOP) or "")
+
+
+def test_an_agent_that_cannot_be_told_lessons_gets_no_switch(service: Service) -> None:
+    from rltray.app.hooks import registry
+
+    assert [e.name for e in registry.lesson_agents()] == ["claude-code", "codex"]
+    assert not hasattr(service.settings().lessons, "openclaw")  # no switch that does nothing
+    with pytest.raises(UserError, match="OpenClaw cannot be told lessons yet"):
+        service.lessons.switch("openclaw", True)
