@@ -37,57 +37,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import keyring  # noqa: E402
-import keyring.backend  # noqa: E402
 import psutil  # noqa: E402
 
-from tests.remote.conftest import free_port, stop_group, wait_port  # noqa: E402
+from tests.conftest import MemoryKeyring  # noqa: E402 (secrets in a dict, never the user's keyring)
+from tests.remote.conftest import free_port, start_sshd, stop_group, wait_port  # noqa: E402
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 HYPER = {"rank": 4, "alpha": 8.0, "lr": 0.01, "warmup_steps": 1, "batch_size": 2,
          "step_examples": 4, "max_seq_len": 96, "gate_profile": "tiny-test"}  # fmt: skip
 REMOTE_KEYS = ("remote_upload_s", "remote_submit_s", "remote_fetch_s")
 ENV = {"RLTRAY_TRAINER_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """Secrets in a dict: the bench must not touch the user's keyring."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.items: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.items.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.items[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        self.items.pop((service, username), None)
-
-
-def start_sshd(work: Path) -> tuple[subprocess.Popen, int, str, str]:
-    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
-    if os.geteuid() == 0:
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-    for name in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / name)],
-                       check=True)  # fmt: skip
-    (work / "authorized_keys").write_text((work / "client.pub").read_text())
-    port = free_port()
-    (work / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {work / 'host'}\n"
-        f"AuthorizedKeysFile {work / 'authorized_keys'}\nStrictModes no\nUsePAM no\n"
-        "PasswordAuthentication no\nPidFile none\nSubsystem sftp internal-sftp\n"
-    )
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(work / "sshd_config")],
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    wait_port(port, proc, "sshd", 20)
-    fp = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(work / "host.pub")],
-                        capture_output=True, text=True, check=True).stdout.split()[1]  # fmt: skip
-    return proc, port, fp, (work / "client").read_text()
 
 
 def start_head(temp: Path, token: str) -> tuple[subprocess.Popen, int, float]:

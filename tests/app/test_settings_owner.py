@@ -43,8 +43,9 @@ def spool(home: Path, turn: str, response: str) -> None:
               "prompt": "p", "response": response, "context": [], "cwd": "/work/shop",
               "captured_at": "2026-11-22T10:00:00Z", "event": "stop"}  # fmt: skip
     name = f"{time.time_ns():020d}-{os.getpid()}-{turn:>8}.json"
-    (incoming / (name + ".tmp")).write_text(json.dumps(record))
-    (incoming / (name + ".tmp")).rename(incoming / name)
+    temp = incoming / f".{name}.tmp"  # hidden, as the hook names it: ingest never takes it
+    temp.write_text(json.dumps(record))
+    temp.rename(incoming / name)
 
 
 def break_config(paths: Paths) -> None:

@@ -56,30 +56,13 @@ def stop_group(proc: subprocess.Popen, grace: float = 20) -> None:
             proc.wait(10)
 
 
-@dataclass
-class Sshd:
-    port: int
-    user: str
-    host_key: str  # SHA256:...
-    client_key: str  # the private key's text (what goes into the keyring)
-
-
-@dataclass
-class RayHead:
-    dashboard_port: int
-    token: str
-    pid: int
-    temp_dir: Path
-
-
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[Sshd]:
-    pytest.importorskip("asyncssh", reason="pip install -e '.[remote]' (asyncssh)")
-    if SSHD is None:
-        pytest.skip("needs sshd: apt-get install openssh-server (make test installs it as root)")
+def start_sshd(work: Path) -> tuple[subprocess.Popen, int, str, str]:
+    """A private sshd on a free 127.0.0.1 port with fresh ed25519 host and client keys
+    in ``work``: (process, port, host key's SHA256 fingerprint, client private key).
+    Its own session: stop it with :func:`stop_group`. Also used by bench/remote_round.py."""
+    assert SSHD is not None
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
-    work = Path(tempfile.mkdtemp(prefix="rltray-sshd-"))
     for name in ("host", "client"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / name)],
                        check=True)  # fmt: skip
@@ -102,11 +85,40 @@ def sshd() -> Iterator[Sshd]:
             ["ssh-keygen", "-l", "-E", "sha256", "-f", str(work / "host.pub")],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
-        fp = listed.stdout.split()[1]
+    except BaseException:
+        stop_group(proc)
+        raise
+    return proc, port, listed.stdout.split()[1], (work / "client").read_text()
+
+
+@dataclass
+class Sshd:
+    port: int
+    user: str
+    host_key: str  # SHA256:...
+    client_key: str  # the private key's text (what goes into the keyring)
+
+
+@dataclass
+class RayHead:
+    dashboard_port: int
+    token: str
+    pid: int
+    temp_dir: Path
+
+
+@pytest.fixture(scope="module")
+def sshd() -> Iterator[Sshd]:
+    pytest.importorskip("asyncssh", reason="pip install -e '.[remote]' (asyncssh)")
+    if SSHD is None:
+        pytest.skip("needs sshd: apt-get install openssh-server (make test installs it as root)")
+    work = Path(tempfile.mkdtemp(prefix="rltray-sshd-"))
+    proc, port, fp, client_key = start_sshd(work)
+    try:
         import pwd
 
         user = pwd.getpwuid(os.geteuid()).pw_name
-        yield Sshd(port, user, fp, (work / "client").read_text())
+        yield Sshd(port, user, fp, client_key)
     finally:
         stop_group(proc)
         shutil.rmtree(work, ignore_errors=True)
