@@ -267,7 +267,8 @@ def test_the_cli_keeps_key_and_token_in_the_keyring_and_checks_each_step(
     sshd, ray_head, paths, tiny_model, tmp_path
 ) -> None:
     """`rltray remote key FILE`, `rltray remote token < FILE` and `rltray remote check`
-    (SSH, Ray and its token, a GPU from Ray, the remote trainer importing torch)."""
+    (SSH, Ray and its token, a GPU from Ray, the remote trainer importing torch, and one
+    training step on a tiny model there)."""
     import io
 
     from rltray.app.cli import main
@@ -292,11 +293,12 @@ def test_the_cli_keeps_key_and_token_in_the_keyring_and_checks_each_step(
     code = main(["remote", "check"], stdout=out, stderr=out)
     said = out.getvalue()
     assert code == 0, said
-    for step in ("ssh:", "ray: Ray 2.60.0", "gpu:", "trainer: torch"):
+    for step in ("ssh:", "ray: Ray 2.60.0", "gpu:", "trainer: torch",
+                 "step: one training step on a tiny model on cpu"):
         assert step in said, said
     out = io.StringIO()
     main(["doctor"], stdout=out, stderr=out)  # other checks may fail on a test box
-    for step in ("remote ssh", "remote ray", "remote gpu", "remote trainer"):
+    for step in ("remote ssh", "remote ray", "remote gpu", "remote trainer", "remote step"):
         assert step in out.getvalue(), out.getvalue()
 
 

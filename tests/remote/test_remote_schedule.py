@@ -30,3 +30,19 @@ def test_a_remote_round_needs_no_local_idle_but_keeps_quiet_hours(service, runti
     service.set_setting("notify.quiet_hours", "11:00-13:00")
     quiet = autotrain.decide(runtime, noon.astimezone())
     assert not quiet.train and "quiet" in quiet.reason
+
+
+def test_the_checks_step_row_reads_envchecks_line_and_says_why_it_failed() -> None:
+    """The remote check's last row comes from ``rltray.trainer.envcheck``'s JSON line in the
+    Ray job's log (the real path runs in test_remote_round's CLI test)."""
+    from rltray.app.training.remote.check import step_row
+
+    ok = ('@rltray-probe {"torch": "2.13.0"}\n'
+          '{"ok": true, "backend": "torch", "device": "cuda:0", "loss": 0.69, "seconds": 3.1}\n')
+    assert step_row(ok, "gpu-box") == (
+        "step", True, "one training step on a tiny model on cuda:0 (3.1 s; loss 0.690, LoRA moved)")
+    failed = '{"ok": false, "backend": "torch", "why": "RuntimeError: driver too old"}\n'
+    assert step_row(failed, "gpu-box") == (
+        "step", False, "the tiny training step on gpu-box failed: RuntimeError: driver too old")
+    assert step_row("Traceback ...\nKilled\n", "gpu-box") == (
+        "step", False, "the tiny training step on gpu-box did not report: Killed")

@@ -4,8 +4,11 @@ Each step is the real one a round takes, in order, and the first failure stops
 the rest (a step after a failed one could only fail too): SSH with the pinned host
 key, the Ray version and its token, then one small Ray job asking for the round's
 GPUs (so Ray has one to give) that imports the remote trainer environment (torch,
-rltray's trainer) and says whether torch sees CUDA. Returned as ``(name, ok,
-sentence)`` rows so the doctor and the CLI word them their own way.
+rltray's trainer), says whether torch sees CUDA, and then trains one optimizer step
+on a tiny random Llama there (``rltray.trainer.envcheck``, the proof `rltray
+trainer-env create` asks of a local environment): importing torch is not proof that
+a round can run (a CUDA wheel without a driver imports fine). Returned as ``(name,
+ok, sentence)`` rows so the doctor and the CLI word them their own way.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from rltray.app.training.remote.rayjobs import TERMINAL
 from rltray.app.training.remote.ssh import RemoteError
 from rltray.app.training.remote.standin import RemoteConfig, open_cluster
 
+STEP = "rltray.trainer.envcheck --backend torch --device auto"  # one step, one JSON line
 PROBE = (
     "import json, torch, rltray.trainer; "
     "print('@rltray-probe ' + json.dumps({'torch': torch.__version__, "
@@ -42,7 +46,9 @@ def run(training: Any, secrets: Any = None, limit_s: float = 120.0) -> list[tupl
         rows.append(("ray", True, f"Ray {jobs.version()} answers with the token only"))
         sid = f"rltray-check-{int(time.time())}"
         extra: dict[str, Any] = {"entrypoint_num_gpus": cfg.gpus} if cfg.gpus > 0 else {}
-        jobs.submit(sid, f"{shlex.quote(cfg.python)} -c {shlex.quote(PROBE)}", **extra)
+        python = shlex.quote(cfg.python)
+        entry = f"{python} -c {shlex.quote(PROBE)} && {python} -m {STEP}"
+        jobs.submit(sid, entry, **extra)
         deadline = time.monotonic() + limit_s
         status = ""
         while time.monotonic() < deadline:
@@ -58,7 +64,7 @@ def run(training: Any, secrets: Any = None, limit_s: float = 120.0) -> list[tupl
         rows.append(("gpu", True, f"Ray gave the job {cfg.gpus} GPU(s)"))
         logs = jobs.logs(sid)
         said = [ln for ln in logs.splitlines() if ln.startswith("@rltray-probe ")]
-        if status != "SUCCEEDED" or not said:
+        if not said:  # (a failed step after the probe is the step's row, below)
             last = [ln for ln in logs.splitlines() if ln.strip()][-1:] or [status]
             rows.append(("trainer", False, f"{cfg.python} on {cfg.host} cannot import torch and "
                          f"rltray's trainer: {last[0].strip()}"))  # fmt: skip
@@ -66,9 +72,31 @@ def run(training: Any, secrets: Any = None, limit_s: float = 120.0) -> list[tupl
         found = json.loads(said[-1].split(" ", 1)[1])
         cuda = f"sees {found['gpus']} GPU(s)" if found["cuda"] else "not available"
         rows.append(("trainer", True, f"torch {found['torch']}, CUDA {cuda}"))
+        rows.append(step_row(logs, cfg.host))
     except RemoteError as exc:
         rows.append(("ssh" if not rows else "ray", False, str(exc)))
     finally:
         if conn is not None:
             conn.close()
     return rows
+
+
+def step_row(logs: str, host: str) -> tuple[str, bool, str]:
+    """The tiny training step's row, from envcheck's JSON line in the job's log."""
+    import json
+
+    result: dict[str, Any] = {}
+    for line in logs.splitlines():
+        if line.startswith("{") and '"backend"' in line:
+            try:
+                result = json.loads(line)
+            except ValueError:
+                continue
+    if not result:
+        last = [ln for ln in logs.splitlines() if ln.strip()][-1:] or ["no output"]
+        return ("step", False,
+                f"the tiny training step on {host} did not report: {last[0].strip()}")
+    if not result.get("ok"):
+        return ("step", False, f"the tiny training step on {host} failed: {result.get('why')}")
+    return ("step", True, f"one training step on a tiny model on {result.get('device')} "
+            f"({result.get('seconds')} s; loss {float(result.get('loss', 0.0)):.3f}, LoRA moved)")
