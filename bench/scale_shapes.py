@@ -55,7 +55,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,7 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 import train_speed  # noqa: E402  (bench modules import each other by name)
-from versus_reinforceclaw import ONE_THREAD, WORDS, write_job  # noqa: E402
+from versus_reinforceclaw import ONE_THREAD, WORDS, timed_lines, write_job  # noqa: E402
 
 #: Published config.json values (Hugging Face model cards, read by hand; no download).
 #: ``tiny`` is the test's shape: a Llama of a few hundred thousand parameters.
@@ -317,30 +316,6 @@ def child_materialize(gguf_path: str, cache: str) -> dict[str, Any]:
             "folder_bytes": disk, "converter": gguf_base.converter()}
 
 
-def run_measured(cmd: list[str], env: dict[str, str], timeout: float, log: Path
-                 ) -> tuple[list[tuple[float, str]], float, float, int, float]:
-    """Run ``cmd``: its stdout lines with arrival times, start, end, exit code, and the
-    child's peak RSS in GiB (``wait4``'s ``ru_maxrss``: the process itself, not ours)."""
-    with log.open("w", encoding="utf-8") as err:
-        start = time.time()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1,
-                                env={**os.environ, **env})
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        assert proc.stdout is not None
-        lines = [(time.time(), line) for line in proc.stdout]
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-            code = os.waitstatus_to_exitcode(status)
-            proc.returncode = code
-            rss = usage.ru_maxrss / 2**20  # KiB on Linux
-        except (AttributeError, ChildProcessError):  # no wait4 (Windows)
-            code, rss = proc.wait(), float("nan")
-        end = time.time()
-        timer.cancel()
-    return lines, start, end, code, rss
-
-
 def rated_examples(tok: Any, n: int, answer_tokens: int, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` ratings: a 20-word prompt and an answer of ``answer_tokens`` tokens, +1/-1."""
     rng = np.random.default_rng(seed)
@@ -365,7 +340,7 @@ def round_rltray(work: Path, model: Path, rows: list[dict[str, Any]], a: argpars
     job = write_job(work, model, rows, "torch", a.passes)
     env = {**ONE_THREAD, "RLTRAY_TRAINER_THREADS": str(a.threads),
            "OMP_NUM_THREADS": str(a.threads), "RLTRAY_TRAINER_BF16": a.bf16}
-    lines, start, end, code, rss = run_measured(
+    lines, start, end, code, rss = timed_lines(
         [sys.executable, "-m", "rltray.trainer", str(job)], env, a.timeout, work / "stderr.log")
     parsed = [(t, json.loads(x)) for t, x in lines if x.startswith("{")]
     done = [d for _, d in parsed if d.get("type") == "done"]
@@ -387,7 +362,7 @@ def round_rc(work: Path, model: Path, rows: list[dict[str, Any]], a: argparse.Na
     shutil.rmtree(work, ignore_errors=True)
     home.mkdir(parents=True)
     (work / "rows.json").write_text(json.dumps(rows), encoding="utf-8")
-    lines, start, end, code, rss = run_measured(
+    lines, start, end, code, rss = timed_lines(
         [sys.executable, train_speed.__file__, "--child", "rc-torch", "--model", str(model),
          "--rows", str(work / "rows.json"), "--passes", str(a.passes)],
         {"HOME": str(home), **ONE_THREAD}, a.timeout, work / "stderr.log")

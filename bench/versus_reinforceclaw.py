@@ -82,9 +82,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
               "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 
 
-def _timed_lines(cmd: list[str], env: dict[str, str], timeout: float, log: Path
-                 ) -> tuple[list[tuple[float, str]], float, float, int]:
-    """Run ``cmd``; every stdout line with its arrival time (epoch s), start, end, exit code."""
+def timed_lines(cmd: list[str], env: dict[str, str], timeout: float, log: Path
+                ) -> tuple[list[tuple[float, str]], float, float, int, float]:
+    """Run ``cmd``: every stdout line with its arrival time (epoch s), start, end, exit
+    code, and the child's peak RSS in GiB (``wait4``'s ``ru_maxrss``: the process itself,
+    not ours; NaN where there is no wait4)."""
     with log.open("w", encoding="utf-8") as err:
         start = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1,
@@ -93,10 +95,16 @@ def _timed_lines(cmd: list[str], env: dict[str, str], timeout: float, log: Path
         timer.start()
         assert proc.stdout is not None
         lines = [(time.time(), line) for line in proc.stdout]
-        code = proc.wait()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            proc.returncode = code
+            rss = usage.ru_maxrss / 2**20  # KiB on Linux
+        except (AttributeError, ChildProcessError):  # no wait4 (Windows)
+            code, rss = proc.wait(), float("nan")
         end = time.time()
         timer.cancel()
-    return lines, start, end, code
+    return lines, start, end, code, rss
 
 
 def _fail(tool: str, log: Path, code: int) -> dict[str, Any]:
@@ -131,7 +139,7 @@ def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: s
     them (padding not counted).
     """
     job = write_job(folder, model, rows, backend, passes)
-    lines, start, end, code = _timed_lines(
+    lines, start, end, code, _ = timed_lines(
         [sys.executable, "-m", "rltray.trainer", str(job)],
         # fp32 like ReinforceClaw (bf16 autocast is the default on CPUs that have it)
         {"RLTRAY_TRAINER_THREADS": "1", "RLTRAY_TRAINER_BF16": "0", **ONE_THREAD}, timeout,
@@ -165,7 +173,7 @@ def run_rc(folder: Path, model: Path, rows: list[dict[str, Any]], backend: str, 
         shutil.rmtree(folder)
     home.mkdir(parents=True)
     (folder / "rows.json").write_text(json.dumps(rows), encoding="utf-8")
-    lines, start, end, code = _timed_lines(
+    lines, start, end, code, _ = timed_lines(
         [sys.executable, train_speed.__file__, "--child", f"rc-{backend}", "--model", str(model),
          "--rows", str(folder / "rows.json"), "--passes", str(passes)],
         {"HOME": str(home), **ONE_THREAD}, timeout, folder / "stderr.log")
