@@ -13,6 +13,8 @@ ok, sentence)`` rows so the doctor and the CLI word them their own way.
 
 from __future__ import annotations
 
+import json
+import shlex
 import time
 from typing import Any
 
@@ -31,9 +33,6 @@ PROBE = (
 
 def run(training: Any, secrets: Any = None, limit_s: float = 120.0) -> list[tuple[str, bool, str]]:
     """Check the machine ``training.remote_*`` names; one row per step that ran."""
-    import json
-    import shlex
-
     given = json.loads(remote.handshake(training, secrets))
     cfg = RemoteConfig.from_dict(given["config"])
     keys = {k: v for k, v in given.items() if k in ("ssh_key", "ray_token") and v}
@@ -83,8 +82,6 @@ def run(training: Any, secrets: Any = None, limit_s: float = 120.0) -> list[tupl
 
 def step_row(logs: str, host: str) -> tuple[str, bool, str]:
     """The tiny training step's row, from envcheck's JSON line in the job's log."""
-    import json
-
     result: dict[str, Any] = {}
     for line in logs.splitlines():
         if line.startswith("{") and '"backend"' in line:
