@@ -74,7 +74,12 @@ def user_env(home: Path, data: Path, desktop: dict[str, str] | None = None) -> d
         "VIRTUAL_ENV", "PYTHONPATH", "PYSTRAY_BACKEND", "PYTHON_KEYRING_BACKEND", "DISPLAY",
         "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "MAKEFLAGS", "MFLAGS",
     )  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("RLTRAY_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        # MAKELEVEL & co: under `make test` the clone's make would print "Entering directory"
+        if k not in drop and not k.startswith(("RLTRAY_", "MAKE"))
+    }
     venv_bin = str(ROOT / ".venv" / "bin")
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
     home.mkdir(parents=True, exist_ok=True)
