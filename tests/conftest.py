@@ -7,6 +7,7 @@ system keychain; one autouse fixture moves all of them.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,12 @@ from typing import Any
 import keyring
 import keyring.backend
 import pytest
+
+# Ctrl+C as a terminal sends it: a suite started in the background of a non-interactive
+# shell (`make test &`, nohup) inherits SIGINT ignored, and so would every child; the
+# tests of what Ctrl+C does then saw nothing happen.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class MemoryKeyring(keyring.backend.KeyringBackend):
