@@ -56,7 +56,16 @@ def create_app(
     """The app over ``runtime``; ``guard`` holds its tokens (a fresh one when not given)."""
     from flask import Flask
     from rltray.app.secrets import Secrets
-    from rltray.web import adapters, api, dashboard, lessons, ratings, settings, wizard
+    from rltray.web import (
+        adapters,
+        api,
+        dashboard,
+        lessons,
+        ratings,
+        remote_setup,
+        settings,
+        wizard,
+    )
     from rltray.web.jobs import Jobs
 
     app = Flask(
@@ -81,7 +90,7 @@ def create_app(
     _install_guard(app)
     _install_errors(app)
     _install_templates(app)
-    for module in (api, dashboard, ratings, lessons, adapters, settings, wizard):
+    for module in (api, dashboard, ratings, lessons, adapters, settings, wizard, remote_setup):
         app.register_blueprint(module.bp)
     _warm(app)
     return app

@@ -1,11 +1,11 @@
 """Long set-up steps the wizard starts and then polls: run commands, report their real progress.
 
-The one job today is creating a separate trainer environment (a venv with
-torch or mlx): minutes of pip. The window must not wait on a request that
-long, so the job runs its commands in a thread, one ``Popen`` at a time, and
-the page polls ``/api/jobs/<id>``. pip is run with ``--progress-bar raw``,
-whose ``Progress N of M`` lines are its real download progress.
-"""
+The jobs: creating a separate trainer environment (a venv with torch or mlx), minutes
+of pip; checking a remote training machine step by step, up to a minute or two. The
+window must not wait on a request that long, so a job runs in a thread (commands one
+``Popen`` at a time, or a function of this process) and the page polls
+``/api/jobs/<id>``. pip is run with ``--progress-bar raw``, whose ``Progress N of M``
+lines are its real download progress."""
 
 from __future__ import annotations
 
@@ -77,6 +77,24 @@ class Jobs:
             target=self._run, args=(job, list(steps), on_done), name="rltray-job", daemon=True
         )
         thread.start()
+        return job
+
+    def start_call(self, title: str, label: str, work: Callable[[Job], None]) -> Job:
+        """Run ``work(job)`` in a thread: it appends to ``job.lines`` and sets ``job.result``
+        as it goes; raising fails the job with the exception's sentence. For work done in
+        this process (the remote check reads the keyring the app holds)."""
+        job = Job(uuid.uuid4().hex[:12], title, step=label)
+        with self._lock:
+            self._jobs[job.id] = job
+
+        def go() -> None:
+            try:
+                work(job)
+                job.percent, job.status = 100.0, "done"
+            except Exception as exc:  # the page shows it; the app goes on
+                job.error, job.status = str(exc) or type(exc).__name__, "failed"
+
+        threading.Thread(target=go, name="rltray-job", daemon=True).start()
         return job
 
     def _run(

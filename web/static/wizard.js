@@ -223,6 +223,105 @@
     followJob(job.id);
   });
 
+  // -- 3b. a bigger machine (Ray over SSH): the fields save like any step's; the key, the
+  // token, the host key and the check have routes of their own (web/remote_setup.py)
+  const remoteBox = document.getElementById("remote-box");
+  let remoteTimer = null;
+  function kept(id, value, what) {
+    const out = document.getElementById(id);
+    out.textContent = value === null ? "The OS keyring cannot be reached; see Settings." : value ? `${what} is in the keyring.` : `No ${what.toLowerCase()} kept yet.`;
+    out.className = value ? "ok small" : "muted small";
+  }
+  function showRemote(data) {
+    kept("remote-key-state", data.has_key, "The SSH key");
+    kept("remote-token-state", data.has_token, "The Ray token");
+    if (data.job) followCheck(data.job.id);
+  }
+  async function remoteCall(url, body, status) {
+    // the fields first: the routes read the saved settings
+    if (!(await save(steps[index]))) return null;
+    try {
+      return await call("POST", url, body);
+    } catch (err) {
+      hush();
+      const out = document.getElementById(status);
+      out.textContent = err.message;
+      out.className = "error small";
+      return null;
+    }
+  }
+  remoteBox.addEventListener("toggle", async () => {
+    if (remoteBox.open) showRemote(await call("POST", "/api/setup/remote"));
+  });
+  document.getElementById("remote-key").addEventListener("click", async () => {
+    const data = await remoteCall("/api/setup/remote/key", { path: document.getElementById("w-rkey").value }, "remote-key-state");
+    if (data) showRemote(data);
+  });
+  document.getElementById("remote-token").addEventListener("click", async () => {
+    const input = document.getElementById("w-rtoken");
+    const data = await remoteCall("/api/setup/remote/token", { token: input.value }, "remote-token-state");
+    if (data) { input.value = ""; showRemote(data); }
+  });
+  let shownKey = "";
+  document.getElementById("remote-hostkey-look").addEventListener("click", async () => {
+    const out = document.getElementById("remote-hostkey");
+    out.textContent = "Asking the host…";
+    out.className = "small";
+    const data = await remoteCall("/api/setup/remote/host-key", {}, "remote-hostkey");
+    if (!data) return;
+    shownKey = data.fingerprint;
+    out.textContent = "";
+    const accept = document.getElementById("remote-hostkey-accept");
+    if (data.matches) {
+      out.append(el("span", { class: "ok" }, "The host shows the accepted key "), el("code", {}, data.fingerprint), ".");
+      accept.hidden = true;
+    } else {
+      out.append(`${data.host}:${data.port} shows `, el("code", {}, data.fingerprint), ". ",
+        data.pinned ? el("strong", { class: "error" }, `That is not the accepted ${data.pinned}: the server was reinstalled, or someone is in between.`) : "",
+        " Compare it with the server's own (", el("code", {}, "ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"), " there) before you accept it.");
+      accept.hidden = false;
+    }
+  });
+  document.getElementById("remote-hostkey-accept").addEventListener("click", async (event) => {
+    const data = await remoteCall("/api/setup/remote/accept-host-key", { fingerprint: shownKey }, "remote-hostkey");
+    if (!data) return;
+    event.target.hidden = true;
+    const out = document.getElementById("remote-hostkey");
+    out.textContent = "";
+    out.className = "small";
+    out.append(el("span", { class: "ok" }, "Accepted: "), el("code", {}, data.host_key));
+  });
+  function followCheck(id) {
+    clearInterval(remoteTimer);
+    const rows = document.getElementById("remote-rows");
+    const result = document.getElementById("remote-result");
+    const button = document.getElementById("remote-check");
+    button.disabled = true;
+    const tick = async () => {
+      const job = await call("GET", `/api/jobs/${id}`);
+      rows.textContent = "";
+      for (const r of (job.result.rows || [])) {
+        rows.append(el("li", {}, el("strong", { class: r.ok ? "ok" : "error" }, r.ok ? "ok" : "failed"), ` ${r.name}: ${r.said}`));
+      }
+      if (job.status === "running") { result.textContent = job.step + "…"; result.className = "muted"; return; }
+      clearInterval(remoteTimer);
+      button.disabled = false;
+      result.textContent = job.status === "done" ? "Every step works: rounds will train on this machine." : job.error;
+      result.className = job.status === "done" ? "ok" : "error";
+    };
+    tick();
+    remoteTimer = setInterval(tick, 1000);
+  }
+  document.getElementById("remote-check").addEventListener("click", async () => {
+    document.getElementById("remote-rows").textContent = "";
+    const result = document.getElementById("remote-result");
+    result.textContent = "Starting the check…";
+    result.className = "muted";
+    const job = await remoteCall("/api/setup/remote/check", {}, "remote-result");
+    if (job) followCheck(job.id);
+  });
+  if (remoteBox.open) call("POST", "/api/setup/remote").then(showRemote);
+
   // -- 6. notifications ----------------------------------------------------------------
   document.getElementById("test-notify").addEventListener("click", async (event) => {
     event.target.disabled = true;

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rltray.app.training import remote
@@ -31,12 +32,30 @@ PROBE = (
 )
 
 
-def run(training: Any, secrets: Any = None, limit_s: float = 120.0) -> list[tuple[str, bool, str]]:
+Row = tuple[str, bool, str]
+
+
+class _Rows(list):  # type: ignore[type-arg]
+    """The rows so far, each also told to ``on_row`` as it comes (the wizard shows them
+    one by one: the job step alone can take a minute)."""
+
+    def __init__(self, on_row: Callable[[Row], None] | None) -> None:
+        super().__init__()
+        self.on_row = on_row
+
+    def append(self, row: Row) -> None:
+        super().append(row)
+        if self.on_row is not None:
+            self.on_row(row)
+
+
+def run(training: Any, secrets: Any = None, limit_s: float = 120.0,
+        on_row: Callable[[Row], None] | None = None) -> list[Row]:
     """Check the machine ``training.remote_*`` names; one row per step that ran."""
     given = json.loads(remote.handshake(training, secrets))
     cfg = RemoteConfig.from_dict(given["config"])
     keys = {k: v for k, v in given.items() if k in ("ssh_key", "ray_token") and v}
-    rows: list[tuple[str, bool, str]] = []
+    rows: list[Row] = _Rows(on_row)
     conn = None
     try:
         conn, jobs = open_cluster(cfg, keys)

@@ -55,6 +55,25 @@ class _PinnedClient(asyncssh.SSHClient):
         return bool(self.pinned) and self.seen == self.pinned
 
 
+def server_fingerprint(host: str, port: int) -> str:
+    """The SHA256 fingerprint of the host key ``host:port`` shows, before any login: what
+    the wizard shows once for the user to compare with the server's own and accept."""
+
+    async def go() -> Any:
+        return await asyncio.wait_for(asyncssh.get_server_host_key(host, port),
+                                      CONNECT_TIMEOUT_S)
+
+    try:
+        key = asyncio.run(go())
+    except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        raise RemoteError(
+            f"cannot reach {host}:{port} over SSH: {exc or type(exc).__name__}"
+        ) from None
+    if key is None:
+        raise RemoteError(f"{host}:{port} showed no host key")
+    return str(key.get_fingerprint("sha256"))
+
+
 class Connection:
     """An open SSH connection with its own event loop thread."""
 
