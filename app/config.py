@@ -34,11 +34,10 @@ from rltray.app.paths import Paths
 #: ``[training.hyper]`` table may set for the ``custom`` preset.
 TRAINER_HYPER_FIELDS = (
     "adv_clip", "alpha", "auroc_tolerance", "batch_size", "beta", "degen_cap", "delta_hi",
-    "delta_lo",
-    "dropout", "ema_decay", "epochs", "gate_profile", "grad_clip", "guard_max_gap",
-    "guard_turns", "kl_cap", "kl_cap_total", "lr", "max_seq_len", "nll_cap", "rank",
-    "ref_prompts", "ref_tokens", "rho_hi", "rho_lo", "step_examples", "target_modules",
-    "warmup_steps", "weight_decay",
+    "delta_lo", "dropout", "ema_decay", "epochs", "gate_profile", "general_prompts",
+    "grad_clip", "guard_max_gap", "guard_turns", "kl_cap", "kl_cap_total", "lr",
+    "max_seq_len", "nll_cap", "rank", "rated_nll_cap", "ref_prompts", "ref_tokens", "rho_hi",
+    "rho_lo", "step_examples", "target_modules", "warmup_steps", "weight_decay",
 )  # fmt: skip
 
 _QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")

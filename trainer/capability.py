@@ -1,35 +1,46 @@
-"""Capability kept: the NLL of the base model's own greedy answers to held-out prompts.
+"""Capability kept: the NLL of the base model's own greedy answers, on everyday prompts and
+on the round's own.
 
 Why this check exists: drift caps bound how far the model moves and the
 preference test whether it moved the right way, but neither sees a model that
 learned the preference by forgetting how to answer. On SmolLM2 ``aggressive``
 was accepted with 6% broken answers and the base's own answers +25.6% less
 likely per token (bench/README.md "learning_smollm2.py", which calls this the
-*reference NLL*); the gate now measures the same figure on the user's prompts.
+*reference NLL*).
 
-How: at round start the base model (LoRA off) answers up to
-``hyper.ref_prompts`` of the round's prompts greedily, ``hyper.ref_tokens``
-tokens at most — the held-out turns' prompts first, as the trainer renders them
-(chat template, context), shortest first so the check stays cheap; the training
-turns' when nothing is held out. Those answers and their per-token NLL under the
-base and under the parent are kept in the round state (and so in a checkpoint:
+How: at round start the base model (LoRA off) answers two sets of prompts
+greedily, ``hyper.ref_tokens`` tokens at most each, and their per-token NLL under
+the base and under the parent is kept in the round state (and so in a checkpoint:
 a resumed round measures against the very same answers). At the end the new
-adapter's NLL on them gives ``ref_nll_increase`` = new / base - 1, which the
-gate caps with ``hyper.nll_cap`` (``evaluate.gate``).
+adapter's NLL on them gives new / base - 1 for each set (``evaluate.gate``):
+
+* **Everyday prompts** (:data:`GENERAL_PROMPTS`, ``hyper.general_prompts`` of
+  them; ``general_nll_*``), requests unlike a coding agent's, where no coding
+  style the user asks for applies: a rise here is capability lost, capped by
+  ``hyper.nll_cap`` (+5%).
+* **The round's own prompts** (``hyper.ref_prompts``, the held-out turns' first,
+  as the trainer renders them, shortest first; ``ref_nll_*``): the base's answers
+  there lack the style the user asked for, so the round is *meant* to make them
+  less likely. On ``comment`` (bench/capability_split.py, bench/README.md) a
+  round closing 83% of the gap read +14.5% here and +3.2% on the everyday
+  prompts; the references *with* the preference moved +0.7%, those without
+  +11.6%. So this set gets the looser ``hyper.rated_nll_cap`` (+20%), which still
+  rejects a model that forgot how to answer the user's kind of request
+  (``aggressive`` +25.6% on the bench's references). Without the everyday set (an
+  old checkpoint, ``general_prompts`` 0) the round's prompts are held to
+  ``nll_cap`` as before.
 
 Greedy answers, not rated ones: they are what the base model does well by its
 own measure, so a rise in their NLL is capability lost, whatever the user rated.
 
-Broken answers, the second half: the NLL reads a style the user asked for as
-capability lost too (issue 20: on ``comment`` the NLL rose +7% on references
-*without* the preference, against -0.1% on those with it), and it can miss a model
-that still scores the base's answers well but writes no code any more
-(``aggressive`` on an independent bench: 20% of answers without code, accepted).
-So at the end the new adapter answers the same prompts greedily too, and the gate
-counts answers that are :func:`degenerate` — empty, looping, or without the code
-the base's answer to that prompt had — against the base's own (``degen_cap``).
-Eight prompts see a large rise (one answer is 12.5 points), not a small one.
-Everything here runs through the ``Backend`` door (``greedy`` and ``logprobs``).
+Broken answers, the third part: the NLL can miss a model that still scores the
+base's answers well but writes no code any more (``aggressive`` on an independent
+bench: 20% of answers without code, accepted). So at the end the new adapter
+answers the round's prompts greedily too, and the gate counts answers that are
+:func:`degenerate` — empty, looping, or without the code the base's answer to that
+prompt had — against the base's own (``degen_cap``). Eight prompts see a large
+rise (one answer is 12.5 points), not a small one. Everything here runs through
+the ``Backend`` door (``greedy`` and ``logprobs``).
 """
 
 from __future__ import annotations
@@ -45,6 +56,29 @@ from rltray.trainer import data
 #: End-of-turn tokens of the common chat templates: generation stops at any of them
 #: that the tokenizer knows, as well as at its ``eos_token_id``.
 TURN_ENDS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+
+
+#: Everyday requests unlike a coding agent's: the capability no coding preference should
+#: touch. Fixed (the gate's figures are comparable across rounds only on the same text),
+#: short (the base answers each greedily at round start), and varied in kind.
+GENERAL_PROMPTS = (
+    "Explain in two sentences why the sky is blue.",
+    "Give three tips for sleeping better.",
+    "What is the difference between weather and climate?",
+    "Write a short, friendly email declining a meeting invitation.",
+    "Summarise the plot of Romeo and Juliet in three sentences.",
+    "How do vaccines train the immune system?",
+    "List four countries in South America and their capitals.",
+    "What should I pack for a weekend hiking trip?",
+    "A train travels 120 km in 1.5 hours. What is its average speed?",
+    "Describe the water cycle for a ten-year-old.",
+    "Suggest a name for a small bakery and explain the choice.",
+    "Why do leaves change colour in autumn?",
+    "What are the main causes of inflation?",
+    "Translate 'good morning, how are you?' into French and Spanish.",
+    "Give me a simple recipe for pancakes.",
+    "What is a black hole?",
+)
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
@@ -118,48 +152,76 @@ def mean_nll(backend: Any, batch: data.Batch, *, adapter: bool) -> float:
     return float(-(lp * mask).sum() / count) if count else float("nan")
 
 
+def general_prompts(tokenizer: Any, limit: int) -> list[list[int]]:
+    """Token ids of the first ``limit`` of :data:`GENERAL_PROMPTS`, rendered as a turn's
+    prompt is (``data.render``: the chat template with its generation prompt)."""
+    out = []
+    for text in GENERAL_PROMPTS[: max(0, int(limit))]:
+        ids, start, _ = data.render(
+            tokenizer, [{"role": "user", "content": text}, {"role": "assistant", "content": "."}]
+        )
+        out.append(list(ids[:start]))
+    return out
+
+
+def _answers_and_nll(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
+                     has_parent: bool) -> dict[str, Any]:
+    stop = stop_ids(backend.tokenizer)
+    answers = backend.greedy(prompts, int(hyper.ref_tokens), stop)
+    batch = reference_batch(prompts, answers, pad_id)
+    base = mean_nll(backend, batch, adapter=False)
+    parent = mean_nll(backend, batch, adapter=True) if has_parent else base
+    return {"prompts": prompts, "answers": answers, "nll_base": base, "nll_parent": parent}
+
+
 def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int, *,
                 has_parent: bool) -> dict[str, Any]:
-    """Greedy base answers and their NLL under the base and the parent (the round state).
+    """Greedy base answers and their NLL under the base and the parent (the round state):
+    to ``prompts`` (the round's own) and, under ``"general"``, to
+    ``hyper.general_prompts`` of :data:`GENERAL_PROMPTS`.
 
     Returns ``{}`` when there is nothing to measure (no prompt, ``ref_prompts`` 0).
     """
     if not prompts:
         return {}
     t0 = time.monotonic()
-    stop = stop_ids(backend.tokenizer)
-    answers = backend.greedy(prompts, int(hyper.ref_tokens), stop)
-    batch = reference_batch(prompts, answers, pad_id)
-    base = mean_nll(backend, batch, adapter=False)
-    parent = mean_nll(backend, batch, adapter=True) if has_parent else base
-    return {
-        "prompts": prompts, "answers": answers, "nll_base": base, "nll_parent": parent,
-        "seconds": time.monotonic() - t0,
-    }  # fmt: skip
+    state = _answers_and_nll(backend, prompts, hyper, pad_id, has_parent)
+    everyday = general_prompts(backend.tokenizer, int(getattr(hyper, "general_prompts", 0)))
+    if everyday:
+        state["general"] = _answers_and_nll(backend, everyday, hyper, pad_id, has_parent)
+    state["seconds"] = time.monotonic() - t0
+    return state
 
 
 def finish(backend: Any, state: dict[str, Any], pad_id: int, hyper: Any = None
            ) -> dict[str, Any]:
-    """The new adapter's NLL on the round-start answers (the gate's ``ref_nll_*``), and
-    with ``hyper.degen_cap`` set, its own greedy answers' broken count (``ref_degenerate_*``)."""
+    """The new adapter's NLL on the round-start answers: the round's prompts
+    (``ref_nll_*``) and the everyday ones (``general_nll_*``), and with
+    ``hyper.degen_cap`` set, its own greedy answers' broken count (``ref_degenerate_*``)."""
     if not state:
         return {}
     t0 = time.monotonic()
-    batch = reference_batch(state["prompts"], state["answers"], pad_id)
-    new = mean_nll(backend, batch, adapter=True)
-    base, parent = float(state["nll_base"]), float(state["nll_parent"])
-    out = {
-        "ref_nll_base": base,
-        "ref_nll_parent": parent,
-        "ref_nll_new": new,
-        "ref_nll_increase": new / base - 1.0 if base > 0 else None,
-        "ref_prompts": len(state["prompts"]),
-        "ref_tokens": int(sum(len(a) for a in state["answers"])),
-    }
+    out = _scored("ref", backend, state, pad_id)
+    out["ref_tokens"] = int(sum(len(a) for a in state["answers"]))
+    if state.get("general"):
+        out.update(_scored("general", backend, state["general"], pad_id))
     if getattr(hyper, "degen_cap", None) is not None:
         out.update(broken_answers(backend, state, int(hyper.ref_tokens)))
     out["ref_seconds"] = round(float(state.get("seconds", 0.0)) + time.monotonic() - t0, 3)
     return out
+
+
+def _scored(prefix: str, backend: Any, state: dict[str, Any], pad_id: int) -> dict[str, Any]:
+    batch = reference_batch(state["prompts"], state["answers"], pad_id)
+    new = mean_nll(backend, batch, adapter=True)
+    base, parent = float(state["nll_base"]), float(state["nll_parent"])
+    return {
+        f"{prefix}_nll_base": base,
+        f"{prefix}_nll_parent": parent,
+        f"{prefix}_nll_new": new,
+        f"{prefix}_nll_increase": new / base - 1.0 if base > 0 else None,
+        f"{prefix}_prompts": len(state["prompts"]),
+    }
 
 
 def broken_answers(backend: Any, state: dict[str, Any], max_new_tokens: int) -> dict[str, Any]:

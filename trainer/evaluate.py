@@ -38,10 +38,12 @@ An adapter is published only if it is safe and not measurably worse
   ratings of a class the check is skipped, the verdict says so, and the other
   checks decide alone.
 * **Capability kept** (:mod:`.capability`): the NLL per token of the base
-  model's own greedy answers to a few of the round's prompts, under the new
-  adapter against the base. A rise beyond ``hyper.nll_cap`` (+5%) rejects when
-  this round made it worse than the parent did; on SmolLM2 ``aggressive`` had
-  been accepted at +25.6% with 6% broken answers, inside the drift caps.
+  model's own greedy answers, under the new adapter against the base, to a few
+  everyday prompts (beyond ``hyper.nll_cap``, +5%, rejects) and to a few of the
+  round's own prompts (beyond ``hyper.rated_nll_cap``, +20%: the style the user
+  asked for moves those answers too), each when this round made it worse than the
+  parent did; on SmolLM2 ``aggressive`` had been accepted at +25.6% with 6% broken
+  answers, inside the drift caps.
 * **Sanity**: finite tensors, shapes that match the base, a scale present.
 
 Gate profiles (``hyper.gate_profile``, see :data:`GATE_PROFILES`): ``standard``
@@ -71,7 +73,11 @@ The gate reads a plain ``metrics`` dict; the keys it understands:
 ``heldout_good``, ``heldout_bad``
     how many held-out examples of each class were scored.
 ``ref_nll_base``, ``ref_nll_parent``, ``ref_nll_new``, ``ref_nll_increase``, ``ref_prompts``
-    the capability check (``capability.finish``); absent: the check was off (noted).
+    the capability check on the round's prompts (``capability.finish``); absent: the check
+    was off (noted).
+``general_nll_base``, ``general_nll_parent``, ``general_nll_new``, ``general_nll_increase``,
+``general_prompts``
+    the same on everyday prompts; absent: the round's prompts are held to ``nll_cap``.
 ``sanity_errors``
     list of sentences from the adapter checks (:func:`tensor_sanity_errors`,
     ``adapters.validate``); each one rejects.
@@ -355,7 +361,7 @@ def gate(metrics: Mapping[str, Any], hyper: GateHyper) -> Verdict:
     parent, in total against the base, on answers and on prompt text) exceeds
     its cap or a required one was not measured; the round's held-out change is
     measurably worse (:func:`.preference.judge_preference`); the base's own answers lost more
-    than ``hyper.nll_cap`` of their likelihood in a round that made it worse. The
+    of their likelihood than the capability caps allow (:func:`_capability`). The
     verdict's ``metrics`` gain ``preference`` (``better``, ``unchanged``,
     ``worse`` or ``unmeasured``) and, when tested, ``preference_change_auroc``,
     ``preference_p_worse`` and ``preference_p_better``.
@@ -395,14 +401,17 @@ def gate(metrics: Mapping[str, Any], hyper: GateHyper) -> Verdict:
 def _capability(
     metrics: Mapping[str, Any], hyper: GateHyper, reasons: list[str], notes: list[str]
 ) -> None:
-    """The capability check (``ref_nll_*``, :mod:`.capability`); appends to reasons/notes.
+    """The capability check (``general_nll_*``, ``ref_nll_*``, :mod:`.capability`);
+    appends to reasons/notes.
 
-    Rejects when the base model's own greedy answers became more than
-    ``hyper.nll_cap`` less likely per token than under the base *and* this round
-    made them less likely than the parent did: a line of versions already over the
-    cap (a cap lowered later) may still publish a round that gives capability back.
-    A measurement that came out NaN or infinite rejects (the model is broken);
-    one that was not made (``ref_prompts`` 0) is said in the notes.
+    Rejects when the base model's own greedy answers to the everyday prompts became
+    more than ``hyper.nll_cap`` less likely per token than under the base, or those to
+    the round's own prompts more than ``hyper.rated_nll_cap`` (``nll_cap`` when the
+    everyday set was not measured) — each only when this round made them less likely
+    than the parent did: a line of versions already over a cap (a cap lowered later)
+    may still publish a round that gives capability back. A measurement that came out
+    NaN or infinite rejects (the model is broken); one that was not made
+    (``ref_prompts`` 0) is said in the notes.
     """
     cap = getattr(hyper, "nll_cap", None)
     if cap is None:
@@ -415,24 +424,39 @@ def _capability(
     if "ref_nll_increase" not in metrics:
         notes.append("capability check off (no reference answers): decided without it")
         return
-    inc, new = metrics.get("ref_nll_increase"), metrics.get("ref_nll_new")
+    everyday = "general_nll_increase" in metrics
+    if everyday:
+        _nll_rise(metrics, "general", float(cap), "nll_cap",
+                  f"the base model's own answers to {metrics.get('general_prompts')} everyday "
+                  "prompts", reasons, notes)
+    else:
+        notes.append("capability on everyday prompts not measured (general_prompts 0, or a "
+                     "round begun before it existed): the round's prompts are held to nll_cap")
+    rated = float(getattr(hyper, "rated_nll_cap", cap)) if everyday else float(cap)
+    _nll_rise(metrics, "ref", rated, "rated_nll_cap" if everyday else "nll_cap",
+              f"the base model's own answers to {metrics.get('ref_prompts')} of the round's "
+              "prompts", reasons, notes)
+    _broken_answers(metrics, hyper, reasons, notes)
+
+
+def _nll_rise(metrics: Mapping[str, Any], prefix: str, cap: float, cap_name: str, what: str,
+              reasons: list[str], notes: list[str]) -> None:
+    inc, new = metrics.get(f"{prefix}_nll_increase"), metrics.get(f"{prefix}_nll_new")
     if missing(inc) or missing(new) or not math.isfinite(float(new)):
-        reasons.append(f"the NLL of the base model's own answers under the new adapter is "
-                       f"{new!r}: the model no longer gives them a finite probability")
+        reasons.append(f"the NLL of {what} under the new adapter is {new!r}: the model no "
+                       "longer gives them a finite probability")
         return
-    base = float(metrics["ref_nll_base"])
-    parent = float(metrics.get("ref_nll_parent") or base)
-    told = (f"the base model's own answers to {metrics.get('ref_prompts')} of the round's "
-            f"prompts: NLL {base:.3f} -> {float(new):.3f} nats/token ({float(inc):+.1%})")
-    if float(inc) > float(cap) and float(new) > parent:
-        reasons.append(f"{told}, above the +{float(cap):.0%} cap (nll_cap): the model lost "
+    base = float(metrics[f"{prefix}_nll_base"])
+    parent = float(metrics.get(f"{prefix}_nll_parent") or base)
+    told = f"{what}: NLL {base:.3f} -> {float(new):.3f} nats/token ({float(inc):+.1%})"
+    if float(inc) > cap and float(new) > parent:
+        reasons.append(f"{told}, above the +{cap:.0%} cap ({cap_name}): the model lost "
                        "capability")
-    elif float(inc) > float(cap):
-        notes.append(f"{told}, above the +{float(cap):.0%} cap but below the parent's "
+    elif float(inc) > cap:
+        notes.append(f"{told}, above the +{cap:.0%} cap but below the parent's "
                      f"{parent:.3f}: this round gave capability back")
     else:
         notes.append(f"{told}: capability kept")
-    _broken_answers(metrics, hyper, reasons, notes)
 
 
 def _broken_answers(

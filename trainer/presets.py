@@ -113,8 +113,9 @@ their prompt positions; evaluate.py)
   drift further; the drift guard (``guard_turns``) stops it at the cap during
   training instead of letting the gate throw the round away afterwards.
 
-Capability cap (``nll_cap``: the most relative rise of the NLL of the base model's own
-greedy answers to the round's prompts, new adapter vs base; capability.py, evaluate.py)
+Capability caps (``nll_cap`` on everyday prompts, ``rated_nll_cap`` on the round's own:
+the most relative rise of the NLL of the base model's own greedy answers, new adapter vs
+base; capability.py, evaluate.py)
 -----------------------------------------------------------------------------------
 * The drift caps did not see lost capability: ``aggressive`` was accepted at
   reference NLL +25.6% with 6% broken answers, ``balanced`` measured +3.7% (seed 1)
@@ -123,6 +124,13 @@ greedy answers to the round's prompts, new adapter vs base; capability.py, evalu
 * +5% for **every** preset, as the drift caps are shared: a preset may learn faster
   or slower per rating, never lose more of what the model could do. Presets that
   overshoot are rejected by the gate rather than published.
+* Two prompt sets since issue 20's ``comment`` rounds: on the round's own prompts a
+  style the user asked for reads as capability lost (``balanced`` closing 83% of the
+  gap: +14.5% there, +3.2% on everyday prompts; bench/capability_split.py). The +5%
+  applies to 8 everyday prompts (``general_prompts``); the round's prompts get +20%,
+  above a style's own cost (about +10-15%) and below the damage the check was built
+  for (``aggressive`` +25.6%, lr x20 +166% on the bench's references). With
+  ``general_prompts`` 0 the round's prompts are held to ``nll_cap``.
 * ``ref_tokens`` 128, not 32: a style preference lives at the start of an answer
   ("Here's a function ..." or the code fence first), so on 32-token answers the
   check measured what the user asked for as capability lost. Six balanced rounds on
@@ -185,15 +193,20 @@ class Hyper:
     kl_cap_total: float = 0.6  # nats/token, cumulative: new vs base (evaluate.py)
     gate_profile: str = "standard"  # "tiny-test": see evaluate.GATE_PROFILES
     # Capability check (capability.py): most relative rise of the NLL of the base's own
-    # greedy answers to the round's prompts, new adapter vs base (evaluate.py).
+    # greedy answers, new adapter vs base (evaluate.py): to everyday prompts, and to the
+    # round's own prompts, where the style the user asked for moves them too.
     nll_cap: float = 0.05
+    rated_nll_cap: float = 0.2
     # Most share of those prompts whose greedy answer the new adapter may break (empty,
     # looping, or the code the base wrote gone: capability.degenerate) beyond the
     # base's own; 0.15 lets one of 8 through and rejects two (and never fewer than two
     # more: evaluate.py).
     degen_cap: float = 0.15
-    # Prompts the base answers for that check (0 = check off) and tokens per answer.
+    # Prompts the base answers for that check (0 = check off), everyday prompts
+    # (capability.GENERAL_PROMPTS; 0 = the round's prompts alone, held to nll_cap) and
+    # tokens per answer.
     ref_prompts: int = 8
+    general_prompts: int = 8
     ref_tokens: int = 128
     # Drift-set turns the drift guard checks after each step; 0 = guard off. 8 cost 31%
     # of a SmolLM2 round's step time (290 of 933 s); 4 halves that and still sees drift.
@@ -465,6 +478,8 @@ def _check(h: Hyper, info: ModelInfo) -> None:
         (h.kl_cap > 0, "'kl_cap' must be greater than 0"),
         (h.kl_cap_total >= h.kl_cap, "'kl_cap_total' must be at least 'kl_cap'"),
         (h.nll_cap > 0, "'nll_cap' must be greater than 0"),
+        (h.rated_nll_cap >= h.nll_cap, "'rated_nll_cap' must be at least 'nll_cap'"),
+        (0 <= h.general_prompts <= 16, "'general_prompts' must be from 0 to 16"),
         (0 <= h.degen_cap <= 1, "'degen_cap' must be in [0, 1]"),
         (h.ref_prompts >= 0, "'ref_prompts' must be 0 (capability check off) or more"),
         (h.ref_tokens >= 1, "'ref_tokens' must be 1 or more"),
@@ -483,7 +498,7 @@ def describe_presets() -> str:
     """A Markdown description of the presets and the width rule, for the docs and UI."""
     lines = [
         "| preset | lr @ hidden 4096 | epochs | beta | drift band | "
-        "AUROC tol. | KL cap round / total | NLL cap |",
+        "AUROC tol. | KL cap round / total | NLL cap everyday / rated |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in PRESET_TABLE:
@@ -491,7 +506,8 @@ def describe_presets() -> str:
         lines.append(
             f"| {name} | {width_lr(REFERENCE_HIDDEN, name):.1e} | {v['epochs']} | {v['beta']} | "
             f"±{v['delta_hi']} nats/token | {v['auroc_tolerance']} | "
-            f"{v['kl_cap']} / {v['kl_cap_total']} | +{v['nll_cap']:.0%} |"
+            f"{v['kl_cap']} / {v['kl_cap_total']} | +{v['nll_cap']:.0%} / "
+            f"+{v['rated_nll_cap']:.0%} |"
         )
     lines += ["", "| size bucket (active params) | rank (dense / MoE) | max_seq_len |",
               "|---|---|---|"]

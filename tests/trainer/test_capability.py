@@ -150,9 +150,48 @@ def test_a_paused_round_scores_the_same_reference_answers(
     # the base's answers come from the checkpoint; only the new adapter answers (the
     # broken-answer count at the end)
     assert calls == [True] and resumed.status == "done"
-    keys = ("ref_nll_base", "ref_nll_parent", "ref_nll_new", "ref_tokens")
+    keys = ("ref_nll_base", "ref_nll_parent", "ref_nll_new", "ref_tokens", "general_nll_base",
+            "general_nll_new", "general_prompts")
+    assert resumed.result.metrics["general_prompts"] == 8
     assert {k: resumed.result.metrics[k] for k in keys} == {
         k: straight.result.metrics[k] for k in keys}
+
+
+def test_everyday_prompts_hold_nll_cap_and_the_rounds_own_the_looser_rated_cap() -> None:
+    """Issue 20: a style the user asked for makes the base's answers to their own kind of
+    prompt less likely (comment, SmolLM2: +14.5% there, +3.2% on everyday prompts); only
+    the everyday prompts measure capability at +5%."""
+    gate = SimpleNamespace(**{**vars(GATE), "rated_nll_cap": 0.2})
+    style = {**DRIFT_OK, "ref_nll_base": 1.0, "ref_nll_parent": 1.0, "ref_nll_new": 1.145,
+             "ref_nll_increase": 0.145, "ref_prompts": 8, "general_nll_base": 2.0,
+             "general_nll_parent": 2.0, "general_nll_new": 2.064, "general_nll_increase": 0.032,
+             "general_prompts": 8}  # fmt: skip
+    v = evaluate.gate(style, gate)
+    assert v.accept, v.reasons
+    assert any("8 everyday prompts" in n and n.endswith("capability kept") for n in v.notes)
+    forgot = evaluate.gate({**style, "general_nll_new": 2.2, "general_nll_increase": 0.1}, gate)
+    assert forgot.reasons == ["the base model's own answers to 8 everyday prompts: NLL 2.000 -> "
+                              "2.200 nats/token (+10.0%), above the +5% cap (nll_cap): the "
+                              "model lost capability"]
+    broke = evaluate.gate({**style, "ref_nll_new": 1.3, "ref_nll_increase": 0.3}, gate)
+    assert not broke.accept and "(rated_nll_cap)" in broke.reasons[0]
+    # without the everyday figures (general_prompts 0, an older checkpoint) the round's own
+    # prompts are held to nll_cap, as before
+    old = {k: v for k, v in style.items() if not k.startswith("general_")}
+    held = evaluate.gate(old, gate)
+    assert not held.accept and "(nll_cap)" in held.reasons[0]
+    assert any("everyday prompts not measured" in n for n in held.notes)
+
+
+def test_everyday_prompts_are_rendered_as_a_turns_prompt(tiny_tokenizer) -> None:
+    got = capability.general_prompts(tiny_tokenizer, 3)
+    assert len(got) == 3 and capability.general_prompts(tiny_tokenizer, 0) == []
+    ids, start, _ = data.render(tiny_tokenizer, [
+        {"role": "user", "content": capability.GENERAL_PROMPTS[1]},
+        {"role": "assistant", "content": "Sure."}])
+    assert got[1] == list(ids[:start])  # the template's generation prompt included
+    assert "sleeping better" in tiny_tokenizer.decode(got[1])
+    assert len(set(capability.GENERAL_PROMPTS)) == 16
 
 
 def test_prompts_come_from_training_turns_when_nothing_is_held_out(tiny_tokenizer) -> None:
