@@ -57,8 +57,11 @@ class Round:
     should_stop: Callable[[], bool]
     started: float
     guard: Guard = field(init=False)
+    #: Sequences per forward pass: ``hyper.batch_size``, or fewer where the backend says
+    #: that many would not fit (``Backend.sequences_per_pass``; set by :func:`train`).
+    sequences: int = 0
 
     @property
     def size(self) -> int:
-        """Sequences per forward pass (``hyper.batch_size``, at least 1)."""
-        return max(1, int(self.hyper.batch_size))
+        """Sequences per forward pass (at least 1)."""
+        return max(1, int(self.sequences or self.hyper.batch_size))

@@ -120,6 +120,13 @@ def train(
         enc=enc, kept=kept, held_enc=held_enc, held_kept=held_kept, pad_id=pad_id,
         data_hash=data_hash, drift=drift, emit=emit, should_stop=should_stop, started=started,
     )  # fmt: skip
+    width = max(len(e.input_ids) for e in [*(enc[i] for i in kept),
+                                            *(held_enc[i] for i in held_kept)])
+    rnd.sequences = backend.sequences_per_pass(width, int(hyper.batch_size))
+    if rnd.sequences < int(hyper.batch_size):
+        emit({"type": "log", "message": f"{rnd.sequences} sequence(s) per forward pass, not "
+              f"batch_size {hyper.batch_size}: on this CPU a batch's activations would not "
+              "fit the memory budget, and batching buys a CPU no speed"})  # fmt: skip
     state = _resume_or_start(rnd)
     if state is None:
         return Outcome("paused", checkpoint=None)

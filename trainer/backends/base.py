@@ -224,6 +224,11 @@ class Backend(ABC):
         """Where the model runs, in words (``"cuda bf16"``, ``"cpu fp32"``), for logs."""
         return self.name
 
+    def sequences_per_pass(self, width: int, wanted: int) -> int:
+        """How many sequences of up to ``width`` tokens one training forward pass takes:
+        ``wanted`` (``hyper.batch_size``) unless the backend knows it would not fit."""
+        return max(1, int(wanted))
+
 
 def first_trained_column(mask: np.ndarray) -> int:
     """The first column of a (B, T) response mask that any row trains; 0 when none.
