@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,29 +25,17 @@ sys.path.insert(0, str(ROOT))
 
 
 def check(run: Path) -> dict[str, object]:
-    from rltray.trainer import capability, evaluate, rounddata
+    from rltray.trainer import capability, evaluate
 
-    from tests.support.jobfiles import setup_round
+    from bench.saved_runs import loaded_run, row_of
 
-    job = json.loads((run / "job.json").read_text())
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("examples", "heldout"):
-            job[name] = str(run / job[name])
-        job.update(out=str(Path(tmp) / "out"), parent_adapter=str(run / "adapter"))
-        path = Path(tmp) / "job.json"
-        path.write_text(json.dumps(job))
-        _, hyper, backend, _, heldout = setup_round(path)
-        pad = rounddata.pad_id(backend.tokenizer)
-        held_enc, held_kept = rounddata.encode_all(backend.tokenizer, heldout, hyper,
-                                                   lambda _: None, "held-out")
-        prompts = capability.choose_prompts(held_enc, held_kept, {}, [], int(hyper.ref_prompts))
+    with loaded_run(run) as (hyper, backend, pad, prompts):
         state = capability.round_start(backend, prompts, hyper, pad, has_parent=False)
         counts = capability.broken_answers(backend, state, int(hyper.ref_tokens))
     gate = SimpleNamespace(degen_cap=hyper.degen_cap)
     reasons: list[str] = []
     evaluate._broken_answers({**counts, "ref_prompts": len(prompts)}, gate, reasons, [])
-    row_file = run / "row.json"  # the bench's own figures, when the run got that far
-    row = json.loads(row_file.read_text()) if row_file.is_file() else {}
+    row = row_of(run)
     return {"run": run.name, **counts, "prompts": len(prompts), "rejects": bool(reasons),
             "bench_degenerate": row.get("degenerate"),
             "bench_base_degenerate": row.get("base_degenerate"),
@@ -56,9 +43,9 @@ def check(run: Path) -> dict[str, object]:
 
 
 def main() -> int:
-    runs = [Path(a) for a in sys.argv[1:]] or sorted(
-        p for p in (ROOT / ".bench-out").glob("learning-smollm2-*/runs/*")
-        if (p / "adapter" / "adapter_config.json").is_file())
+    from bench.saved_runs import saved_runs
+
+    runs = [Path(a) for a in sys.argv[1:]] or saved_runs()
     print(f"{'run':48} {'broken base/new':>15} {'rejects':>8} {'bench degen base>new':>21} "
           f"{'accepted then':>13}")
     rows = []
