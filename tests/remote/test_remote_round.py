@@ -332,3 +332,28 @@ def test_a_parent_adapter_goes_up_once_by_its_weights_hash(sshd, tmp_path) -> No
         assert [m["message"] for m in said].count("uploaded the parent adapter v0001") == 1
     finally:
         standin.close()
+
+
+def test_the_remote_keeps_the_adapters_in_use_and_the_newest_three(sshd, tmp_path) -> None:
+    """After a round only the adapters that round used and made, and the three newest,
+    stay on the training machine (real SFTP: the sshd's files are this machine's)."""
+    import os
+
+    from rltray.app.training.remote.prune import prune_adapters
+    from rltray.app.training.remote.ssh import Connection
+
+    folder = tmp_path / "remote" / "adapters"
+    for age, name in enumerate(["a6", "a5", "a4", "a3", "a2", "a1"]):  # a6 the oldest
+        (folder / name).mkdir(parents=True)
+        (folder / name / "adapter_config.json").write_text("{}")
+        when = 1_700_000_000 + 100 * age
+        os.utime(folder / name, (when, when))
+    (folder / "a0.part").mkdir()  # an upload under way
+    conn = Connection("127.0.0.1", sshd.port, sshd.user, sshd.host_key, sshd.client_key)
+    try:
+        gone = prune_adapters(conn, str(folder), in_use={"a6"})
+        assert sorted(gone) == ["a4", "a5"]
+        assert sorted(p.name for p in folder.iterdir()) == ["a0.part", "a1", "a2", "a3", "a6"]
+        assert prune_adapters(conn, str(tmp_path / "nowhere"), set()) == []
+    finally:
+        conn.close()

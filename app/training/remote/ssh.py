@@ -195,6 +195,18 @@ class Connection:
         assert self._sftp is not None
         self._call(self._sftp.get(remote, str(local), recurse=True, preserve=False), None)
 
+    def listdir(self, path: str) -> list[tuple[str, float]]:
+        """The entries of a remote folder with their modification times (none: [])."""
+
+        async def go() -> list[tuple[str, float]]:
+            assert self._sftp is not None
+            if not await self._sftp.exists(path):
+                return []
+            return [(str(n.filename), float(n.attrs.mtime or 0))
+                    for n in await self._sftp.readdir(path) if n.filename not in (".", "..")]
+
+        return self._call(go(), 60)
+
     def rename(self, old: str, new: str) -> None:
         assert self._sftp is not None
         self._call(self._sftp.rename(old, new), 60)

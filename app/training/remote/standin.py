@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import shlex
 import shutil
 import signal
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from rltray.app.training.remote import wrap
+from rltray.app.training.remote.prune import prune_adapters
 from rltray.app.training.remote.rayjobs import TERMINAL, RayHTTPError, RayJobs
 from rltray.app.training.remote.ssh import Connection, RemoteError, join
 
@@ -191,6 +193,7 @@ class StandIn:
         job["out"] = "out"
         if job.get("parent_adapter"):
             job["parent_adapter"] = self._parent_on_remote(root, Path(job["parent_adapter"]))
+            state["remote_parent"] = job["parent_adapter"]
         for key in ("examples", "heldout"):
             if job.get(key):
                 self.conn.put(self.folder / job[key], join(run_dir, job[key]))
@@ -346,11 +349,16 @@ class StandIn:
             os.replace(part, out)
             self.emit({"type": "metric", "name": "remote_fetch_s", "value": round(fetch_s, 3)})
             self.emit({"type": "metric", "name": "remote_fetch_verified", "value": len(here)})
-            kept = join(self.remote_root(), "adapters", adapter_key(here))
+            adapters = join(self.remote_root(), "adapters")
+            kept = join(adapters, adapter_key(here))
             if not self.conn.exists(kept):  # the next round's parent, already there
-                self.conn.makedirs(join(self.remote_root(), "adapters"))
+                self.conn.makedirs(adapters)
                 self.conn.rename(join(run_dir, "out"), kept)
             self.conn.rmtree(run_dir)
+            in_use = {posixpath.basename(kept), posixpath.basename(state.get("remote_parent", ""))}
+            for name in prune_adapters(self.conn, adapters, in_use):
+                self.emit({"type": "log", "message": f"removed the old adapter {name} on "
+                           f"{self.cfg.host}"})  # fmt: skip
             self.emit({**final, "adapter": str(out), "remote_job": sid})  # type: ignore[dict-item]
             return EXIT_DONE
         if kind is None and self.stop_sent:
