@@ -157,9 +157,11 @@ def general_prompts(tokenizer: Any, limit: int) -> list[list[int]]:
     prompt is (``data.render``: the chat template with its generation prompt)."""
     out = []
     for text in GENERAL_PROMPTS[: max(0, int(limit))]:
-        ids, start, _ = data.render(
-            tokenizer, [{"role": "user", "content": text}, {"role": "assistant", "content": "."}]
-        )
+        try:
+            turn = [{"role": "user", "content": text}, {"role": "assistant", "content": "."}]
+            ids, start, _ = data.render(tokenizer, turn)
+        except ValueError:  # a template that refuses a lone user turn: that prompt is left out
+            continue
         out.append(list(ids[:start]))
     return out
 
