@@ -95,6 +95,8 @@ def api_accept_host_key() -> Any:
 
     shown = str((request.get_json(silent=True) or {}).get("fingerprint") or "").strip()
     training = state().service.settings().training
+    if not training.remote_host.strip():
+        raise UserError("Name the remote host first.")
     seen = server_fingerprint(training.remote_host.strip(), int(training.remote_port))
     if not shown or shown != seen:
         raise UserError(f"The host now shows {seen}, not the key you accepted; compare again.")
