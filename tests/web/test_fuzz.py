@@ -38,6 +38,9 @@ NOT_FUZZED = {
     "/api/setup/trainer-env": "creates a virtual environment with pip",
     "/api/setup/backend": "runs training.python to probe it",
     "/api/setup/test-notification": "sends a desktop notification",
+    "/api/setup/remote/host-key": "connects over SSH to the remote host the settings name",
+    "/api/setup/remote/accept-host-key": "connects over SSH to the remote host",
+    "/api/setup/remote/check": "starts the remote check: SSH, Ray, a job on the remote",
 }
 FUZZ_SETTINGS = settings(
     max_examples=EXAMPLES,

@@ -67,10 +67,10 @@ def server_fingerprint(host: str, port: int) -> str:
         key = asyncio.run(go())
     except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
         raise RemoteError(
-            f"cannot reach {host}:{port} over SSH: {exc or type(exc).__name__}"
+            f"Cannot reach {host}:{port} over SSH: {exc or type(exc).__name__}."
         ) from None
     if key is None:
-        raise RemoteError(f"{host}:{port} showed no host key")
+        raise RemoteError(f"{host}:{port} showed no host key.")
     return str(key.get_fingerprint("sha256"))
 
 
