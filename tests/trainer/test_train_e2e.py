@@ -175,7 +175,8 @@ def test_a_first_round_computes_round_start_log_probs_once(
     assert outcome.status == "done"
     # round start: 8 training + 4 held-out at batch 2 = 6 base passes; at the end the
     # held-out scores come from the drift measurement's forward, not a pass of their own;
-    # the capability check scores its reference answers once under the base (no parent
-    # pass: the parent is the base) and once under the new adapter at the end
-    assert calls == [False] * 6 + [False, True]
+    # the capability check scores its two sets of reference answers (the round's prompts,
+    # then the everyday ones) once under the base (no parent pass: the parent is the
+    # base) and once under the new adapter at the end
+    assert calls == [False] * 6 + [False, False, True, True]
     assert outcome.result.metrics["auroc_parent"] == 0.5
