@@ -80,9 +80,9 @@ class Jobs:
         return job
 
     def start_call(self, title: str, label: str, work: Callable[[Job], None]) -> Job:
-        """Run ``work(job)`` in a thread: it appends to ``job.lines`` and sets ``job.result``
-        as it goes; raising fails the job with the exception's sentence. For work done in
-        this process (the remote check reads the keyring the app holds)."""
+        """Run ``work(job)`` in a thread: it fills ``job.result`` (and ``job.lines``, if it
+        has a log) as it goes; raising fails the job with the exception's sentence. For
+        work done in this process (the remote check reads the keyring the app holds)."""
         job = Job(uuid.uuid4().hex[:12], title, step=label)
         with self._lock:
             self._jobs[job.id] = job

@@ -19,7 +19,6 @@ memory would be gone for the round the tray starts after a restart.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, jsonify, request
@@ -73,31 +72,36 @@ def api_remote() -> Any:
     return jsonify(_status())
 
 
-@bp.post("/api/setup/remote/host-key")
-def api_host_key() -> Any:
-    """The fingerprint the configured host shows, and whether it is the pinned one."""
+def _field(name: str) -> str:
+    """One text field of the request's JSON body, trimmed ("" when absent)."""
+    return str((request.get_json(silent=True) or {}).get(name) or "").strip()
+
+
+def _host_key_seen() -> tuple[Any, str]:
+    """(training settings, the fingerprint their host shows now, asked before any login)."""
     from rltray.app.training.remote.ssh import server_fingerprint
 
     training = state().service.settings().training
-    host = training.remote_host.strip()
-    if not host:
+    if not training.remote_host.strip():
         raise UserError("Name the remote host first.")
-    seen = server_fingerprint(host, int(training.remote_port))
+    return training, server_fingerprint(training.remote_host.strip(), int(training.remote_port))
+
+
+@bp.post("/api/setup/remote/host-key")
+def api_host_key() -> Any:
+    """The fingerprint the configured host shows, and whether it is the pinned one."""
+    training, seen = _host_key_seen()
     pinned = training.remote_host_key.strip()
-    return jsonify({"host": host, "port": training.remote_port, "fingerprint": seen,
-                    "pinned": pinned, "matches": bool(pinned) and pinned == seen})  # fmt: skip
+    return jsonify({"host": training.remote_host.strip(), "port": training.remote_port,
+                    "fingerprint": seen, "pinned": pinned,
+                    "matches": bool(pinned) and pinned == seen})  # fmt: skip
 
 
 @bp.post("/api/setup/remote/accept-host-key")
 def api_accept_host_key() -> Any:
     """Pin the fingerprint the page showed — only if the host still shows that one."""
-    from rltray.app.training.remote.ssh import server_fingerprint
-
-    shown = str((request.get_json(silent=True) or {}).get("fingerprint") or "").strip()
-    training = state().service.settings().training
-    if not training.remote_host.strip():
-        raise UserError("Name the remote host first.")
-    seen = server_fingerprint(training.remote_host.strip(), int(training.remote_port))
+    shown = _field("fingerprint")
+    training, seen = _host_key_seen()
     if not shown or shown != seen:
         raise UserError(f"The host now shows {seen}, not the key you accepted; compare again.")
     errors, _ = save_values({"training.remote_host_key": seen})
@@ -113,16 +117,8 @@ def api_key() -> Any:
     from rltray.app import secrets
     from rltray.app.training import remote
 
-    name = str((request.get_json(silent=True) or {}).get("path") or "").strip()
-    if not name:
-        raise UserError("Name the private key file, e.g. ~/.ssh/id_ed25519.")
-    try:
-        text = Path(name).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"Cannot read the key file {name}: {exc.strerror or exc}.") from None
-    if "PRIVATE KEY" not in text:
-        raise UserError(f"{name} is not a private key (it has no PRIVATE KEY block).")
-    secrets.set_secret(remote.SSH_KEY_SECRET, text)
+    name = _field("path")
+    secrets.set_secret(remote.SSH_KEY_SECRET, remote.read_private_key(name))
     state().service.note("setup", f"kept the SSH key from {name} in the keyring")
     return jsonify(_status())
 
@@ -133,7 +129,7 @@ def api_token() -> Any:
     from rltray.app import secrets
     from rltray.app.training import remote
 
-    token = str((request.get_json(silent=True) or {}).get("token") or "").strip()
+    token = _field("token")
     if not token:
         raise UserError("Paste the Ray token (the head's ~/.ray/auth_token).")
     secrets.set_secret(remote.RAY_TOKEN_SECRET, token)
@@ -162,7 +158,6 @@ def api_check() -> Any:
         def told(row: tuple[str, bool, str]) -> None:
             name, ok, said = row
             rows.append({"name": name, "ok": ok, "said": said})
-            job.lines.append(f"{'ok' if ok else 'FAIL':>4}  {name}: {said}")
 
         got = check.run(training, on_row=told)
         if not got or not all(ok for _, ok, _ in got):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import ExitCode, UserError
@@ -28,13 +27,7 @@ def cmd_remote(ctx: Context, args: argparse.Namespace) -> int:
     if args.action == "key":
         if not args.file:
             raise UserError("name the private key file: rltray remote key ~/.ssh/id_ed25519")
-        try:
-            text = Path(args.file).expanduser().read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read the key file {args.file}: {exc}") from None
-        if "PRIVATE KEY" not in text:
-            raise UserError(f"{args.file} is not a private key (no PRIVATE KEY block)")
-        secrets.set_secret(remote.SSH_KEY_SECRET, text)
+        secrets.set_secret(remote.SSH_KEY_SECRET, remote.read_private_key(args.file))
         ctx.say(f"The SSH key from {args.file} is in the {secrets.backend_name()} keyring.")
         return ExitCode.OK
     if args.action == "token":

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rltray.app.errors import UserError
+
 STATE_FILE = "remote.json"
 SSH_KEY_SECRET = "remote-ssh-key"
 RAY_TOKEN_SECRET = "ray-token"
@@ -30,6 +32,21 @@ CONFIG_FIELDS = {
 def enabled(training: Any) -> bool:
     """A round goes remote when ``training.remote_host`` names a machine."""
     return bool(str(getattr(training, "remote_host", "") or "").strip())
+
+
+def read_private_key(name: str) -> str:
+    """The text of the private key file ``name`` (``~`` expanded), for the keyring; the
+    CLI's `rltray remote key` and the wizard both read it here."""
+    if not name.strip():
+        raise UserError("Name the private key file, e.g. ~/.ssh/id_ed25519.")
+    try:
+        text = Path(name.strip()).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise UserError(f"Cannot read the key file {name.strip()}: {reason}.") from None
+    if "PRIVATE KEY" not in text:
+        raise UserError(f"{name.strip()} is not a private key (it has no PRIVATE KEY block).")
+    return text
 
 
 def command(job_path: Path) -> list[str]:

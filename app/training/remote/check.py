@@ -35,33 +35,25 @@ PROBE = (
 Row = tuple[str, bool, str]
 
 
-class _Rows(list):  # type: ignore[type-arg]
-    """The rows so far, each also told to ``on_row`` as it comes (the wizard shows them
-    one by one: the job step alone can take a minute)."""
-
-    def __init__(self, on_row: Callable[[Row], None] | None) -> None:
-        super().__init__()
-        self.on_row = on_row
-
-    def append(self, row: Row) -> None:
-        super().append(row)
-        if self.on_row is not None:
-            self.on_row(row)
-
-
 def run(training: Any, secrets: Any = None, limit_s: float = 120.0,
         on_row: Callable[[Row], None] | None = None) -> list[Row]:
     """Check the machine ``training.remote_*`` names; one row per step that ran."""
     given = json.loads(remote.handshake(training, secrets))
     cfg = RemoteConfig.from_dict(given["config"])
     keys = {k: v for k, v in given.items() if k in ("ssh_key", "ray_token") and v}
-    rows: list[Row] = _Rows(on_row)
+    rows: list[Row] = []
+
+    def add(row: Row) -> None:  # also told at once: the wizard shows each row as it comes
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+
     conn = None
     try:
         conn, jobs = open_cluster(cfg, keys)
-        rows.append(("ssh", True, f"{cfg.user or 'you'}@{cfg.host}:{cfg.port}, host key pinned"))
+        add(("ssh", True, f"{cfg.user or 'you'}@{cfg.host}:{cfg.port}, host key pinned"))
         jobs.check_auth()
-        rows.append(("ray", True, f"Ray {jobs.version()} answers with the token only"))
+        add(("ray", True, f"Ray {jobs.version()} answers with the token only"))
         sid = f"rltray-check-{int(time.time())}"
         extra: dict[str, Any] = {"entrypoint_num_gpus": cfg.gpus} if cfg.gpus > 0 else {}
         python = shlex.quote(cfg.python)
@@ -76,30 +68,30 @@ def run(training: Any, secrets: Any = None, limit_s: float = 120.0,
             time.sleep(1.0)
         if status not in TERMINAL:
             jobs.stop(sid)
-            rows.append(("gpu", False, f"Ray found no free GPU for {cfg.gpus} in {limit_s:.0f} s "
-                         "(another job holds it, or the cluster has none)"))  # fmt: skip
+            add(("gpu", False, f"Ray found no free GPU for {cfg.gpus} in {limit_s:.0f} s "
+                 "(another job holds it, or the cluster has none)"))  # fmt: skip
             return rows
-        rows.append(("gpu", True, f"Ray gave the job {cfg.gpus} GPU(s)"))
+        add(("gpu", True, f"Ray gave the job {cfg.gpus} GPU(s)"))
         logs = jobs.logs(sid)
         said = [ln for ln in logs.splitlines() if ln.startswith("@rltray-probe ")]
         if not said:  # (a failed step after the probe is the step's row, below)
             last = [ln for ln in logs.splitlines() if ln.strip()][-1:] or [status]
-            rows.append(("trainer", False, f"{cfg.python} on {cfg.host} cannot import torch and "
-                         f"rltray's trainer: {last[0].strip()}"))  # fmt: skip
+            add(("trainer", False, f"{cfg.python} on {cfg.host} cannot import torch and "
+                 f"rltray's trainer: {last[0].strip()}"))  # fmt: skip
             return rows
         found = json.loads(said[-1].split(" ", 1)[1])
         cuda = f"sees {found['gpus']} GPU(s)" if found["cuda"] else "not available"
-        rows.append(("trainer", True, f"torch {found['torch']}, CUDA {cuda}"))
-        rows.append(step_row(logs, cfg.host))
+        add(("trainer", True, f"torch {found['torch']}, CUDA {cuda}"))
+        add(step_row(logs, cfg.host))
     except RemoteError as exc:
-        rows.append(("ssh" if not rows else "ray", False, str(exc)))
+        add(("ssh" if not rows else "ray", False, str(exc)))
     finally:
         if conn is not None:
             conn.close()
     return rows
 
 
-def step_row(logs: str, host: str) -> tuple[str, bool, str]:
+def step_row(logs: str, host: str) -> Row:
     """The tiny training step's row, from envcheck's JSON line in the job's log."""
     result: dict[str, Any] = {}
     for line in logs.splitlines():
