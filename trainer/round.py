@@ -58,7 +58,7 @@ class Round:
     started: float
     guard: Guard = field(init=False)
     #: Sequences per forward pass: ``hyper.batch_size``, or fewer where the backend says
-    #: that many would not fit (``Backend.sequences_per_pass``; set by :func:`train`).
+    #: that many would not fit (``Backend.sequences_per_pass``; 0: ``hyper.batch_size``).
     sequences: int = 0
 
     @property

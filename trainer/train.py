@@ -114,19 +114,20 @@ def train(
     )
     drift = DriftSet.of(enc, kept, held_enc, held_kept, job, examples, heldout)
     drift.keep_references(backend)
+    width = max(len(e.input_ids) for e in [*(enc[i] for i in kept),
+                                            *(held_enc[i] for i in held_kept)])
+    sequences = backend.sequences_per_pass(width, int(hyper.batch_size))
+    if sequences < int(hyper.batch_size):
+        emit({"type": "log", "message": f"{sequences} sequence(s) per forward pass, not "
+              f"batch_size {hyper.batch_size}: on this CPU a batch's activations would not "
+              "fit the memory budget, and batching buys a CPU no speed"})  # fmt: skip
     rnd = Round(
         backend=backend, job=job, hyper=hyper, objective=objective, examples=examples,
         heldout=heldout,
         enc=enc, kept=kept, held_enc=held_enc, held_kept=held_kept, pad_id=pad_id,
         data_hash=data_hash, drift=drift, emit=emit, should_stop=should_stop, started=started,
+        sequences=sequences,
     )  # fmt: skip
-    width = max(len(e.input_ids) for e in [*(enc[i] for i in kept),
-                                            *(held_enc[i] for i in held_kept)])
-    rnd.sequences = backend.sequences_per_pass(width, int(hyper.batch_size))
-    if rnd.sequences < int(hyper.batch_size):
-        emit({"type": "log", "message": f"{rnd.sequences} sequence(s) per forward pass, not "
-              f"batch_size {hyper.batch_size}: on this CPU a batch's activations would not "
-              "fit the memory budget, and batching buys a CPU no speed"})  # fmt: skip
     state = _resume_or_start(rnd)
     if state is None:
         return Outcome("paused", checkpoint=None)
