@@ -13,6 +13,8 @@ import pytest
 from rltray.app.cli import main
 from rltray.app.errors import ExitCode
 
+from tests.support.spoolfiles import spool_turn as spool_record
+
 
 def cli(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
@@ -24,27 +26,7 @@ def spool_turn(
     home: Path, turn: str, prompt: str, response: str, agent: str = "claude-code"
 ) -> None:
     """Drop a hook record exactly as the hook program would leave it."""
-    incoming = home / "spool" / "incoming"
-    incoming.mkdir(parents=True, exist_ok=True)
-    record = {
-        "v": 1,
-        "kind": "turn",
-        "agent": agent,
-        "session": "s1",
-        "turn": turn,
-        "prompt": prompt,
-        "response": response,
-        "context": [],
-        "cwd": "/tmp",
-        "model": None,
-        "captured_at": "2026-11-22T10:00:00Z",
-        "event": "stop",
-    }
-    name = f"{time.time_ns():020d}-{os.getpid()}-{turn[:8]:>8}.json"
-    # as the hook does: complete under another name, then renamed (a running service's
-    # watcher must never read a half-written record)
-    (incoming / f".{name}.tmp").write_text(json.dumps(record))
-    (incoming / f".{name}.tmp").rename(incoming / name)
+    spool_record(home, turn, response, prompt=prompt, agent=agent, cwd="/tmp", model=None)
 
 
 @pytest.fixture

@@ -26,18 +26,7 @@ from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
     notification_server_fixture,
     session_bus_fixture,
 )
-
-
-def spool(home: Path, turn: str, response: str, **extra: object) -> None:
-    incoming = home / "spool" / "incoming"
-    incoming.mkdir(parents=True, exist_ok=True)
-    record = {"v": 1, "kind": "turn", "agent": "codex", "session": "s1", "turn": turn,
-              "prompt": "p", "response": response, "context": [], "cwd": "/work/shop",
-              "captured_at": "2026-11-22T10:00:00Z", "event": "stop", **extra}  # fmt: skip
-    name = f"{time.time_ns():020d}-{os.getpid()}-{turn:>8}.json"
-    temp = incoming / f".{name}.tmp"  # hidden, as the hook names it: ingest never takes it
-    temp.write_text(json.dumps(record))
-    temp.rename(incoming / name)
+from tests.support.spoolfiles import spool_turn as spool
 
 
 @pytest.fixture

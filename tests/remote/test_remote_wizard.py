@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from rltray.app import secrets as keyring_secrets
 from rltray.web.app import create_app
-from rltray.web.security import COOKIE, Guard
+from rltray.web.security import Guard
 from rltray.web.server import WebServer
 
-from tests.web.webtesting import chromium_page, missing_chromium, post_json
+from tests.web.webtesting import chromium_page, missing_chromium, post_json, signed_in
 
 SHOTS = Path(__file__).resolve().parents[1] / "web" / "screenshots"
 
@@ -29,10 +29,7 @@ def client(runtime: Any) -> Any:
     guard = Guard()
     app = create_app(runtime, guard=guard)
     app.config["TESTING"] = True
-    c = app.test_client()
-    assert c.get(f"/launch/{guard.launch_token('')}").status_code == 303
-    c.csrf = guard.csrf_for(c.get_cookie(COOKIE).value)
-    return c
+    return signed_in(app, guard)
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from rltray.app.service import Service
 from rltray.web.app import create_app
-from rltray.web.security import COOKIE, Guard
+from rltray.web.security import Guard
 
-from tests.web.webtesting import LLAMA_SHOW
+from tests.web.webtesting import LLAMA_SHOW, signed_in
 
 
 @pytest.fixture
@@ -42,11 +42,7 @@ def anonymous(app: Any) -> Any:
 @pytest.fixture
 def client(app: Any, guard: Guard) -> Any:
     """A client signed in through a launch URL; JSON posts carry the CSRF header."""
-    c = app.test_client()
-    launch = c.get(f"/launch/{guard.launch_token('')}")
-    assert launch.status_code == 303
-    c.csrf = guard.csrf_for(c.get_cookie(COOKIE).value)
-    return c
+    return signed_in(app, guard)
 
 
 @pytest.fixture

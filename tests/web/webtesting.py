@@ -7,6 +7,17 @@ from contextlib import contextmanager
 from typing import Any
 
 
+def signed_in(app: Any, guard: Any) -> Any:
+    """A test client signed in through a launch URL, as the window is; ``client.csrf`` is
+    the header :func:`post_json` sends."""
+    from rltray.web.security import COOKIE
+
+    client = app.test_client()
+    assert client.get(f"/launch/{guard.launch_token('')}").status_code == 303
+    client.csrf = guard.csrf_for(client.get_cookie(COOKIE).value)
+    return client
+
+
 def post_json(client: Any, url: str, body: Any = None, **kw: Any) -> Any:
     headers = {"X-CSRF-Token": client.csrf, **kw.pop("headers", {})}
     return client.post(url, json=body, headers=headers, **kw)
