@@ -180,7 +180,8 @@ def cmd_hooks(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.cli import hooks as hookscli
 
     return hookscli.run(ctx, args.action, args.agent, lessons_file=args.lessons_file,
-                       accept=args.accept_conversation_access)
+                       accept=args.accept_conversation_access,
+                       reply_buttons=args.reply_buttons)
 
 
 def cmd_doctor(ctx: Context, args: argparse.Namespace) -> int:
@@ -274,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--accept-conversation-access", action="store_true",
         help="install: let rltray's OpenClaw plugin see every run's messages (what that "
         "means is said before anything is installed)",
+    )
+    p.add_argument(
+        "--reply-buttons", choices=("on", "off"),
+        help="install --agent openclaw: Good/Bad buttons under each reply in Telegram direct "
+        "chats, for the owner and allowlisted senders (default: as before, first install off)",
     )
     p.add_argument(
         "--lessons-file", action="store_true",

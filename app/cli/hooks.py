@@ -13,12 +13,16 @@ if TYPE_CHECKING:
 
 
 def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False,
-        accept: bool = False) -> int:
+        accept: bool = False, reply_buttons: str | None = None) -> int:
     from rltray.app.hooks import registry
 
     if lessons_file and action != "install":
         raise UserError("--lessons-file goes with `rltray hooks install` only "
                         "(uninstall removes the file too).", ExitCode.USAGE)
+    if reply_buttons is not None and (action != "install" or agent_name != "openclaw"):
+        raise UserError("--reply-buttons goes with `rltray hooks install --agent openclaw` "
+                        "only (buttons under replies are an OpenClaw plugin setting).",
+                        ExitCode.USAGE)
     agents = registry.all_agents() if agent_name == "all" else [registry.get(agent_name)]
     service = ctx.service()
     if action == "status":
@@ -28,6 +32,8 @@ def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False,
     for agent in agents:
         if action == "install" and getattr(agent, "consent", None) and agent.detect():
             agent.accepted = accept or _accepts(ctx, agent)  # type: ignore[attr-defined]
+        if reply_buttons is not None:
+            agent.reply_buttons = reply_buttons == "on"  # type: ignore[attr-defined]
         report = (
             agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
         )

@@ -16,12 +16,15 @@ program with one JSON payload on stdin per OpenClaw hook:
   for ``rltray doctor`` (app/hooks/openclaw.py reads ``spool/sessions/openclaw.loaded``).
 - ``rl`` (the plugin's ``/rl`` command, owner and allowlisted senders only): prints
   ``{"text": ...}``, the answer the chat shows; the model never sees the command.
+- ``button`` (a Good/Bad button under a reply, opt-in, Telegram direct chats, owner and
+  allowlisted senders only): rates the turn of the message the button is on, like a
+  reaction but at once; prints ``{"text": ...}``, which tells the plugin to mark the button.
 """
 
 core = None  # capture_core, set by capture_core.agent_events() before any call
 
 AGENT = "openclaw"  # the name the store records (hooks/registry.py)
-EVENTS = ("end", "sent", "react", "rl", "loaded")
+EVENTS = ("end", "sent", "react", "rl", "button", "loaded")
 LOADED = "openclaw.loaded"  # spool/sessions/: when and by which OpenClaw the plugin last loaded
 USAGE = ("rltray: usage: /rl good [comment] | /rl bad [comment] | /rl 1-5 [comment] | /rl undo | "
          "/rl status | /rl lesson <text> | /rl lessons")
@@ -162,17 +165,53 @@ def react(hook, payload):
     hook.save_state(folder, key, known)
     channel = core.text_or_none(payload.get("channel"))
     for _, (emoji, message) in fresh:
-        sub = REACTIONS[emoji]
-        turn = core.text_or_none(messages.get(message))
-        record = {"kind": "command", "agent": hook.agent, "session": session, "command": sub,
-                  "target_turn": turn, "comment": None, "captured_at": core.iso_now(),
-                  "event": "openclaw-react"}
-        if turn is None:  # not remembered here (state pruned): the store knows the message
-            record["target_message"] = f"{channel or ''}:{message}"[:200]
+        # a message not remembered here (state pruned) is found by the store
+        record = _rating_record(hook, session, REACTIONS[emoji], message,
+                                core.text_or_none(messages.get(message)), channel,
+                                "openclaw-react")
         try:
             hook.spool(record)
         except Exception as exc:
             hook.log(f"reaction on msg {message} not recorded: {type(exc).__name__}: {exc}")
+
+
+def _rating_record(hook, session, sub, message, turn, channel, event):
+    """A ``command`` record rating the turn of ``message``: by its run id when this session's
+    state remembers it, else by ``<channel>:<message id>`` for the store to look up."""
+    record = {"kind": "command", "agent": hook.agent, "session": session, "command": sub,
+              "target_turn": turn, "comment": None, "captured_at": core.iso_now(),
+              "event": event}
+    if turn is None:
+        record["target_message"] = f"{channel or ''}:{message}"[:200]
+    return record
+
+
+BUTTONS = {"good": "rltray: rated this answer good.", "bad": "rltray: rated this answer bad.",
+           "undo": "rltray: withdrew this answer's rating."}
+
+
+def button(hook, payload):
+    session = core.session_of(payload, "session")
+    what = payload.get("what")
+    message = core.text_or_none(payload.get("message_id"))
+    if session is None or message is None or what not in BUTTONS:
+        core.write_stdout({"text": "rltray: this button names no answer; nothing rated."})
+        return
+    known, folder = hook.load_state(_messages_key(session))
+    if folder is not None:
+        folder.close()
+    messages = known.get("messages") if isinstance(known.get("messages"), dict) else {}
+    record = _rating_record(hook, session, what, message[:200],
+                            core.text_or_none(messages.get(message)),
+                            core.text_or_none(payload.get("channel")), "openclaw-button")
+    try:
+        hook.spool(record)
+    except Exception as exc:
+        hook.log(f"button on msg {message[:40]} not recorded: {type(exc).__name__}: {exc}")
+        core.write_stdout({"text": "rltray: the rating could not be recorded; run `rltray "
+                                   "doctor`."})
+        return
+    core.write_stdout({"text": BUTTONS[what]})
 
 
 def rl(hook, payload):

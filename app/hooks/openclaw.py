@@ -3,8 +3,9 @@ OpenClaw's own ``plugins install --link``, loaded at gateway start.
 
 The plugin hands ``agent_end``, ``message_sent``, ``before_agent_run`` and its ``/rl``
 command to the same hook program as the other agents (``events_openclaw.py`` reads
-them). Its only setting is that program's argv (``plugins.entries.rltray.config.command``):
-no port, no secret. It needs OpenClaw's conversation access
+them). Its settings are that program's argv (``plugins.entries.rltray.config.command``)
+and, opt-in, ``buttons`` (Good/Bad buttons under replies in Telegram direct chats): no
+port, no secret. It needs OpenClaw's conversation access
 (``plugins.entries.rltray.hooks.allowConversationAccess``), which the user accepts
 knowingly (``CONSENT``; ``rltray hooks install --agent openclaw
 --accept-conversation-access``).
@@ -49,6 +50,12 @@ CONSENT = (
 )
 
 
+BUTTONS_ON = ("Good/Bad buttons go under each reply in Telegram direct chats; only the owner "
+              "and allowlisted senders can press them (`--reply-buttons off` removes them).")
+BUTTONS_OFF = ("No Good/Bad buttons under replies; rate with /rl or a 👍/👎 reaction "
+               "(`--reply-buttons on` adds buttons in Telegram direct chats).")
+
+
 class OpenClaw(Agent):
     name = "openclaw"
     display_name = "OpenClaw"
@@ -57,6 +64,7 @@ class OpenClaw(Agent):
     shell = shellcommand.BASH  # unused: the plugin spawns the hook's argv without a shell
     consent = CONSENT
     accepted = False  # set by `--accept-conversation-access` after the user read CONSENT
+    reply_buttons: bool | None = None  # `--reply-buttons on|off`; None keeps the current choice
 
     def config_home(self) -> Path:
         """``$OPENCLAW_STATE_DIR``, else ``$OPENCLAW_HOME/.openclaw``, else ``~/.openclaw``."""
@@ -86,8 +94,11 @@ class OpenClaw(Agent):
             return report
         state, doc = self._read()
         ours = _entry(doc)
-        wanted = {"enabled": True, "hooks": {"allowConversationAccess": True},
-                  "config": {"command": self.hook_command(paths)}}
+        config: dict[str, Any] = {"command": self.hook_command(paths)}
+        buttons = self.reply_buttons if self.reply_buttons is not None else _buttons_on(ours)
+        if buttons:
+            config["buttons"] = True
+        wanted = {"enabled": True, "hooks": {"allowConversationAccess": True}, "config": config}
         new = copy.deepcopy(doc)
         plugins = _table(new, "plugins")
         _table(plugins, "entries")[PLUGIN_ID] = wanted
@@ -106,6 +117,7 @@ class OpenClaw(Agent):
             report.changed.append(state.path)
         report.lines.append(f"Linked rltray's plugin {PLUGIN_DIR} into {state.path}; it loads "
                             "when the gateway starts (restart a running gateway).")
+        report.lines.append(BUTTONS_ON if buttons else BUTTONS_OFF)
         return report
 
     def uninstall(self, paths: Paths) -> InstallReport:
@@ -162,6 +174,7 @@ class OpenClaw(Agent):
         installed = all(pieces.values()) and isinstance(command, list)
         if installed:
             notes.append(self._loaded_note(paths))
+            notes.append(BUTTONS_ON if config.get("buttons") is True else BUTTONS_OFF)
         plugins = doc.get("plugins") if isinstance(doc.get("plugins"), dict) else {}
         disabled = plugins.get("enabled") is False
         if disabled:
@@ -234,6 +247,11 @@ class OpenClaw(Agent):
             raise HookInstallError(f"`openclaw {' '.join(args[:2])}` failed ({tail[:400]}); "
                                    f"rltray could not {what}.")
         return done.stdout
+
+
+def _buttons_on(entry: dict[str, Any] | None) -> bool:
+    config = (entry or {}).get("config")
+    return isinstance(config, dict) and config.get("buttons") is True
 
 
 def _table(doc: dict[str, Any], key: str) -> dict[str, Any]:

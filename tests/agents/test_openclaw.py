@@ -6,7 +6,8 @@ plugin goes in through `rltray hooks install --agent openclaw`, i.e. OpenClaw's 
 `plugins install --link`, and the tests drive the gateway as a Telegram user would:
 a message becomes a captured turn; `/rl good` rates it, answers in the chat and calls no
 model; a sender outside `allowFrom` cannot rate; a 👎 reaction on an earlier reply, read on
-the sender's next message after a gateway restart, re-rates that turn; uninstall leaves
+the sender's next message after a gateway restart, re-rates that turn; opt-in Good/Bad
+buttons under a reply rate (and un-rate) the turn they are under; uninstall leaves
 `openclaw.json` byte for byte as it was. The tests run in file order and share the gateway.
 
 Slow: the first run installs Node and OpenClaw from npm into ~/.cache/rltray-test-openclaw
@@ -33,7 +34,7 @@ from rltray.app.paths import Paths
 from rltray.app.store import Store
 
 from tests.support import openclaw_install
-from tests.support.openclaw_fakes import FakeModel, FakeTelegram
+from tests.support.openclaw_fakes import FakeModel, FakeTelegram, keyboard_of
 from tests.support.openclaw_gateway import BOT_TOKEN, Gateway, base_config
 
 pytestmark = pytest.mark.slow
@@ -203,6 +204,56 @@ def test_a_reaction_after_a_restart_rates_the_turn_it_targets(world: World) -> N
     assert newer.rating is None
     colour = world.turn("name a colour")
     assert "reaction added" not in colour.prompt  # OpenClaw's note is no part of the task
+
+
+def test_reply_buttons_are_opt_in_and_rate_the_answer_they_are_under(world: World) -> None:
+    assert keyboard_of(world.replies["What is the capital of France?"]) == []  # off by default
+    world.gateway.stop()
+    done = world.rltray_cli("hooks", "install", "--agent", "openclaw",
+                            "--accept-conversation-access", "--reply-buttons", "on")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Good/Bad buttons go under each reply" in done.stdout
+    entry = json.loads(world.gateway.config.read_text())["plugins"]["entries"]["rltray"]
+    assert entry["config"]["buttons"] is True
+    world.gateway.start(world.telegram)
+    reply = world.say("Write a haiku about rain.")
+    rows = keyboard_of(reply)
+    assert [[b["text"] for b in row] for row in rows] == [["👍 Good", "👎 Bad"]], rows
+    good, bad = (b["callback_data"] for b in rows[0])
+    # OpenClaw wraps a presented button's value as tgcb1:<checksum>:<value>
+    assert good.startswith("tgcb1:") and good.split(":", 2)[2] == "rltray:good:agent:main:main"
+    assert bad.split(":", 2)[2] == "rltray:bad:agent:main:main"
+    wait_until(lambda: world.turn("haiku about rain").id, 30, "the haiku turn")
+    calls, commands = world.model.calls, len(spooled(world.rltray, "command"))
+
+    # someone outside allowFrom, pressing the same data in their own chat, rates nothing
+    forged = {**reply, "chat_id": STRANGER}
+    world.telegram.user_press(STRANGER, forged, bad)
+    time.sleep(8)
+    assert len(spooled(world.rltray, "command")) == commands
+    assert world.turn("haiku about rain").rating is None
+
+    # the owner's 👎: the turn under the button is rated bad, the button marked, no model call
+    edits = len(world.telegram.edits)
+    world.telegram.user_press(OWNER, reply, bad)
+    edit = world.telegram.wait_edit(reply["message_id"], edits, 60)
+    marked = [[b["text"] for b in row] for row in keyboard_of(edit)]
+    assert marked == [["👍 Good", "✓ 👎 Bad"]], marked
+    turn = wait_until(lambda: (t := world.turn("haiku about rain")).rating is not None and t,
+                      30, "the bad rating")
+    assert turn.rating.value == -1 and turn.rating.source == "agent"
+    assert world.turn("name a colour").rating is None  # only the turn under the button
+    assert world.model.calls == calls
+
+    # pressing the marked button again withdraws the rating and unmarks it
+    undo = keyboard_of(edit)[0][1]["callback_data"]
+    assert undo == "rltray:undo:agent:main:main"  # the plugin's own edit: not wrapped
+    edits = len(world.telegram.edits)
+    world.telegram.user_press(OWNER, {**reply, "params": {"reply_markup": edit["reply_markup"]}},
+                              undo)
+    edit = world.telegram.wait_edit(reply["message_id"], edits, 60)
+    assert [[b["text"] for b in row] for row in keyboard_of(edit)] == [["👍 Good", "👎 Bad"]]
+    wait_until(lambda: world.turn("haiku about rain").rating is None, 30, "the undo")
 
 
 def test_uninstall_restores_openclaw_json_byte_for_byte(world: World) -> None:

@@ -122,7 +122,8 @@ def test_build_command_is_the_documented_argv(tmp_path: Path) -> None:
     assert capture_core.known_events() == [
         "claude-stop", "claude-prompt", "claude-expand", "claude-start", "codex-stop",
         "codex-prompt", "codex-notify", "codex-start",
-        "openclaw-end", "openclaw-sent", "openclaw-react", "openclaw-rl", "openclaw-loaded",
+        "openclaw-end", "openclaw-sent", "openclaw-react", "openclaw-rl", "openclaw-button",
+        "openclaw-loaded",
     ]
 
 

@@ -117,6 +117,36 @@ def test_a_reaction_the_hook_forgot_is_placed_by_the_store(rltray_home: Path) ->
     assert ingest(rltray_home)["First?"].rating.value == 1
 
 
+def test_a_reply_button_rates_and_unrates_the_turn_of_its_message(rltray_home: Path) -> None:
+    run(rltray_home, "end", end("run-1", "First?", "One."))
+    run(rltray_home, "sent", {"session": SESSION, "run": "run-1", "message_id": "101",
+                              "channel": "telegram"})
+    run(rltray_home, "end", end("run-2", "Second?", "Two."))
+
+    def press(what: str, message: str = "101") -> str:
+        return json.loads(run(rltray_home, "button", {
+            "session": SESSION, "what": what, "message_id": message,
+            "channel": "telegram"}))["text"]
+
+    assert press("good") == "rltray: rated this answer good."
+    turns = ingest(rltray_home)
+    assert turns["First?"].rating.value == 1 and turns["Second?"].rating is None
+    assert press("bad") == "rltray: rated this answer bad."
+    assert ingest(rltray_home)["First?"].rating.value == -1
+    assert press("undo") == "rltray: withdrew this answer's rating."
+    assert ingest(rltray_home)["First?"].rating is None
+    # bad input: an unknown action rates nothing and says so
+    assert press("train") == "rltray: this button names no answer; nothing rated."
+    assert [c["command"] for c in records(rltray_home, "command")] == []  # all ingested
+    # a message the hook does not remember is placed by the store, as a reaction's is
+    for state in (rltray_home / "spool" / "sessions").glob("openclaw-*.json"):
+        state.unlink()
+    assert press("bad") == "rltray: rated this answer bad."
+    [command] = records(rltray_home, "command")
+    assert command["target_message"] == "telegram:101" and command["event"] == "openclaw-button"
+    assert ingest(rltray_home)["First?"].rating.value == -1
+
+
 def test_an_rl_prompt_or_a_reaction_line_is_no_part_of_a_turn(rltray_home: Path) -> None:
     run(rltray_home, "end", end("run-1", "/rl good", "I was asked to rate."))
     run(rltray_home, "end", end(
@@ -143,8 +173,20 @@ def test_the_gateway_loading_the_plugin_is_what_doctor_reports(rltray_home: Path
     assert status.commands == [[*command, "openclaw-end"]]
     assert "No OpenClaw gateway has loaded rltray's plugin yet" in status.notes[0]
     run(rltray_home, "loaded", {"version": "2026.9.6"})
-    [note] = agent.status(paths).notes
+    note, buttons = agent.status(paths).notes
     assert note.startswith("Plugin loaded by the gateway at ") and note.endswith(
         "(OpenClaw 2026.9.6).")
+    assert buttons.startswith("No Good/Bad buttons under replies")  # opt-in: off here
     run(rltray_home, "loaded", {"version": "2027.1.1"})
     assert "newer than the versions rltray was verified with" in agent.status(paths).notes[0]
+
+
+def test_reply_buttons_are_an_openclaw_install_setting_only(rltray_home: Path) -> None:
+    from rltray.app.errors import ExitCode
+
+    from tests.app.test_cli import cli
+
+    for argv in (("install", "--agent", "codex"), ("uninstall", "--agent", "openclaw"),
+                 ("install",)):
+        code, _, err = cli("hooks", *argv, "--reply-buttons", "on")
+        assert code == ExitCode.USAGE and "--reply-buttons goes with" in err, (argv, err)

@@ -141,6 +141,9 @@ class FakeTelegram(_Server):
         self.next_update = 1
         self.next_message = 100
         self.sent: list[dict[str, Any]] = []  # every message the bot sent, with its id
+        self.edits: list[dict[str, Any]] = []  # every editMessageReplyMarkup
+        self.answered: list[str] = []  # callback query ids answered (answerCallbackQuery)
+        self.next_callback = 900
         self.calls: list[str] = []
         self.polls = 0
         super().__init__(_TelegramHandler)
@@ -171,6 +174,45 @@ class FakeTelegram(_Server):
                 "date": int(time.time()), "old_reaction": [],
                 "new_reaction": [{"type": "emoji", "emoji": emoji}]}})
 
+    def user_press(self, user_id: int, message: dict[str, Any], data: str,
+                   name: str = "Ada") -> str:
+        """Queue a ``callback_query``: ``user_id`` presses the inline button carrying
+        ``data`` under ``message`` (a record of :attr:`sent`); returns the query's id."""
+        with self.cond:
+            self.next_callback += 1
+            query = str(self.next_callback)
+            chat = {"id": message["chat_id"], "type": "private", "first_name": name}
+            shown = {"message_id": message["message_id"], "date": int(time.time()),
+                     "chat": chat, "text": message["text"],
+                     "from": {"id": self.BOT_ID, "is_bot": True, "first_name": "rltray test bot"}}
+            markup = keyboard_of(message)
+            if markup:
+                shown["reply_markup"] = {"inline_keyboard": markup}
+            self._queue({"callback_query": {
+                "id": query, "chat_instance": f"ci{message['chat_id']}", "data": data,
+                "from": {"id": user_id, "is_bot": False, "first_name": name},
+                "message": shown}})
+            return query
+
+    def wait_edit(self, message_id: int, after: int, timeout: float) -> dict[str, Any]:
+        """The first ``editMessageReplyMarkup`` of ``message_id`` with an index >= ``after``."""
+        return self._wait_for(self.edits, after, timeout, f"no button edit of {message_id}",
+                              lambda edit: int(edit.get("message_id") or 0) == message_id)
+
+    def _wait_for(self, items: list[dict[str, Any]], after: int, timeout: float, none: str,
+                  match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first of ``items[after:]`` that ``match``es, waiting up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for item in items[after:]:
+                    if match(item):
+                        return item
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{none} in {timeout} s; calls: {self.calls[-20:]}")
+                self.cond.wait(left)
+
     def _queue(self, update: dict[str, Any]) -> None:
         self.updates.append({"update_id": self.next_update, **update})
         self.next_update += 1
@@ -178,17 +220,8 @@ class FakeTelegram(_Server):
 
     def wait_sent(self, chat_id: int, after: int, timeout: float) -> dict[str, Any]:
         """The first message the bot sent to ``chat_id`` with an index >= ``after``."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for message in self.sent[after:]:
-                    if message["chat_id"] == chat_id:
-                        return message
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"the bot sent nothing to {chat_id} in {timeout} s; "
-                                       f"calls: {self.calls[-20:]}")
-                self.cond.wait(left)
+        return self._wait_for(self.sent, after, timeout, f"the bot sent nothing to {chat_id}",
+                              lambda message: message["chat_id"] == chat_id)
 
     def wait_polling(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -229,6 +262,15 @@ class FakeTelegram(_Server):
             return {"message_id": int(params.get("message_id") or 0), "date": int(time.time()),
                     "chat": {"id": int(params.get("chat_id") or 0), "type": "private"},
                     "text": params.get("text") or ""}
+        if method == "editMessageReplyMarkup":
+            with self.cond:
+                self.edits.append(params)
+                self.cond.notify_all()
+            return True
+        if method == "answerCallbackQuery":
+            with self.cond:
+                self.answered.append(str(params.get("callback_query_id")))
+            return True
         if method == "getMyCommands":
             return []
         if method == "getChat":
@@ -271,3 +313,13 @@ class _TelegramHandler(BaseHTTPRequestHandler):
 
     do_GET = _route
     do_POST = _route
+
+
+def keyboard_of(record: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The inline keyboard a sent message or a button edit carries (rows of buttons): the
+    Bot API takes ``reply_markup`` as an object or, in a form body, as a JSON string."""
+    markup = record.get("params", record).get("reply_markup")
+    if isinstance(markup, str):
+        markup = json.loads(markup)
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    return rows if isinstance(rows, list) else []

@@ -74,6 +74,48 @@ function newContext(messages) {
 
 const channelOf = (ctx) => ctx?.channel || ctx?.channelId || ctx?.messageProvider || null;
 
+// Opt-in Good/Bad buttons under replies (`rltray hooks install --agent openclaw --reply-buttons
+// on`): Telegram only (the channel whose callbacks this was verified with), direct chats only.
+// A button's callback data is `rltray:<what>:<session key>`: the hook finds the turn of the
+// message the button is on through that session's state. Telegram allows 64 bytes, and
+// OpenClaw wraps a presented button's value as `tgcb1:<checksum>:<value>` (12 bytes more);
+// a longer session key is left out, and the store then finds the turn by the message id.
+const NAMESPACE = "rltray";
+const VALUE_MAX = 64 - 12;
+const BUTTON_CHANNELS = new Set(["telegram"]);
+const LABELS = { good: "👍 Good", bad: "👎 Bad" };
+
+// A group's session key names it (`…:group:…`, `…:channel:…`), and Telegram group chat ids
+// are negative: anything else OpenClaw routes as a direct chat.
+function isDirect(ctx) {
+  const key = String(ctx?.sessionKey || "");
+  if (/:(group|channel|supergroup):/.test(key)) return false;
+  return !String(ctx?.conversationId || "").trim().startsWith("-");
+}
+
+function callbackValue(action, session) {
+  const full = `${NAMESPACE}:${action}:${session}`;
+  return Buffer.byteLength(full, "utf8") <= VALUE_MAX ? full : `${NAMESPACE}:${action}`;
+}
+
+// The keyboard: one row, the chosen rating marked; pressing it again withdraws the rating.
+function ratingButtons(session, chosen) {
+  return [["good", "bad"].map((what) => ({
+    text: what === chosen ? `✓ ${LABELS[what]}` : LABELS[what],
+    callback_data: callbackValue(what === chosen ? "undo" : what, session),
+  }))];
+}
+
+function withButtons(payload, session) {
+  const buttons = ratingButtons(session, null)[0].map((b) => ({
+    label: b.text, action: { type: "callback", value: b.callback_data },
+  }));
+  const presentation = payload?.presentation && Array.isArray(payload.presentation.blocks)
+    ? payload.presentation : { blocks: [] };
+  return { ...payload, presentation: { ...presentation,
+    blocks: [...presentation.blocks, { type: "buttons", buttons }] } };
+}
+
 export default {
   id: "rltray",
   name: "rltray",
@@ -135,6 +177,8 @@ export default {
       });
     });
 
+    if (api.pluginConfig?.buttons === true) registerButtons(api, command);
+
     // `/rl good|bad|undo|status`: answered by the hook, never sent to the model, and only
     // for the owner or allowlisted senders (requireAuth: OpenClaw refuses anyone else).
     api.registerCommand({
@@ -157,3 +201,42 @@ export default {
     });
   },
 };
+
+function registerButtons(api, command) {
+  // A final reply in a direct chat gets the two buttons; a tool or block reply, a group, a
+  // reply OpenClaw cannot tie to a session, or a channel not verified gets none.
+  api.on("reply_payload_sending", async (event, ctx) => {
+    const channel = event?.channel || ctx?.channelId;
+    const session = event?.sessionKey || ctx?.sessionKey;
+    if (!BUTTON_CHANNELS.has(channel) || !session || event?.kind !== "final" || !isDirect(ctx)) {
+      return;
+    }
+    return { payload: withButtons(event.payload, session) };
+  });
+
+  // A press: only the owner or an allowlisted sender, only in a direct chat. The rating
+  // goes to the turn of the message the button is on, through the hook like `/rl`.
+  api.registerInteractiveHandler({
+    channel: "telegram",
+    namespace: NAMESPACE,
+    handler: async (ctx) => {
+      const payload = String(ctx?.callback?.payload || "");
+      const at = payload.indexOf(":");
+      const what = at < 0 ? payload : payload.slice(0, at);
+      const session = at < 0 ? "" : payload.slice(at + 1);
+      if (!["good", "bad", "undo"].includes(what)) return { handled: true };
+      if (ctx.isGroup || !ctx.auth?.isAuthorizedSender) return { handled: true };
+      const out = await runHook(command, "button", {
+        session: session || `telegram:${ctx.callback.chatId}`,
+        what,
+        message_id: String(ctx.callback.messageId),
+        channel: "telegram",
+        sender: ctx.senderId || null,
+      });
+      if (!/^rltray: (rated|withdrew)/.test(answerOf(out))) return { handled: true };
+      const rows = ratingButtons(session, what === "undo" ? null : what);
+      await ctx.respond.editButtons({ buttons: rows }).catch(() => {});
+      return { handled: true };
+    },
+  });
+}
