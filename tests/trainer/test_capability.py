@@ -225,6 +225,17 @@ def test_mlx_greedy_answers_as_torch_does(tiny_model_dir: Path, tmp_path: Path) 
     mlx_backend.set_lora_state({k: np.full(v.shape, 0.3, np.float32) for k, v in state.items()})
     stop = capability.stop_ids(torch_backend.tokenizer)
     assert mlx_backend.greedy([prompt], 16, stop) == torch_backend.greedy([prompt], 16, stop)
+    # a batch (left-padded: the prompts differ in length) answers as one at a time does
+    longer = prompt + prompt[-3:]
+    alone = mlx_backend.greedy([longer], 16, set())
+    both = mlx_backend.greedy([prompt, longer], 16, set())
+    assert both[1] == alone[0] and both == torch_backend.greedy([prompt, longer], 16, set())
+    # a stop token ends its row, is kept, and leaves the other row running
+    first = both[0]
+    cut = first[: first.index(first[2]) + 1]
+    assert mlx_backend.greedy([prompt, longer], 16, {first[2]})[0] == cut
+    # with the LoRA on, the adapter answers
+    assert mlx_backend.greedy([prompt], 16, set(), adapter=True) != [first]
 
 
 def test_the_tiny_test_profile_turns_the_check_off_and_says_so() -> None:

@@ -362,26 +362,29 @@ class MlxBackend(Backend):
 
     def greedy(self, prompts: list[list[int]], max_new_tokens: int, stop: set[int],
                adapter: bool = False) -> list[list[int]]:
-        """Greedy answers with mlx-lm's prompt cache, one prompt at a time."""
-        return [self._greedy_one(p, max_new_tokens, stop, adapter) for p in prompts]
+        """Greedy answers to all prompts at once, through mlx-lm's ``BatchGenerator``
+        (left-padded prefill, one decoding step for every row at a time). On a CPU a
+        decoding step of a small model costs about as much for 8 rows as for 1, so the
+        gate's 16 answers cost about two answers' time instead of sixteen."""
+        from mlx_lm.generate import BatchGenerator
 
-    def _greedy_one(self, prompt_ids: list[int], max_new_tokens: int, stop: set[int],
-                    adapter: bool) -> list[int]:
-        import mlx.core as mx
-        from mlx_lm.models.cache import make_prompt_cache
-
+        if not prompts or int(max_new_tokens) < 1:
+            return [[] for _ in prompts]
         self.model.eval()
-        out: list[int] = []
+        rows = len(prompts)
         with self._adapter_context(adapter):
-            cache = make_prompt_cache(self.model)
-            logits = self.model(mx.array([list(prompt_ids)], dtype=mx.int32), cache=cache)
-            for _ in range(int(max_new_tokens)):
-                token = int(mx.argmax(logits[0, -1]).item())
-                out.append(token)
-                if token in stop:
-                    break
-                logits = self.model(mx.array([[token]], dtype=mx.int32), cache=cache)
-        return out
+            gen = BatchGenerator(self.model, max_tokens=int(max_new_tokens),
+                                 stop_tokens=[[t] for t in sorted(stop)] or None,
+                                 completion_batch_size=rows, prefill_batch_size=rows)
+            try:
+                uids = gen.insert([list(p) for p in prompts], [int(max_new_tokens)] * rows)
+                answers: dict[int, list[int]] = {uid: [] for uid in uids}
+                while responses := gen.next_generated():
+                    for r in responses:  # a stop token ends its row and is kept, as on torch
+                        answers[r.uid].append(int(r.token))
+            finally:
+                gen.close()
+        return [answers[uid] for uid in uids]
 
     def kl_to_base(self, texts: list[str]) -> float:
         import mlx.core as mx
