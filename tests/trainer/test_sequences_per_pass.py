@@ -49,3 +49,52 @@ def test_one_sequence_a_pass_trains_the_same_adapter(
     assert a.keys() == b.keys()
     for key in a:
         np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One sequence a pass either way; over the share of the machine's memory the decoder
+    blocks keep only their inputs and are run again in the backward (each checkpointed
+    call is counted), and the adapter comes out the same."""
+    import torch.utils.checkpoint
+
+    monkeypatch.setattr(torch_peft, "CPU_ACTIVATION_BUDGET", 1)
+    kept, _ = run_round(make_job(tmp_path / "kept", tiny_model_dir))
+    monkeypatch.setattr(torch_peft, "RECOMPUTE_SHARE", 0)  # any sequence is over the line
+    calls = []
+    real = torch.utils.checkpoint.checkpoint
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(kwargs.get("use_reentrant"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", counted)
+    recomputed, _ = run_round(make_job(tmp_path / "recomputed", tiny_model_dir))
+    assert kept.status == recomputed.status == "done"
+    assert calls and set(calls) == {False}  # every block of every training pass
+    from safetensors.numpy import load_file
+
+    a = load_file(str(Path(kept.result.adapter) / "adapter_model.safetensors"))
+    b = load_file(str(Path(recomputed.result.adapter) / "adapter_model.safetensors"))
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-8, err_msg=key)
+    _, _, backend, _, _ = setup_round(make_job(tmp_path / "j", tiny_model_dir))
+    monkeypatch.setattr(torch_peft, "RECOMPUTE_SHARE", 1 / 4)
+    assert not backend.recomputes(96)  # a tiny model keeps everything on any machine
+    backend._available_at_start = 4 * backend._activation_bytes(96) - 1  # a tight machine
+    assert backend.recomputes(96) and not backend.recomputes(95)
+    monkeypatch.setenv("RLTRAY_TRAINER_RECOMPUTE", "0")  # the user's word decides
+    assert not backend.recomputes(96)
+    monkeypatch.setenv("RLTRAY_TRAINER_RECOMPUTE", "1")
+    assert backend.recomputes(2)
+    # only the blocks' own flags change for the pass, and they are put back after it
+    model = backend.model
+    model.eval()
+    off = torch_peft._recompute_blocks(model, True)
+    blocks = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False)]
+    assert len(blocks) == model.config.num_hidden_layers
+    assert all(b.training for b in blocks) and not model.training
+    assert not any(m.training for b in blocks for m in b.modules() if m is not b)  # no dropout
+    off()
+    assert not any(getattr(b, "gradient_checkpointing", False) or b.training for b in blocks)

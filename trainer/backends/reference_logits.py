@@ -38,20 +38,14 @@ import numpy as np
 #: leaves that room on any machine the trainer runs on.
 BUDGET_SHARE = 1 / 16
 
-#: Where psutil cannot say: the budget of a machine with 4 GiB available.
-FALLBACK_BUDGET_BYTES = 256 * 2**20
-
 KINDS = ("base", "parent")
 
 
 def budget_bytes() -> int:
     """Bytes the store may hold: :data:`BUDGET_SHARE` of the memory available now."""
-    try:
-        import psutil
+    from .machine_memory import available_bytes
 
-        return int(psutil.virtual_memory().available * BUDGET_SHARE)
-    except Exception:  # psutil missing or the OS did not answer: a small safe budget
-        return FALLBACK_BUDGET_BYTES
+    return int(available_bytes() * BUDGET_SHARE)
 
 
 def row_key(ids: np.ndarray) -> bytes:

@@ -47,6 +47,10 @@ ACTIVATION_BYTES = 128
 #: sequence of 300 tokens is ~0.66 GB, so such a model trains one sequence at a time; a
 #: tiny test model (hidden 64, 2 layers) keeps its batch of 4.
 CPU_ACTIVATION_BUDGET = 256 * 2**20
+#: Where one sequence alone would keep more than this share of the memory available at
+#: the round's start, the decoder blocks recompute their insides in the backward
+#: (:meth:`TorchPeftBackend.recomputes`) and keep only each block's input.
+RECOMPUTE_SHARE = 1 / 4
 
 CHECKPOINT_FILE = "torch_backend.pt"
 
@@ -70,6 +74,7 @@ class TorchPeftBackend(Backend):
         self.autocast = False  # bf16 matmuls on a capable CPU (torch_setup.cpu_autocast)
         self._logits_to_keep: bool | None = None
         self._split: tuple[Any, Any] | bool | None = False  # False: not checked yet
+        self._available_at_start: int | None = None  # machine memory, read at the first pass
 
     # ---- loading -------------------------------------------------------------------
 
@@ -98,15 +103,47 @@ class TorchPeftBackend(Backend):
         SmolLM2-135M fp32 (one 16-example step, one thread): batch 4 peaked at 3.08 GB
         RSS, batch 1 at 1.45 GB, step time 40.3 vs 42.1 s. GPUs keep ``wanted``."""
         wanted = max(1, int(wanted))
-        config = getattr(self.model, "config", None)
-        if self.device is None or self.device.type != "cpu" or config is None:
-            return wanted
-        hidden = int(getattr(config, "hidden_size", 0) or 0)
-        layers = int(getattr(config, "num_hidden_layers", 0) or 0)
-        per_sequence = max(1, width) * hidden * layers * ACTIVATION_BYTES
+        per_sequence = self._activation_bytes(width)
         if not per_sequence:
             return wanted
         return max(1, min(wanted, CPU_ACTIVATION_BUDGET // per_sequence))
+
+    def recomputes(self, width: int) -> bool:
+        """Whether a training pass over ``width``-token sequences recomputes each decoder
+        block in the backward (activation checkpointing) instead of keeping its insides:
+        on a CPU, when one sequence alone would keep more than :data:`RECOMPUTE_SHARE` of
+        the memory available at the round's start (read once). It leaves the numbers as
+        they were but costs a second forward of the blocks, which in a LoRA step (no
+        weight gradients) is much of the step: SmolLM2-135M at 300 tokens, one thread,
+        peaked at 1.32-1.40 GB instead of 1.69-1.72 with its step 1.4x as long
+        (bench/README.md, "Recomputing the blocks"). So it is for
+        the machine whose memory would otherwise not hold the round (a 3B model's 512
+        tokens keep ~5.6 GB), not a default. GPUs keep everything.
+        ``RLTRAY_TRAINER_RECOMPUTE=1`` (or ``0``) decides it on any device instead."""
+        import os
+
+        forced = os.environ.get("RLTRAY_TRAINER_RECOMPUTE", "auto").strip().lower()
+        if forced in ("1", "on", "yes", "true"):
+            return True
+        if forced in ("0", "off", "no", "false"):
+            return False
+        needed = self._activation_bytes(width)
+        if not needed:
+            return False
+        if self._available_at_start is None:
+            from .machine_memory import available_bytes
+
+            self._available_at_start = available_bytes()
+        return needed > RECOMPUTE_SHARE * self._available_at_start
+
+    def _activation_bytes(self, width: int) -> int:
+        """One ``width``-token sequence's training activations on a CPU (0 elsewhere)."""
+        config = getattr(self.model, "config", None)
+        if self.device is None or self.device.type != "cpu" or config is None:
+            return 0
+        hidden = int(getattr(config, "hidden_size", 0) or 0)
+        layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+        return max(1, width) * hidden * layers * ACTIVATION_BYTES
 
     @property
     def device_name(self) -> str:
@@ -423,14 +460,22 @@ class TorchPeftBackend(Backend):
         adv: np.ndarray,
         weight: np.ndarray,
     ) -> dict[str, float]:
-        import torch
-        from rltray.trainer.objective import mispo_loss_torch
-
         if float(self.hyper.dropout) > 0:
             self.model.train()
         else:
             self.model.eval()  # no dropout: eval keeps n identical to the o computed in eval
         inputs = self._inputs(batch)
+        recomputed = _recompute_blocks(self.model, self.recomputes(inputs["input_ids"].shape[1]))
+        try:
+            return self._accumulate(batch, inputs, old, base, adv, weight)
+        finally:
+            recomputed()
+
+    def _accumulate(self, batch: Any, inputs: dict[str, Any], old: np.ndarray,
+                    base: np.ndarray, adv: np.ndarray, weight: np.ndarray) -> dict[str, float]:
+        import torch
+        from rltray.trainer.objective import mispo_loss_torch
+
         mask = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         split = self._body_head()
         head_w = getattr(split[1], "weight", None) if split else None
@@ -772,6 +817,38 @@ class _LazyFunction:
 
 
 HeadLogprob = _LazyFunction()
+
+
+def _recompute_blocks(model: Any, on: bool) -> Any:
+    """Turn on Transformers' activation checkpointing for the decoder blocks of ``model``
+    (its ``GradientCheckpointingLayer`` modules) for one training pass; returns the call
+    that turns it off. Why not ``gradient_checkpointing_enable()``: that checkpoints only
+    in training mode, which would also switch on dropout the objective keeps off (the
+    policy's log-probs must match the old ones computed in eval). Only each block's own
+    ``training`` flag is set, which its checkpoint wrapper reads and nothing inside it."""
+    if not on:
+        return lambda: None
+    from functools import partial
+
+    from torch.utils.checkpoint import checkpoint
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    blocks = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    was = [m.__dict__.get("gradient_checkpointing") for m in blocks]
+    for m in blocks:
+        m.gradient_checkpointing = True
+        m._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
+        m.training = True
+
+    def off() -> None:  # each block back in the mode the rest of the model is in now
+        for m, flag in zip(blocks, was, strict=True):
+            m.training = model.training
+            if flag is None:
+                m.__dict__.pop("gradient_checkpointing", None)
+            else:
+                m.gradient_checkpointing = flag
+
+    return off
 
 
 def _cut_at_stop(tokens: list[int], stop: set[int]) -> list[int]:

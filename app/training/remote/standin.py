@@ -55,8 +55,8 @@ STOP_FILE = "stop"
 POLL_S = 1.0
 #: Trainer environment variables passed on to the remote trainer (the stand-in's own
 #: stop channel and parent watch are local matters and stay here).
-PASS_ENV = ("RLTRAY_TRAINER_THREADS", "RLTRAY_TRAINER_BF16", "TOKENIZERS_PARALLELISM",
-            "HF_HUB_OFFLINE", "HF_HOME")  # fmt: skip
+PASS_ENV = ("RLTRAY_TRAINER_THREADS", "RLTRAY_TRAINER_BF16", "RLTRAY_TRAINER_RECOMPUTE",
+            "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "HF_HOME")  # fmt: skip
 
 
 @dataclass(frozen=True)
