@@ -497,7 +497,7 @@ def step_row(model: Path, a: argparse.Namespace, n_mm: int, peak: float | None
     return {"per_step": True, "wall_s": time.time() - t0, "load_s": r["load_s"],
             "step_s": r["step_s"], "tok_s": tok_s, "forward_tok_s": r["forward_tokens_per_s"],
             "gflops_4n": gflops, "of_peak": gflops / peak if peak else None,
-            "peak_rss_gib": r["peak_rss_mb"] / 1024,
+            "peak_rss_gib": r["peak_rss_mb"] / 1024, "recomputes": r.get("recomputes"),
             "extrapolated_32x300_step_s": 32 * 330 / tok_s}
 
 

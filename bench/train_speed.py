@@ -237,6 +237,8 @@ def child_backend(a: argparse.Namespace) -> dict[str, Any]:
         "train_tokens_per_s": b * L / train_s, "step_s": train_s, "peak_rss_mb": peak_rss_mb(),
         "peak_gpu_mb": gpu_mb,
         "lora_params": int(sum(v.size for v in be.lora_state().values())),
+        # whether the blocks were recomputed in the backward (torch: the free memory decides)
+        "recomputes": bool(getattr(be, "recomputes", lambda width: False)(L)),
     }
 
 

@@ -19,15 +19,15 @@ from typing import Any
 
 from rltray.app import basemodel, modelfiles
 
-# The memory a round needs, from measured peaks of the trainer process (torch on a CPU:
-# fp32 weights, bf16 autocast). bench/train_speed.py's steps on Llamas of real shapes:
-# SmolLM2-135M 2.27 GiB, Qwen2.5-0.5B 5.28 GiB, a line of 1.14 GiB + 2.09 x the fp32
-# weights; a whole round on SmolLM2-135M from the tray peaked at 3.31 GiB, the round's
-# other parts (reference log-probs kept from the round start, drift, the gate's greedy
-# answers) adding 1.1 GiB. MLX (bf16 weights) and a GPU need less; this errs high.
-STEP_BASE_GIB = 1.14
-BYTES_PER_PARAM = 4 * 2.09
-ROUND_EXTRA_GIB = 1.2
+# The memory a round needs, from measured peaks of the trainer process (torch on a CPU,
+# fp32 weights; bench/README.md, scale_shapes.py): a whole balanced round on SmolLM2-135M
+# peaked at 1.78 GiB (one sequence a training pass), one training step of a 300-token
+# answer on the Llama-3.2-3B shape at 16.0 GiB (its blocks recomputed, as the trainer does
+# where one sequence's activations would take over a quarter of the free memory), the
+# 1.5B shape's step at 8.97 GiB. A line over the fp32 weights through them, rounded up:
+# 1.3 GiB + 1.4 x the weights. MLX (bf16 weights) and a GPU need less; this errs high.
+BASE_GIB = 1.3
+BYTES_PER_PARAM = 4 * 1.4
 #: the share of the machine's memory a round may take while the user's other work goes on
 FIT_SHARE = 0.8
 
@@ -192,7 +192,7 @@ def _count(params: int) -> str:
 
 def memory_need_bytes(params: int) -> int:
     """The peak memory of a training round on a model of ``params`` parameters (see the top)."""
-    return int((STEP_BASE_GIB + ROUND_EXTRA_GIB) * 2**30 + params * BYTES_PER_PARAM)
+    return int(BASE_GIB * 2**30 + params * BYTES_PER_PARAM)
 
 
 def memory_fit(

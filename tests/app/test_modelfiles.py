@@ -68,8 +68,11 @@ def test_a_tied_embedding_counts_once(tmp_path: Path) -> None:
 
 def test_the_memory_figure_follows_the_measured_peaks() -> None:
     smollm2 = models.memory_fit({"params": 134_515_008}, 24 * 2**30)
-    # a real round on SmolLM2-135M peaked at 3.55 GB (3.31 GiB): the estimate is near it
-    assert 3.2 <= smollm2["need_gib"] <= 3.6 and smollm2["fits"] is True
+    # a real round on SmolLM2-135M peaked at 1.78 GiB: the estimate is near it, above
+    assert 1.8 <= smollm2["need_gib"] <= 2.2 and smollm2["fits"] is True
+    # one step of the Llama-3.2-3B shape measured 16.0 GiB: a 24 GB machine holds its round
+    llama3b = models.memory_fit({"params": 3_212_749_824}, int(23.5 * 2**30))
+    assert 16.0 < llama3b["need_gib"] <= 18.8 and llama3b["fits"] is True
     assert "135 million parameters" in smollm2["message"]
     measured = models.memory_fit(
         {"params": 134_515_008}, 4 * 2**30, {"peak_bytes": int(3.9 * 2**30), "run": "r1"}
@@ -77,4 +80,4 @@ def test_the_memory_figure_follows_the_measured_peaks() -> None:
     assert measured["measured_gib"] == 3.9 and measured["fits"] is False  # 3.9 > 0.8 x 4
     assert "the last round on it measured 3.9 GB" in measured["message"]
     big = models.memory_fit({"params": 7_600_000_000}, 16 * 2**30)
-    assert big["fits"] is False and big["need_gib"] > 50
+    assert big["fits"] is False and big["need_gib"] > 35
