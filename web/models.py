@@ -22,12 +22,14 @@ from rltray.app import basemodel, modelfiles
 # The memory a round needs, from measured peaks of the trainer process (torch on a CPU,
 # fp32 weights; bench/README.md, scale_shapes.py): a whole balanced round on SmolLM2-135M
 # peaked at 1.78 GiB (one sequence a training pass), one training step of a 300-token
-# answer on the Llama-3.2-3B shape at 16.0 GiB (its blocks recomputed, as the trainer does
-# where one sequence's activations would take over a quarter of the free memory), the
-# 1.5B shape's step at 8.97 GiB. A line over the fp32 weights through them, rounded up:
-# 1.3 GiB + 1.4 x the weights. MLX (bf16 weights) and a GPU need less; this errs high.
+# answer on the Llama-3.2-3B shape at 16.0 and 17.7 GiB in two runs (its blocks
+# recomputed, as the trainer does where one sequence's activations would take over a
+# quarter of the free memory), the 1.5B shape's step at 8.97 GiB. A line over the fp32
+# weights through SmolLM2's round and the 3B step plus the ~1 GiB a round adds to a step
+# (reference states, greedy answers): 1.3 GiB + 1.45 x the weights. MLX (bf16 weights) and
+# a GPU need less.
 BASE_GIB = 1.3
-BYTES_PER_PARAM = 4 * 1.4
+BYTES_PER_PARAM = 4 * 1.45
 #: the share of the machine's memory a round may take while the user's other work goes on
 FIT_SHARE = 0.8
 
