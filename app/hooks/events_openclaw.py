@@ -201,7 +201,7 @@ def button(hook, payload):
     if folder is not None:
         folder.close()
     messages = known.get("messages") if isinstance(known.get("messages"), dict) else {}
-    record = _rating_record(hook, session, what, message[:200],
+    record = _rating_record(hook, session, what, message,
                             core.text_or_none(messages.get(message)),
                             core.text_or_none(payload.get("channel")), "openclaw-button")
     try:

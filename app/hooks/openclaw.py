@@ -174,7 +174,7 @@ class OpenClaw(Agent):
         installed = all(pieces.values()) and isinstance(command, list)
         if installed:
             notes.append(self._loaded_note(paths))
-            notes.append(BUTTONS_ON if config.get("buttons") is True else BUTTONS_OFF)
+            notes.append(BUTTONS_ON if _buttons_on(entry) else BUTTONS_OFF)
         plugins = doc.get("plugins") if isinstance(doc.get("plugins"), dict) else {}
         disabled = plugins.get("enabled") is False
         if disabled:
