@@ -1,6 +1,6 @@
 """ReinforceClaw 0.1.0's own training round, inside a child process of the side-by-side.
 
-``train_speed.py --child rc-torch|rc-mlx`` runs :func:`child_rc` (``run_rc`` in
+``train_speed.py --child rc-torch|rc-cuda|rc-mlx`` runs :func:`child_rc` (``run_rc`` in
 ``versus_reinforceclaw.py`` starts it and reads its one JSON line). It lives apart
 from the parent side because everything here runs inside ReinforceClaw's process:
 stand-ins for its device objects and the marks that time its steps.
@@ -23,8 +23,9 @@ def child_rc(a: argparse.Namespace) -> dict[str, Any]:
     database holding the bench's ratings; runs inside its own process with HOME set
     to a temp folder (ReinforceClaw keeps its DB, lock, log and adapters there).
 
-    Two stand-ins, both only about the device, never the training: its CUDA backend
-    object (``torch.cuda`` must exist) is replaced by the same methods on the CPU
+    ``rc-cuda`` runs its own CUDA backend on a GPU, with only the step marks added.
+    Elsewhere two stand-ins, both only about the device, never the training: its CUDA
+    backend object (``torch.cuda`` must exist) is replaced by the same methods on the CPU
     in fp32 with memory from psutil, and its MLX backend's memory query (``vm_stat``
     and ``sysctl``, macOS only) reads psutil on Linux. Step timing: the loop starts
     where it calls ``backend.reset_peak_memory()`` and each step ends at its
@@ -107,6 +108,25 @@ def child_rc(a: argparse.Namespace) -> dict[str, Any]:
         def preferred_dtype(self) -> Any:
             return self.torch.float32
 
+    class TimedCuda(backend_cuda.CUDABackend):
+        """Its real CUDA backend (``rc-cuda``, on a GPU machine) with the same step marks;
+        a step ends once the GPU has finished it, and the peak counts the round start too
+        (its own ``reset_peak_memory`` forgets it at the loop's start)."""
+
+        def reset_peak_memory(self) -> None:
+            marks["gpu_peak_bytes"] = max(marks.get("gpu_peak_bytes", 0),
+                                          int(self.torch.cuda.max_memory_allocated()))
+            marks["loop"] = time.time()
+            next_span()
+            super().reset_peak_memory()
+
+        def memory_snapshot(self) -> dict[str, float]:
+            if marks["loop"] is not None:
+                self.torch.cuda.synchronize()
+                marks["ends"].append(time.time())
+                next_span()
+            return super().memory_snapshot()
+
     class LinuxMlx(Timed, backend_mlx.MLXBackend):
         def hardware(self) -> Any:
             return hardware(backend_mlx.MLXHardware, "cpu", recommended_working_set_bytes=None)
@@ -131,6 +151,8 @@ def child_rc(a: argparse.Namespace) -> dict[str, Any]:
 
         torch.set_num_threads(1)
         rc.CUDABackend = CpuForCuda
+    elif a.child == "rc-cuda":
+        rc.CUDABackend = TimedCuda
     else:
         rc.MLXBackend = LinuxMlx
     rc._make_loss_fn_torch = counted(rc._make_loss_fn_torch)
@@ -138,7 +160,8 @@ def child_rc(a: argparse.Namespace) -> dict[str, Any]:
     rows = json.loads(Path(a.rows).read_text(encoding="utf-8"))
     model = str(Path(a.model).resolve())
     config = rc_presets.pick(rc_profile.detect(model), "balanced")
-    config.update(model=model, compute_backend="cuda" if a.child == "rc-torch" else "mlx",
+    on_torch = a.child in ("rc-torch", "rc-cuda")
+    config.update(model=model, compute_backend="cuda" if on_torch else "mlx",
                   batch_min=len(rows), batch_size=len(rows), steps=len(rows) * a.passes,
                   grad_accum=1, low_priority=False)
     conn = rc_db.connect(Path.home() / ".reinforceclaw" / "reinforceclaw.db")
@@ -169,6 +192,11 @@ def child_rc(a: argparse.Namespace) -> dict[str, Any]:
         labels.update({f"step {n}": "finish", "round start": "round start",
                        "optimizer": "optimizer", "loss_fn": "loss_fn"})
         extra = {"breakdown": breakdown(prof.events(), labels)}
+    if a.child == "rc-cuda":
+        import torch
+
+        marks["gpu_peak_bytes"] = max(marks.get("gpu_peak_bytes", 0),
+                                      int(torch.cuda.max_memory_allocated()))
     return {"result": {k: v for k, v in result.items() if k != "feedback_ids"},
             "threads": torch.get_num_threads() if a.child == "rc-torch" else None,
             "lora_target": config["lora_target"], "lora_rank": config["lora_rank"],

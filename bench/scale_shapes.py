@@ -337,7 +337,7 @@ def _tail(log: Path) -> str:
 def round_rltray(work: Path, model: Path, rows: list[dict[str, Any]], a: argparse.Namespace
                  ) -> dict[str, Any]:
     """One round of ``python -m rltray.trainer job.json`` at ``--threads``, fp32 or bf16."""
-    job = write_job(work, model, rows, "torch", a.passes)
+    job = write_job(work, model, rows, "torch", a.passes, a.device)
     env = {**ONE_THREAD, "RLTRAY_TRAINER_THREADS": str(a.threads),
            "OMP_NUM_THREADS": str(a.threads), "RLTRAY_TRAINER_BF16": a.bf16}
     lines, start, end, code, rss = timed_lines(
@@ -349,7 +349,10 @@ def round_rltray(work: Path, model: Path, rows: list[dict[str, Any]], a: argpars
                 "peak_rss_gib": rss}
     m = done[0]["metrics"]
     peak = m.get("peak_memory_bytes")
+    gpu = [d["value"] for _, d in parsed
+           if d.get("type") == "metric" and d.get("name") == "peak_gpu_memory_bytes"]
     return {"wall_s": end - start, "steps": m["steps"], "loop_s": m["train_seconds"],
+            "gpu_peak_gib": gpu[-1] / 2**30 if gpu else None,
             "guard_s": m["guard_seconds"], "step_s": m["train_seconds"] - m["guard_seconds"],
             "round_start_s": m.get("round_start_s"), "finish_s": m.get("finish_seconds"),
             "peak_rss_gib": peak / 2**30 if peak else rss, "status": done[0].get("status")}
@@ -362,8 +365,9 @@ def round_rc(work: Path, model: Path, rows: list[dict[str, Any]], a: argparse.Na
     shutil.rmtree(work, ignore_errors=True)
     home.mkdir(parents=True)
     (work / "rows.json").write_text(json.dumps(rows), encoding="utf-8")
+    kind = "rc-cuda" if a.device == "cuda" else "rc-torch"
     lines, start, end, code, rss = timed_lines(
-        [sys.executable, train_speed.__file__, "--child", "rc-torch", "--model", str(model),
+        [sys.executable, train_speed.__file__, "--child", kind, "--model", str(model),
          "--rows", str(work / "rows.json"), "--passes", str(a.passes)],
         {"HOME": str(home), **ONE_THREAD}, a.timeout, work / "stderr.log")
     objs = [json.loads(x) for _, x in lines if x.startswith("{")]
@@ -373,13 +377,18 @@ def round_rc(work: Path, model: Path, rows: list[dict[str, Any]], a: argparse.Na
     r = objs[-1]
     if r["result"].get("status") != "trained" or not r["ends"]:
         return {"error": f"not trained: {r['result']}"}
+    gpu = r.get("gpu_peak_bytes")
     return {"wall_s": end - start, "steps": len(r["ends"]), "step_s": r["ends"][-1] - r["loop"],
-            "tokens": r["tokens"], "peak_rss_gib": rss}
+            "tokens": r["tokens"], "peak_rss_gib": rss,
+            "gpu_peak_gib": gpu / 2**30 if gpu else None}
 
 
 def matmul_peak(a: argparse.Namespace, model: Path) -> dict[str, Any]:
-    """torch's best n x n matmul at ``--threads`` in the round's dtype (``train_speed``'s child)."""
+    """torch's best n x n matmul at ``--threads`` in the round's dtype (``train_speed``'s
+    child); on ``--device cuda`` the GPU's bf16 (the trainer's dtype there)."""
     kind = "matmul-torch" if a.bf16 == "0" else "matmul-torch-bf16"
+    if a.device == "cuda":
+        kind = "matmul-torch-cuda"
     return train_speed.spawn(["--child", kind, "--matmul-n", str(a.matmul_n), "--model",
                               str(model)], a.timeout,
                              {"RLTRAY_TRAINER_THREADS": str(a.threads),
@@ -391,6 +400,25 @@ def matmul_peak(a: argparse.Namespace, model: Path) -> dict[str, Any]:
 #: GiB of weights. A forced shape that needs more than the available memory is refused.
 STEP_BASE_GIB = 1.14
 STEP_PER_WEIGHT = 1.36
+
+
+def gpu_fit_line(name: str, d: dict[str, Any]) -> tuple[bool, str, dict[str, Any]]:
+    """On ``--device cuda``: the bf16 weights against the GPU's free memory. The wizard's
+    rule is about a CPU round's RAM, so it is not asked; a shape is tried when its
+    weights take under a third of what the GPU has free (weights, activations and the
+    reference pass's logits stay well inside that on every shape here)."""
+    import torch
+
+    params = n_params(d)
+    free, total = torch.cuda.mem_get_info()
+    info = {"params": params, "bf16_weights_gib": params * 2 / 2**30,
+            "gpu_total_gib": total / 2**30, "gpu_free_gib": free / 2**30,
+            "gpu": torch.cuda.get_device_name()}
+    fits = 3 * params * 2 <= free
+    text = (f"{name}: {params / 1e9:.3f}B parameters, bf16 weights "
+            f"{info['bf16_weights_gib']:.2f} GiB; {info['gpu']} with {info['gpu_free_gib']:.1f} "
+            f"of {info['gpu_total_gib']:.1f} GiB free: " + ("fits" if fits else "does NOT fit"))
+    return fits, text, info
 
 
 def fit_line(name: str, d: dict[str, Any]) -> tuple[bool, str, dict[str, Any]]:
@@ -418,16 +446,16 @@ def run_shape(name: str, a: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     d = SHAPES[name]
-    fits, text, info = fit_line(name, d)
+    fits, text, info = (gpu_fit_line if a.device == "cuda" else fit_line)(name, d)
     print(text, flush=True)
     row: dict[str, Any] = {"shape": name, **info, "wizard_fits": fits}
     if not fits and not a.force and not a.no_train:
         row["skipped"] = "the wizard's estimate does not fit (--force measures it anyway)"
         print(f"  skipped: {row['skipped']}", flush=True)
         return row
-    step_gib = STEP_BASE_GIB + STEP_PER_WEIGHT * info["fp32_weights_gib"]
+    step_gib = STEP_BASE_GIB + STEP_PER_WEIGHT * info.get("fp32_weights_gib", 0.0)
     row["step_estimate_gib"] = step_gib
-    if not a.no_train and step_gib > info["available_gib"]:
+    if not a.no_train and a.device == "cpu" and step_gib > info["available_gib"]:
         row["skipped"] = (f"one fp32 step needs about {step_gib:.1f} GiB ({STEP_BASE_GIB} + "
                           f"{STEP_PER_WEIGHT} x {info['fp32_weights_gib']:.2f} GiB of weights, "
                           f"measured on the 1.5B step) and {info['available_gib']:.1f} GiB is "
@@ -453,8 +481,8 @@ def run_shape(name: str, a: argparse.Namespace) -> dict[str, Any]:
         for i, r in enumerate(rows))
     n_mm = matmul_params(d)
     row.update(ratings=a.ratings, answer_tokens=a.tokens, tokens=tokens * a.passes,
-               passes=a.passes, matmul_params=n_mm, threads=a.threads,
-               dtype=DTYPES[a.bf16])
+               passes=a.passes, matmul_params=n_mm, threads=a.threads, device=a.device,
+               dtype="bf16 (the trainer's CUDA dtype)" if a.device == "cuda" else DTYPES[a.bf16])
     peak = matmul_peak(a, model)
     row["matmul_peak_gflops"] = peak.get("gflops")
     if a.step_only:
@@ -515,9 +543,10 @@ def _rates(r: dict[str, Any], tokens: int | None, n_mm: int, peak: float | None
 def _say(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"ERROR {r['error']} (peak RSS {r.get('peak_rss_gib', float('nan')):.2f} GiB)"
-    share = f"{100 * r['of_peak']:.0f}%" if r.get("of_peak") else "-"
+    share = f"{100 * r['of_peak']:.1f}%" if r.get("of_peak") else "-"
+    gpu = f", GPU peak {r['gpu_peak_gib']:.2f} GiB" if r.get("gpu_peak_gib") else ""
     return (f"wall {r['wall_s']:.1f} s, steps {r['step_s']:.1f} s, {r['tok_s']:.1f} tok/s, "
-            f"{share} of peak, peak RSS {r['peak_rss_gib']:.2f} GiB")
+            f"{share} of peak, peak RSS {r['peak_rss_gib']:.2f} GiB{gpu}")
 
 
 def gguf_row(name: str, d: dict[str, Any], a: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -545,7 +574,7 @@ def gguf_row(name: str, d: dict[str, Any], a: argparse.Namespace, work: Path) ->
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The results as text lines (also what bench/README.md quotes)."""
     out = [f"{'shape':<13} {'tool':<6} {'ratings':>7} {'tokens':>6} {'wall s':>7} {'steps s':>7} "
-           f"{'tok/s':>6} {'of peak':>7} {'peak GiB':>8} {'32x300 s*':>9}"]
+           f"{'tok/s':>7} {'of peak':>7} {'peak GiB':>8} {'GPU GiB':>7} {'32x300 s*':>9}"]
     for r in rows:
         if "skipped" in r:
             out.append(f"{r['shape']:<13} skipped: {r['skipped']}")
@@ -560,10 +589,12 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             if "error" in x:
                 out.append(f"{r['shape']:<13} {label:<6} ERROR {x['error'][:80]}")
                 continue
-            share = f"{100 * x['of_peak']:.0f}%" if x.get("of_peak") else "-"
+            share = f"{100 * x['of_peak']:.1f}%" if x.get("of_peak") else "-"
+            gpu = f"{x['gpu_peak_gib']:.2f}" if x.get("gpu_peak_gib") else "-"
             out.append(f"{r['shape']:<13} {label:<6} {r['ratings']:>7} {r['tokens']:>6} "
-                       f"{x['wall_s']:>7.1f} {x['step_s']:>7.1f} {x['tok_s']:>6.1f} {share:>7} "
-                       f"{x['peak_rss_gib']:>8.2f} {x['extrapolated_32x300_step_s']:>9.0f}")
+                       f"{x['wall_s']:>7.1f} {x['step_s']:>7.1f} {x['tok_s']:>7.1f} {share:>7} "
+                       f"{x['peak_rss_gib']:>8.2f} {gpu:>7} "
+                       f"{x['extrapolated_32x300_step_s']:>9.1f}")
         g = r.get("gguf")
         if g and "error" not in g:
             out.append(f"{r['shape']:<13} gguf   {g['type']} {g['gguf_bytes'] / 1e9:.2f} GB "
@@ -594,6 +625,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="time STEPS single-sequence steps instead of a round (labelled per step)")
     ap.add_argument("--no-train", action="store_true", help="only the GGUF write + materialize")
     ap.add_argument("--gguf-type", default="Q8_0", choices=("Q8_0", "F16"))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cuda: the trainer's CUDA path (bf16) on a GPU machine, and "
+                         "ReinforceClaw's own CUDA backend with --rc")
     ap.add_argument("--force", action="store_true", help="run shapes the wizard says do not fit")
     ap.add_argument("--matmul-n", type=int, default=2048)
     ap.add_argument("--timeout", type=float, default=6 * 3600.0)
@@ -613,8 +647,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child_materialize(a.child_materialize, a.cache)))
         return 0
     a.out.mkdir(parents=True, exist_ok=True)
-    print(f"{a.ratings} ratings x {a.tokens}-token answers x {a.passes} pass(es); torch "
-          f"{a.threads} thread(s), {DTYPES[a.bf16]}; load average "
+    what = ("cuda, bf16" if a.device == "cuda"
+            else f"torch {a.threads} thread(s), {DTYPES[a.bf16]}")
+    print(f"{a.ratings} ratings x {a.tokens}-token answers x {a.passes} pass(es); {what}; "
+          "load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     rows = [run_shape(name, a) for name in a.shapes.split(",")]
     for line in table(rows):

@@ -113,7 +113,7 @@ def _fail(tool: str, log: Path, code: int) -> dict[str, Any]:
 
 
 def write_job(folder: Path, model: Path, rows: list[dict[str, Any]], backend: str,
-              passes: int) -> Path:
+              passes: int, device: str = "cpu") -> Path:
     """A fresh job folder for the trainer: the ratings, preset ``balanced``, ``passes`` epochs."""
     if folder.exists():
         shutil.rmtree(folder)
@@ -123,7 +123,7 @@ def write_job(folder: Path, model: Path, rows: list[dict[str, Any]], backend: st
             f.write(json.dumps({"id": f"ex{i:03d}", "rated_at": f"2026-01-01T00:{i % 60:02d}:00Z",
                                 **r}) + "\n")
     job = {"v": 1, "id": folder.name, "base_model": str(model.resolve()), "backend": backend,
-           "device": "cpu", "preset": "balanced", "hyper": {"epochs": passes},
+           "device": device, "preset": "balanced", "hyper": {"epochs": passes},
            "examples": "examples.jsonl", "out": "adapter", "seed": 0}
     (folder / "job.json").write_text(json.dumps(job), encoding="utf-8")
     return folder / "job.json"

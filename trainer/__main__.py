@@ -139,8 +139,21 @@ def peak_memory_bytes() -> int | None:
     return int(peak if sys.platform == "darwin" else peak * 1024)  # macOS: bytes; else KiB
 
 
+def peak_gpu_memory_bytes() -> int | None:
+    """The most CUDA memory this process's tensors held at once (None where the round
+    never touched a CUDA GPU): a GPU round's RSS says little about whether it fits."""
+    torch = sys.modules.get("torch")  # never imported here just to ask
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        return int(torch.cuda.max_memory_allocated())
+    except Exception:  # a broken driver must not cost the round its final line
+        return None
+
+
 def with_peak_memory(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
-    """``emit`` that sends a ``peak_memory_bytes`` metric just before the final line.
+    """``emit`` that sends a ``peak_memory_bytes`` metric (and ``peak_gpu_memory_bytes``
+    after a CUDA round) just before the final line.
 
     Why: the runner keeps metric lines with the run, so the setup wizard and
     `rltray runs` can show what a round on this machine really held, next to the
@@ -149,6 +162,9 @@ def with_peak_memory(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[s
 
     def emit_with_peak(line: dict[str, Any]) -> None:
         if line.get("type") in FINAL_LINES:
+            gpu = peak_gpu_memory_bytes()
+            if gpu:
+                emit({"type": "metric", "name": "peak_gpu_memory_bytes", "value": gpu})
             peak = peak_memory_bytes()
             if peak:
                 emit({"type": "metric", "name": "peak_memory_bytes", "value": peak})
