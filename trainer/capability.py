@@ -166,10 +166,8 @@ def general_prompts(tokenizer: Any, limit: int) -> list[list[int]]:
     return out
 
 
-def _answers_and_nll(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
-                     has_parent: bool) -> dict[str, Any]:
-    stop = stop_ids(backend.tokenizer)
-    answers = backend.greedy(prompts, int(hyper.ref_tokens), stop)
+def _nll_of(backend: Any, prompts: list[list[int]], answers: list[list[int]], pad_id: int,
+            has_parent: bool) -> dict[str, Any]:
     batch = reference_batch(prompts, answers, pad_id)
     base = mean_nll(backend, batch, adapter=False)
     parent = mean_nll(backend, batch, adapter=True) if has_parent else base
@@ -182,15 +180,23 @@ def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
     to ``prompts`` (the round's own) and, under ``"general"``, to
     ``hyper.general_prompts`` of :data:`GENERAL_PROMPTS`.
 
+    Both sets are answered in one greedy batch: a decoding step reads every weight once
+    whatever the rows, so on a GPU 16 rows cost what 8 do, and on a CPU less than two
+    batches of 8 (a 0.5B round on an H200 spent 60% of its ``train()`` in the check's
+    three generations; bench/README.md, "Whole rounds on a CUDA GPU").
+
     Returns ``{}`` when there is nothing to measure (no prompt, ``ref_prompts`` 0).
     """
     if not prompts:
         return {}
     t0 = time.monotonic()
-    state = _answers_and_nll(backend, prompts, hyper, pad_id, has_parent)
     everyday = general_prompts(backend.tokenizer, int(getattr(hyper, "general_prompts", 0)))
+    answers = backend.greedy([*prompts, *everyday], int(hyper.ref_tokens),
+                             stop_ids(backend.tokenizer))
+    state = _nll_of(backend, prompts, answers[: len(prompts)], pad_id, has_parent)
     if everyday:
-        state["general"] = _answers_and_nll(backend, everyday, hyper, pad_id, has_parent)
+        state["general"] = _nll_of(backend, everyday, answers[len(prompts):], pad_id,
+                                   has_parent)
     state["seconds"] = time.monotonic() - t0
     return state
 
