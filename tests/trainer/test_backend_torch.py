@@ -241,6 +241,11 @@ def test_bf16_autocast_follows_the_cpu_by_default_and_stays_close_to_fp32(
     assert cpu_autocast(cpu, torch.float32) is False
     monkeypatch.setenv("RLTRAY_TRAINER_BF16", "1")
     assert cpu_autocast(cpu, torch.float32) is True
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", " On ")
+    assert cpu_autocast(cpu, torch.float32) is True
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "perhaps")  # not a switch word: the CPU decides
+    assert cpu_autocast(cpu, torch.float32) is native
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "1")
     assert cpu_autocast(cpu, torch.bfloat16) is False  # a bf16 model needs no autocast
     fast = loaded(tiny_model)
     assert fast.autocast and fast.device_name.startswith("cpu float32 + bf16 autocast, ")

@@ -88,6 +88,10 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     assert not backend.recomputes(96)
     monkeypatch.setenv("RLTRAY_TRAINER_RECOMPUTE", "1")
     assert backend.recomputes(2)
+    monkeypatch.setenv("RLTRAY_TRAINER_RECOMPUTE", "Yes")
+    assert backend.recomputes(2)
+    monkeypatch.setenv("RLTRAY_TRAINER_RECOMPUTE", "perhaps")  # not a switch word: auto
+    assert backend.recomputes(96) and not backend.recomputes(95)
     # only the blocks' own flags change for the pass, and they are put back after it
     model = backend.model
     model.eval()

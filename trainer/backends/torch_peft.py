@@ -29,6 +29,7 @@ from rltray.trainer.backends.torch_setup import (
     choose_device,
     choose_threads,
     cpu_autocast,
+    env_switch,
     first_sentence,
 )
 
@@ -120,13 +121,9 @@ class TorchPeftBackend(Backend):
         the machine whose memory would otherwise not hold the round (a 3B model's 512
         tokens keep ~5.6 GB), not a default. GPUs keep everything.
         ``RLTRAY_TRAINER_RECOMPUTE=1`` (or ``0``) decides it on any device instead."""
-        import os
-
-        forced = os.environ.get("RLTRAY_TRAINER_RECOMPUTE", "auto").strip().lower()
-        if forced in ("1", "on", "yes", "true"):
-            return True
-        if forced in ("0", "off", "no", "false"):
-            return False
+        forced = env_switch("RLTRAY_TRAINER_RECOMPUTE")
+        if forced is not None:
+            return forced
         needed = self._activation_bytes(width)
         if not needed:
             return False

@@ -100,6 +100,19 @@ def machine_load() -> float:
             return 0.0
 
 
+def env_switch(name: str) -> bool | None:
+    """An on/off setting from the environment: True for ``1``/``on``/``yes``/``true``,
+    False for ``0``/``off``/``no``/``false`` (any case), None for unset, ``auto`` or
+    any other word, which leaves the choice to the trainer. The one reading of every
+    ``RLTRAY_TRAINER_*`` switch, so they all take the same words."""
+    value = os.environ.get(name, "auto").strip().lower()
+    if value in ("1", "on", "yes", "true"):
+        return True
+    if value in ("0", "off", "no", "false"):
+        return False
+    return None
+
+
 def cpu_autocast(device: Any, dtype: Any) -> bool:
     """bf16 autocast for an fp32 model on a CPU with native bf16 matmuls (AVX512-BF16, AMX).
 
@@ -110,17 +123,15 @@ def cpu_autocast(device: Any, dtype: Any) -> bool:
     bf16: on SmolLM2 it learned as fp32 did on two seeds (preferred rate 0.94 vs
     0.86 and 0.92 vs 0.88; reference NLL +11.8 vs +10.4% and +5.0 vs +3.7%), though
     its log-probs carry ~0.01-0.05 nats of rounding. ``0`` keeps fp32, ``1`` forces
-    bf16 (slower on CPUs that emulate it).
+    bf16 (slower on CPUs that emulate it); ``weights`` is :func:`cpu_dtype`'s.
     """
     import torch
 
-    env = os.environ.get("RLTRAY_TRAINER_BF16", "auto").strip().lower()
-    if env in ("0", "off", "false", "no") or device.type != "cpu" or dtype != torch.float32:
+    forced = env_switch("RLTRAY_TRAINER_BF16")
+    if forced is False or device.type != "cpu" or dtype != torch.float32:
         return False
-    if env in ("1", "on", "true", "yes"):
+    if forced:
         return True
-    if env != "auto":
-        return False
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
@@ -160,9 +171,11 @@ def cpu_dtype() -> Any:
     is frozen), which reads 6 bytes per parameter per forward and backward and holds
     fp32 weights (a 3B base: 12 GiB; bf16: 6 GiB, as published checkpoints are
     stored). With bf16 weights the LoRA weights and AdamW stay fp32 (PEFT's adapter
-    autocast, as on CUDA) and no autocast is needed. Opt-in: its speed is not yet
-    measured on a CPU with native bf16 (``bench/scale_shapes.py --bf16 weights``),
-    and a float16 GGUF base loses precision in bf16 (``gguf_base``'s docstring).
+    autocast, as on CUDA) and no autocast is needed. Opt-in: on a 16-core Xeon with
+    AMX a SmolLM2-135M step took 0.85 s in bf16 weights against autocast's 0.65 s at 8
+    threads (bench/README.md, "bf16 steps on a CPU with native bf16"), so it buys
+    memory, not speed; and a float16 GGUF base loses precision in bf16 (``gguf_base``'s
+    docstring).
     """
     import torch
 
