@@ -174,16 +174,35 @@ def _nll_of(backend: Any, prompts: list[list[int]], answers: list[list[int]], pa
     return {"prompts": prompts, "answers": answers, "nll_base": base, "nll_parent": parent}
 
 
+#: The round's prompts and the everyday ones share one greedy batch unless padding both
+#: to the longer prompt would make the batch's padded size (rows x (width + answer
+#: tokens), what its key/value cache holds) more than this many times the two batches'
+#: apart: long round prompts would make eight short everyday rows as costly as long ones.
+MERGE_PADDING = 1.25
+
+
+def one_batch(prompts: Sequence[Sequence[int]], everyday: Sequence[Sequence[int]],
+              new_tokens: int) -> bool:
+    """Whether both sets are answered in one greedy batch (:data:`MERGE_PADDING`)."""
+    if not prompts or not everyday:
+        return True
+    wide, short = max(len(p) for p in prompts), max(len(p) for p in everyday)
+    together = (len(prompts) + len(everyday)) * (max(wide, short) + new_tokens)
+    apart = len(prompts) * (wide + new_tokens) + len(everyday) * (short + new_tokens)
+    return together <= MERGE_PADDING * apart
+
+
 def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int, *,
                 has_parent: bool) -> dict[str, Any]:
     """Greedy base answers and their NLL under the base and the parent (the round state):
     to ``prompts`` (the round's own) and, under ``"general"``, to
     ``hyper.general_prompts`` of :data:`GENERAL_PROMPTS`.
 
-    Both sets are answered in one greedy batch: a decoding step reads every weight once
-    whatever the rows, so on a GPU 16 rows cost what 8 do, and on a CPU less than two
-    batches of 8 (a 0.5B round on an H200 spent 60% of its ``train()`` in the check's
-    three generations; bench/README.md, "Whole rounds on a CUDA GPU").
+    Both sets are answered in one greedy batch where :func:`one_batch` allows: a
+    decoding step reads every weight once whatever the rows, so on a GPU 16 rows cost
+    what 8 do and on a CPU less than two batches of 8 (a SmolLM2 round's start on one
+    CPU thread went from 79.4 to 54.5 s; a 0.5B round on an H200 had spent 60% of its
+    ``train()`` in the check's three generations; bench/README.md).
 
     Returns ``{}`` when there is nothing to measure (no prompt, ``ref_prompts`` 0).
     """
@@ -191,8 +210,11 @@ def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
         return {}
     t0 = time.monotonic()
     everyday = general_prompts(backend.tokenizer, int(getattr(hyper, "general_prompts", 0)))
-    answers = backend.greedy([*prompts, *everyday], int(hyper.ref_tokens),
-                             stop_ids(backend.tokenizer))
+    tokens, stop = int(hyper.ref_tokens), stop_ids(backend.tokenizer)
+    if one_batch(prompts, everyday, tokens):
+        answers = backend.greedy([*prompts, *everyday], tokens, stop)
+    else:
+        answers = [*backend.greedy(prompts, tokens, stop), *backend.greedy(everyday, tokens, stop)]
     state = _nll_of(backend, prompts, answers[: len(prompts)], pad_id, has_parent)
     if everyday:
         state["general"] = _nll_of(backend, everyday, answers[len(prompts):], pad_id,

@@ -68,6 +68,43 @@ def test_greedy_is_the_base_models_argmax_with_the_lora_off(
     assert backend.greedy([prompts[0], longer], 12, {answer[2]})[0] == cut
 
 
+def test_both_prompt_sets_share_one_greedy_batch_unless_padding_would_swell_it(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hyper, backend, pad, held_enc, held_kept = loaded(tmp_path / "j", tiny_model_dir)
+    prompts = capability.choose_prompts(held_enc, held_kept, {}, [], 3)
+    everyday = capability.general_prompts(backend.tokenizer, int(hyper.general_prompts))
+    assert prompts and everyday
+    stop = capability.stop_ids(backend.tokenizer)
+    alone = (backend.greedy(prompts, int(hyper.ref_tokens), stop),
+             backend.greedy(everyday, int(hyper.ref_tokens), stop))
+    rows: list[int] = []
+    greedy = backend.greedy
+
+    def counted(batch: list[list[int]], *args: object, **kw: object) -> list[list[int]]:
+        rows.append(len(batch))
+        return greedy(batch, *args, **kw)
+
+    monkeypatch.setattr(backend, "greedy", counted)
+    ref = capability.round_start(backend, prompts, hyper, pad, has_parent=False)
+    assert rows == [len(prompts) + len(everyday)]  # one generation for both sets
+    assert (ref["answers"], ref["general"]["answers"]) == alone  # each row as it was alone
+    rows.clear()
+    monkeypatch.setattr(capability, "MERGE_PADDING", 0.0)  # as if the prompts were long
+    apart = capability.round_start(backend, prompts, hyper, pad, has_parent=False)
+    assert rows == [len(prompts), len(everyday)]
+    assert (apart["answers"], apart["general"]["answers"]) == alone
+    assert apart["general"]["nll_base"] == ref["general"]["nll_base"]
+
+
+def test_long_round_prompts_keep_the_everyday_prompts_in_their_own_batch() -> None:
+    short, everyday = [[1] * 40] * 8, [[1] * 30] * 8
+    assert capability.one_batch(short, everyday, 128)  # 16 x 168 against 8 x 168 + 8 x 158
+    long = [[1] * 2000] * 8  # a merged batch would pad eight 30-token rows to 2000
+    assert not capability.one_batch(long, everyday, 128)
+    assert capability.one_batch(long, [], 128) and capability.one_batch([], everyday, 128)
+
+
 def test_a_damaging_adapter_is_rejected_and_a_harmless_one_accepted(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
