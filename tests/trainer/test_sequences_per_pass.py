@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from rltray.trainer.backends import torch_peft
+from rltray.trainer.backends import torch_pass_memory, torch_peft
 
 from tests.support.jobfiles import make_job, run_round, setup_round
 
@@ -95,7 +95,7 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     # only the blocks' own flags change for the pass, and they are put back after it
     model = backend.model
     model.eval()
-    off = torch_peft._recompute_blocks(model, True)
+    off = torch_pass_memory.recompute_blocks(model, True)
     blocks = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False)]
     assert len(blocks) == model.config.num_hidden_layers
     assert all(b.training for b in blocks) and not model.training
