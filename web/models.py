@@ -27,7 +27,9 @@ from rltray.app import basemodel, modelfiles
 # quarter of the free memory), the 1.5B shape's step at 8.97 GiB. A line over the fp32
 # weights through SmolLM2's round and the 3B step plus the ~1 GiB a round adds to a step
 # (reference states, greedy answers): 1.3 GiB + 1.45 x the weights. MLX (bf16 weights) and
-# a GPU need less.
+# a GPU need less: on an H200 a whole balanced round of 32 x 300 tokens held 2.3, 4.6, 10.1
+# and 16.1 GiB of GPU memory on the 135M, 0.5B, 1.5B and 3B shapes (bf16; bench/README.md,
+# "Whole rounds on a CUDA GPU"), and the trainer process under 3 GiB of RAM.
 BASE_GIB = 1.3
 BYTES_PER_PARAM = 4 * 1.45
 #: the share of the machine's memory a round may take while the user's other work goes on
