@@ -108,14 +108,19 @@ def child_rc(a: argparse.Namespace) -> dict[str, Any]:
         def preferred_dtype(self) -> Any:
             return self.torch.float32
 
+    def note_gpu_peak() -> None:
+        import torch
+
+        marks["gpu_peak_bytes"] = max(marks.get("gpu_peak_bytes", 0),
+                                      int(torch.cuda.max_memory_allocated()))
+
     class TimedCuda(backend_cuda.CUDABackend):
         """Its real CUDA backend (``rc-cuda``, on a GPU machine) with the same step marks;
         a step ends once the GPU has finished it, and the peak counts the round start too
         (its own ``reset_peak_memory`` forgets it at the loop's start)."""
 
         def reset_peak_memory(self) -> None:
-            marks["gpu_peak_bytes"] = max(marks.get("gpu_peak_bytes", 0),
-                                          int(self.torch.cuda.max_memory_allocated()))
+            note_gpu_peak()
             marks["loop"] = time.time()
             next_span()
             super().reset_peak_memory()
@@ -193,10 +198,7 @@ def child_rc(a: argparse.Namespace) -> dict[str, Any]:
                        "optimizer": "optimizer", "loss_fn": "loss_fn"})
         extra = {"breakdown": breakdown(prof.events(), labels)}
     if a.child == "rc-cuda":
-        import torch
-
-        marks["gpu_peak_bytes"] = max(marks.get("gpu_peak_bytes", 0),
-                                      int(torch.cuda.max_memory_allocated()))
+        note_gpu_peak()
     return {"result": {k: v for k, v in result.items() if k != "feedback_ids"},
             "threads": torch.get_num_threads() if a.child == "rc-torch" else None,
             "lora_target": config["lora_target"], "lora_rank": config["lora_rank"],

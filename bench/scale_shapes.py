@@ -334,6 +334,13 @@ def _tail(log: Path) -> str:
     return lines[-1][:300]
 
 
+def _last_metric(parsed: list[tuple[float, dict[str, Any]]], name: str) -> float | None:
+    """The value of the trainer's last ``metric`` line called ``name`` (its peak memory
+    lines come just before the final line, outside the done line's metrics)."""
+    values = [d["value"] for _, d in parsed if d.get("type") == "metric" and d.get("name") == name]
+    return values[-1] if values else None
+
+
 def round_rltray(work: Path, model: Path, rows: list[dict[str, Any]], a: argparse.Namespace
                  ) -> dict[str, Any]:
     """One round of ``python -m rltray.trainer job.json`` at ``--threads``, fp32 or bf16."""
@@ -348,11 +355,10 @@ def round_rltray(work: Path, model: Path, rows: list[dict[str, Any]], a: argpars
         return {"error": f"exit {code}: {_tail(work / 'stderr.log')}", "wall_s": end - start,
                 "peak_rss_gib": rss}
     m = done[0]["metrics"]
-    peak = m.get("peak_memory_bytes")
-    gpu = [d["value"] for _, d in parsed
-           if d.get("type") == "metric" and d.get("name") == "peak_gpu_memory_bytes"]
+    peak = _last_metric(parsed, "peak_memory_bytes")
+    gpu = _last_metric(parsed, "peak_gpu_memory_bytes")
     return {"wall_s": end - start, "steps": m["steps"], "loop_s": m["train_seconds"],
-            "gpu_peak_gib": gpu[-1] / 2**30 if gpu else None,
+            "gpu_peak_gib": gpu / 2**30 if gpu else None,
             "guard_s": m["guard_seconds"], "step_s": m["train_seconds"] - m["guard_seconds"],
             "round_start_s": m.get("round_start_s"), "finish_s": m.get("finish_seconds"),
             "peak_rss_gib": peak / 2**30 if peak else rss, "status": done[0].get("status")}
@@ -454,7 +460,8 @@ def run_shape(name: str, a: argparse.Namespace) -> dict[str, Any]:
         print(f"  skipped: {row['skipped']}", flush=True)
         return row
     step_gib = STEP_BASE_GIB + STEP_PER_WEIGHT * info.get("fp32_weights_gib", 0.0)
-    row["step_estimate_gib"] = step_gib
+    if a.device == "cpu":  # a CPU round's RAM; a GPU's fit was read above
+        row["step_estimate_gib"] = step_gib
     if not a.no_train and a.device == "cpu" and step_gib > info["available_gib"]:
         row["skipped"] = (f"one fp32 step needs about {step_gib:.1f} GiB ({STEP_BASE_GIB} + "
                           f"{STEP_PER_WEIGHT} x {info['fp32_weights_gib']:.2f} GiB of weights, "
