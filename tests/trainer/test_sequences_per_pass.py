@@ -47,8 +47,10 @@ def test_one_sequence_a_pass_trains_the_same_adapter(
     a = load_file(str(Path(batched.result.adapter) / "adapter_model.safetensors"))
     b = load_file(str(Path(single.result.adapter) / "adapter_model.safetensors"))
     assert a.keys() == b.keys()
+    # batched and single passes sum in different orders; Adam's normalisation lifts that
+    # rounding to ~3e-6 on some weights (an AVX-512 EPYC), well under the weights' 1e-2
     for key in a:
-        np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-5, err_msg=key)
 
 
 def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
@@ -60,7 +62,10 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     import torch.utils.checkpoint
 
     monkeypatch.setattr(torch_peft, "CPU_ACTIVATION_BUDGET", 1)
+    asked: list[bool] = []  # a tight round also hands freed memory back (test_allocator)
+    monkeypatch.setattr(torch_peft.allocator, "return_freed_memory", lambda: asked.append(True))
     kept, _ = run_round(make_job(tmp_path / "kept", tiny_model_dir))
+    assert not asked
     monkeypatch.setattr(torch_peft, "RECOMPUTE_SHARE", 0)  # any sequence is over the line
     calls = []
     real = torch.utils.checkpoint.checkpoint
@@ -73,6 +78,7 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     recomputed, _ = run_round(make_job(tmp_path / "recomputed", tiny_model_dir))
     assert kept.status == recomputed.status == "done"
     assert calls and set(calls) == {False}  # every block of every training pass
+    assert asked
     from safetensors.numpy import load_file
 
     a = load_file(str(Path(kept.result.adapter) / "adapter_model.safetensors"))
