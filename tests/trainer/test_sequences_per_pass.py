@@ -88,8 +88,14 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     _, _, backend, _, _ = setup_round(make_job(tmp_path / "j", tiny_model_dir))
     monkeypatch.setattr(torch_peft, "RECOMPUTE_SHARE", 1 / 4)
     assert not backend.recomputes(96)  # a tiny model keeps everything on any machine
+    roomy_chunk = backend._head_chunk()
     backend._available_at_start = 4 * backend._activation_bytes(96) - 1  # a tight machine
     assert backend.recomputes(96) and not backend.recomputes(95)
+    asked.clear()
+    backend.sequences_per_pass(95, 2)  # the round's plan, from its widest sequence
+    assert not backend.tight and not asked and backend._head_chunk() == roomy_chunk
+    backend.sequences_per_pass(96, 2)  # tight: lean from the round's first pass
+    assert backend.tight and asked and backend._head_chunk() == roomy_chunk // 4
     monkeypatch.setenv("RLTRAY_TRAINER_RECOMPUTE", "0")  # the user's word decides
     assert not backend.recomputes(96)
     monkeypatch.setenv("RLTRAY_TRAINER_RECOMPUTE", "1")

@@ -41,6 +41,11 @@ LOGPROB_CHUNK_BYTES = 256 * 2**20
 #: Largest fp32 logits one output-head call makes outside training (positions go in
 #: chunks): the round start and drift never hold a whole batch's B x L x V logits.
 HEAD_CHUNK_BYTES = 32 * 2**20
+#: The same where the round's memory is tight (:meth:`TorchPeftBackend.recomputes`): a
+#: drift measurement holds ~8 such copies (logits, log-softmaxes, their difference), so
+#: 32 MiB chunks took SmolLM2's drift checks 272 MiB above the round's floor, 8 MiB ~70.
+#: Not the default: each chunk re-reads the whole head (544 MB on a 152k vocabulary).
+HEAD_CHUNK_BYTES_TIGHT = 8 * 2**20
 
 #: Bytes a training forward keeps for backward per token, hidden unit and layer (fp32,
 #: measured: SmolLM2-135M's step peaked 1.63 GB higher for ~750 more tokens in a batch,
@@ -78,6 +83,7 @@ class TorchPeftBackend(Backend):
         self._logits_to_keep: bool | None = None
         self._split: tuple[Any, Any] | bool | None = False  # False: not checked yet
         self._available_at_start: int | None = None  # machine memory, read at the first pass
+        self.tight = False  # the round's memory is tight: set by sequences_per_pass
 
     # ---- loading -------------------------------------------------------------------
 
@@ -106,6 +112,7 @@ class TorchPeftBackend(Backend):
         SmolLM2-135M fp32 (one 16-example step, one thread): batch 4 peaked at 3.08 GB
         RSS, batch 1 at 1.45 GB, step time 40.3 vs 42.1 s. GPUs keep ``wanted``."""
         wanted = max(1, int(wanted))
+        self._plan_memory(width)
         per_sequence = self._activation_bytes(width)
         if not per_sequence:
             return wanted
@@ -136,6 +143,15 @@ class TorchPeftBackend(Backend):
 
             self._available_at_start = available_bytes()
         return needed > RECOMPUTE_SHARE * self._available_at_start
+
+    def _plan_memory(self, width: int) -> None:
+        """At the round's start, from its widest sequence: where one would not leave
+        room (:meth:`recomputes`), the whole round runs lean from its first pass:
+        freed tensors go back to the OS (:mod:`.allocator`) and the head's logits
+        come in :data:`HEAD_CHUNK_BYTES_TIGHT` chunks."""
+        self.tight = self.recomputes(width)
+        if self.tight and self.device is not None and self.device.type == "cpu":
+            allocator.return_freed_memory()
 
     def _activation_bytes(self, width: int) -> int:
         """One ``width``-token sequence's training activations on a CPU (0 elsewhere)."""
@@ -417,8 +433,10 @@ class TorchPeftBackend(Backend):
             return split[1](states).float()
 
     def _head_chunk(self) -> int:
-        """Positions per head call: fp32 logits under :data:`HEAD_CHUNK_BYTES`."""
-        return max(1, HEAD_CHUNK_BYTES // (4 * max(int(self.vocab_size or 1), 1)))
+        """Positions per head call: fp32 logits under :data:`HEAD_CHUNK_BYTES` (or
+        :data:`HEAD_CHUNK_BYTES_TIGHT` in a round whose memory is tight)."""
+        budget = HEAD_CHUNK_BYTES_TIGHT if self.tight else HEAD_CHUNK_BYTES
+        return max(1, budget // (4 * max(int(self.vocab_size or 1), 1)))
 
     def logprobs(self, batch: Any, *, adapter: bool) -> np.ndarray:
         import torch
