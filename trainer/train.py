@@ -121,6 +121,10 @@ def train(
         emit({"type": "log", "message": f"{sequences} sequence(s) per forward pass, not "
               f"batch_size {hyper.batch_size}: on this CPU a batch's activations would not "
               "fit the memory budget, and batching buys a CPU no speed"})  # fmt: skip
+    if backend.tight:
+        emit({"type": "log", "message": "this round runs lean to fit the memory free now "
+              "(or as RLTRAY_TRAINER_RECOMPUTE asks): it recomputes what it would keep and "
+              "hands freed memory back at once, slower but in less memory"})  # fmt: skip
     rnd = Round(
         backend=backend, job=job, hyper=hyper, objective=objective, examples=examples,
         heldout=heldout,

@@ -64,8 +64,8 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     monkeypatch.setattr(torch_peft, "CPU_ACTIVATION_BUDGET", 1)
     asked: list[bool] = []  # a tight round also hands freed memory back (test_allocator)
     monkeypatch.setattr(torch_peft.allocator, "return_freed_memory", lambda: asked.append(True))
-    kept, _ = run_round(make_job(tmp_path / "kept", tiny_model_dir))
-    assert not asked
+    kept, lines = run_round(make_job(tmp_path / "kept", tiny_model_dir))
+    assert not asked and not any("runs lean" in str(x.get("message")) for x in lines)
     monkeypatch.setattr(torch_peft, "RECOMPUTE_SHARE", 0)  # any sequence is over the line
     calls = []
     real = torch.utils.checkpoint.checkpoint
@@ -75,7 +75,8 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", counted)
-    recomputed, _ = run_round(make_job(tmp_path / "recomputed", tiny_model_dir))
+    recomputed, lines = run_round(make_job(tmp_path / "recomputed", tiny_model_dir))
+    assert any("this round runs lean" in str(x.get("message")) for x in lines)  # told why
     assert kept.status == recomputed.status == "done"
     assert calls and set(calls) == {False}  # every block of every training pass
     assert asked

@@ -56,6 +56,11 @@ class Backend(ABC):
     #: ``None`` until :meth:`load` ran.
     tokenizer: Any = None
 
+    #: The round's memory is tight and it runs lean (slower, in less memory), as
+    #: :meth:`sequences_per_pass` decided from the round's widest sequence; the round
+    #: tells the user so, since it explains a slower round.
+    tight: bool = False
+
     def __init__(self, job: Any, hyper: Any) -> None:
         """Keep the job (``job.TrainJob``) and resolved ``presets.Hyper``; load nothing.
 

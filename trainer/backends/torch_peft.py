@@ -83,7 +83,6 @@ class TorchPeftBackend(Backend):
         self._logits_to_keep: bool | None = None
         self._split: tuple[Any, Any] | bool | None = False  # False: not checked yet
         self._available_at_start: int | None = None  # machine memory, read at the first pass
-        self.tight = False  # the round's memory is tight: set by sequences_per_pass
 
     # ---- loading -------------------------------------------------------------------
 
