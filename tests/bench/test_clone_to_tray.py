@@ -39,7 +39,8 @@ def test_clone_to_tray_reports_the_tray_and_a_quiet_ctrl_c(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["tray_registered_s"] is not None, (tmp_path / "make.log").read_text()
-    assert figures["clone_to_tray_s"] > figures["tray_registered_s"] > 0
+    # the clone itself can take under the 0.1 s both figures are rounded to
+    assert figures["clone_to_tray_s"] >= figures["tray_registered_s"] > 0
     assert figures["setuptools_banners"] == 0 and figures["tracebacks"] == 0
     assert (
         figures["make_error_lines"] == [] and figures["ctrl_c_last_lines"][-1] == "rltray stopped."
