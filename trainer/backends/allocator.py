@@ -7,7 +7,7 @@ interleaves what it keeps for the backward with short-lived temporaries; when th
 pass ends, the holes between them are too small for the next pass's tensors and the
 heap grows instead. On SmolLM2-135M (one 362-token sequence, fp32, one thread) a step
 keeps ~430 MiB of activations yet the process grows ~830 MiB, and the round's RSS ends
-~530 MiB above what it holds (``bench/README.md``, "Freed memory back to the OS").
+~530 MiB above what it holds (``bench/README.md``, "A lean round: freed memory back to the OS").
 
 :func:`return_freed_memory` fixes the threshold at 64 KiB, so every tensor of 64 KiB or
 more is its own mapping that goes back to the OS when freed: no holes, a round's RSS

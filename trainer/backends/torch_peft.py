@@ -128,8 +128,9 @@ class TorchPeftBackend(Backend):
         (bench/README.md, "Recomputing the blocks"). So it is for
         the machine whose memory would otherwise not hold the round (a 3B model's 512
         tokens keep ~5.6 GB), not a default. GPUs keep everything. A CPU round that
-        recomputes also hands freed tensors back to the OS (:mod:`.allocator`): 1.12 GB
-        with both against 1.35 GB with recomputation alone, the step 1.4x longer again.
+        recomputes also hands freed tensors back to the OS (:mod:`.allocator`): 1,117 MiB
+        with both against 1,330-1,370 with recomputation alone, the step ~1.6x as long
+        again (bench/README.md, "A lean round").
         ``RLTRAY_TRAINER_RECOMPUTE=1`` (or ``0``) decides both on any device instead."""
         forced = env_switch("RLTRAY_TRAINER_RECOMPUTE")
         if forced is not None:
@@ -149,7 +150,12 @@ class TorchPeftBackend(Backend):
         freed tensors go back to the OS (:mod:`.allocator`) and the head's logits
         come in :data:`HEAD_CHUNK_BYTES_TIGHT` chunks."""
         self.tight = self.recomputes(width)
-        if self.tight and self.device is not None and self.device.type == "cpu":
+        self._hand_back_freed_memory(self.tight)
+
+    def _hand_back_freed_memory(self, tight: bool) -> None:
+        """A tight CPU round hands freed tensors back to the OS (:mod:`.allocator`);
+        once asked, it stays so for the process (the trainer is one per round)."""
+        if tight and self.device is not None and self.device.type == "cpu":
             allocator.return_freed_memory()
 
     def _activation_bytes(self, width: int) -> int:
@@ -484,8 +490,7 @@ class TorchPeftBackend(Backend):
             self.model.eval()  # no dropout: eval keeps n identical to the o computed in eval
         inputs = self._inputs(batch)
         tight = self.recomputes(inputs["input_ids"].shape[1])
-        if tight and self.device is not None and self.device.type == "cpu":
-            allocator.return_freed_memory()
+        self._hand_back_freed_memory(tight)  # also where no round plan ran (benches)
         recomputed = recompute_blocks(self.model, tight)
         try:
             return self._accumulate(batch, inputs, old, base, adv, weight)
