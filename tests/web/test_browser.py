@@ -206,6 +206,28 @@ def test_rate_tag_comment_and_delete_in_the_browser(page, server, service, add_t
 
 
 @pytest.mark.slow
+def test_what_is_typed_in_the_drawer_survives_its_redraw(page, server, service,
+                                                         add_turns) -> None:
+    """The drawer is redrawn from the server after each change: a half-typed tag name and an
+    unsaved comment must not vanish under the user's fingers when they rate meanwhile."""
+    (turn,) = add_turns(1)
+    page.goto(server.launch_url("ratings"))
+    page.click(f"tr[data-id='{turn}'] td.when")
+    page.wait_for_selector(f"#detail .detail-body[data-id='{turn}']")
+    page.fill("#detail .new-tag", "half typ")
+    page.click("#detail [data-rate='1']")
+    page.wait_for_selector("#detail [data-rate='1'].on")
+    assert page.input_value("#detail .new-tag") == "half typ"
+    page.fill("#detail textarea", "not saved yet")
+    page.click("#detail [data-rate='-1']")
+    page.wait_for_selector("#detail [data-rate='-1'].on")
+    assert page.input_value("#detail textarea") == "not saved yet"
+    assert page.input_value("#detail .new-tag") == "half typ"
+    rating = service.store.get_turn(turn).rating
+    assert rating.value == -1 and not rating.comment  # typed, never saved: nothing sent
+
+
+@pytest.mark.slow
 def test_roll_back_in_the_browser(page, server, service) -> None:
     make_versions(service)
     page.goto(server.launch_url("adapters"))

@@ -16,12 +16,41 @@
     if (open || !drawer.hidden) openDetail(row.dataset.id);
   }
 
+  // The drawer is redrawn from the server after every change, while the user may be typing in
+  // it: a new tag's name and a comment not yet saved survive the redraw, and only the newest
+  // of overlapping requests is shown (an older answer arriving last would undo a change).
+  let opening = 0;
   async function openDetail(id) {
+    const mine = ++opening;
     const response = await fetch(`/ratings/turn/${id}`, { credentials: "same-origin" });
     if (!response.ok) { rltray.say(`Turn ${id} could not be opened (HTTP ${response.status}).`, "error"); return; }
-    drawer.innerHTML = await response.text();
+    const html = await response.text();
+    if (mine !== opening) return;
+    const typing = drawer.dataset.id === String(id) && !drawer.hidden ? typedIn(drawer) : null;
+    drawer.innerHTML = html;
     drawer.hidden = false;
     drawer.dataset.id = id;
+    if (typing) typing.restore(drawer);
+  }
+
+  function typedIn(root) {
+    const tag = root.querySelector(".new-tag");
+    const comment = root.querySelector("textarea");
+    const focused = document.activeElement;
+    const saved = {
+      tag: tag ? tag.value : "",
+      comment: comment && comment.value !== comment.defaultValue ? comment.value : null,
+      focus: focused === tag ? ".new-tag" : focused === comment ? "textarea" : null,
+    };
+    return {
+      restore(fresh) {
+        const newTag = fresh.querySelector(".new-tag");
+        const newComment = fresh.querySelector("textarea");
+        if (newTag) newTag.value = saved.tag;
+        if (newComment && saved.comment !== null) newComment.value = saved.comment;
+        if (saved.focus) { const el = fresh.querySelector(saved.focus); if (el) el.focus(); }
+      },
+    };
   }
 
   function closeDetail() { drawer.hidden = true; drawer.innerHTML = ""; }
