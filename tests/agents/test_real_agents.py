@@ -22,7 +22,13 @@ from rltray.app.paths import Paths
 from rltray.app.store import Store
 
 from tests.support.fakemodel import TOOL_OUTPUT, FakeModel
-from tests.support.realagents import Agents, Terminal, wait_until
+from tests.support.realagents import (
+    CODEX_READY,
+    Agents,
+    Terminal,
+    through_codex_dialogs,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -180,12 +186,7 @@ def test_codex_terminal_ui_untrusted_then_trusted(agents: Agents, fake_model: Fa
     ui = Terminal([str(agents.bins["codex"]), "--no-daemon"], agents.env(), agents.project,
                   tmp_path / "ui.sock")
     try:
-        if ui.wait_for("Trust this folder?", "Hooks need review") == "Trust this folder?":
-            ui.keys("Enter")  # asked in some folders only (Codex remembers the answer)
-            ui.wait_for("Hooks need review")
-        ui.keys("3")  # Continue without trusting (hooks won't run)
-        ui.keys("Enter")
-        ui.wait_for("Ask Codex to do anything")
+        through_codex_dialogs(ui, hooks="3")  # Continue without trusting (hooks won't run)
         ui.type("first question")
         ui.wait_for("ANSWER")
         wait_until(lambda: "first question" in ingest(), 30, "the turn from notify")
@@ -203,9 +204,8 @@ def test_codex_terminal_ui_untrusted_then_trusted(agents: Agents, fake_model: Fa
                   agents.project, tmp_path / "ui2.sock")
     try:
         ui.wait_for("Hooks need review")
-        ui.keys("2")  # Trust all and continue
-        ui.keys("Enter")
-        ui.wait_for("Ask Codex to do anything")
+        ui.choose("2", "Hooks need review")  # Trust all and continue
+        ui.wait_for(CODEX_READY)
         ui.type("$rl bad")
         ui.wait_for("rltray: rated the last answer bad")
         assert rating("first question") == -1

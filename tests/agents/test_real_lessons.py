@@ -19,7 +19,7 @@ from rltray.app.hooks import events_claude, lessonfiles, rulesfile
 from tests.agents.test_real_agents import codex_exec, last_json
 from tests.support.fakemodel import FakeModel
 from tests.support.hookschemas import SHAPES
-from tests.support.realagents import Agents, Terminal, trust_codex_hooks
+from tests.support.realagents import Agents, Terminal, through_codex_dialogs, trust_codex_hooks
 
 pytestmark = pytest.mark.slow
 
@@ -168,12 +168,7 @@ def test_codex_terminal_ui_gets_the_lessons_and_the_why(agents: Agents, fake_mod
     ui = Terminal([str(agents.bins["codex"]), "--no-daemon"], agents.env(), agents.project,
                   tmp_path / "ui.sock")
     try:
-        if ui.wait_for("Trust this folder?", "Hooks need review") == "Trust this folder?":
-            ui.keys("Enter")
-            ui.wait_for("Hooks need review")
-        ui.keys("2")  # Trust all and continue
-        ui.keys("Enter")
-        ui.wait_for("Ask Codex to do anything")
+        through_codex_dialogs(ui, hooks="2")  # Trust all and continue
         ui.type("first question")
         ui.wait_for("ANSWER")
         assert PROJECT in request(fake_model, "first question")

@@ -142,14 +142,23 @@ def trust_codex_hooks(agents: Agents, socket: Path) -> None:
     ui = Terminal([str(agents.bins["codex"]), "--no-daemon"], agents.env(), agents.project,
                   socket)
     try:
-        if ui.wait_for("Trust this folder?", "Hooks need review") == "Trust this folder?":
-            ui.keys("Enter")  # asked in some folders only (Codex remembers the answer)
-            ui.wait_for("Hooks need review")
-        ui.keys("2")  # Trust all and continue
-        ui.keys("Enter")
-        ui.wait_for("Ask Codex to do anything")
+        through_codex_dialogs(ui, hooks="2")  # Trust all and continue
     finally:
         ui.close("/quit")
+
+
+CODEX_READY = "Ask Codex to do anything"  # the empty composer's placeholder
+
+
+def through_codex_dialogs(ui: Terminal, hooks: str) -> None:
+    """Past Codex's opening dialogs to its empty composer: trust the folder where it asks
+    (some folders only: Codex remembers the answer), then answer "Hooks need review" with
+    ``hooks`` ("2" trust all and continue, "3" continue without trusting)."""
+    if ui.wait_for("Trust this folder?", "Hooks need review") == "Trust this folder?":
+        ui.choose("1", "Trust this folder?")
+        ui.wait_for("Hooks need review")
+    ui.choose(hooks, "Hooks need review")
+    ui.wait_for(CODEX_READY)
 
 
 def wait_until(check: Callable[[], object], timeout: float, what: str) -> object:
@@ -174,6 +183,36 @@ class Terminal:
 
     def keys(self, *keys: str) -> None:
         subprocess.run([*self.base, "send-keys", "-t", "ui", *keys], check=True, timeout=10)
+
+    def choose(self, digit: str, menu: str, timeout: float = 60, patience: float = 5) -> None:
+        """Pick item ``digit`` of the menu titled ``menu``: its digit moves the cursor (›)
+        there, Enter confirms (Codex confirms some items on the digit alone).
+
+        A terminal UI can draw its menu before it reads keys: on a loaded 2-core CI machine
+        Codex 0.169 dropped both keys sent to its freshly drawn hook dialog. So each key is
+        pressed again when the screen has not answered it in ``patience`` seconds; a digit
+        that was late, not lost, lands in the next screen's empty composer and is erased
+        (a late Enter there sends nothing)."""
+        deadline = time.monotonic() + timeout
+        digits = 0
+        while menu in (screen := self.screen()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{menu!r} stayed on screen after {timeout:.0f} s "
+                                     f"of choosing {digit}:\n{screen}")
+            on_it = f"› {digit}." in screen
+            self.keys("Enter" if on_it else digit)
+            digits += not on_it
+            waited = time.monotonic() + patience
+            while time.monotonic() < waited:
+                screen = self.screen()
+                if menu not in screen or (not on_it and f"› {digit}." in screen):
+                    break
+                time.sleep(0.2)
+        if digits > 1:
+            time.sleep(patience)  # a late digit shows by then, typed into the composer
+            typed = [line for line in self.screen().splitlines() if line.strip() == f"› {digit}"]
+            if typed:
+                self.keys(*["BSpace"] * len(typed))
 
     def type(self, text: str, settle: float = 0.6) -> None:
         """Type ``text`` (literally), wait for the UI's paste detection, press Enter."""
