@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from rltray.trainer.backends import torch_pass_memory, torch_peft
+from rltray.trainer.backends import lean, torch_pass_memory, torch_peft
 
 from tests.support.jobfiles import make_job, run_round, setup_round
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.ml
 def test_the_cpu_budget_decides_sequences_per_pass(tiny_model_dir: Path, tmp_path: Path) -> None:
     _, _, backend, _, _ = setup_round(make_job(tmp_path / "j", tiny_model_dir))
     config = backend.model.config
-    per_token = config.hidden_size * config.num_hidden_layers * torch_peft.ACTIVATION_BYTES
+    per_token = config.hidden_size * config.num_hidden_layers * lean.ACTIVATION_BYTES
     fits = torch_peft.CPU_ACTIVATION_BUDGET // per_token  # tokens one pass may hold
     assert backend.sequences_per_pass(96, 4) == 4  # a tiny model keeps its batch
     assert backend.sequences_per_pass(fits // 2, 4) == 2
@@ -66,7 +66,7 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     monkeypatch.setattr(torch_peft.allocator, "return_freed_memory", lambda: asked.append(True))
     kept, lines = run_round(make_job(tmp_path / "kept", tiny_model_dir))
     assert not asked and not any("runs lean" in str(x.get("message")) for x in lines)
-    monkeypatch.setattr(torch_peft, "RECOMPUTE_SHARE", 0)  # any sequence is over the line
+    monkeypatch.setattr(lean, "RECOMPUTE_SHARE", 0)  # any sequence is over the line
     calls = []
     real = torch.utils.checkpoint.checkpoint
 
@@ -87,10 +87,10 @@ def test_a_sequence_over_the_budget_recomputes_its_blocks_to_the_same_adapter(
     for key in a:
         np.testing.assert_allclose(a[key], b[key], rtol=1e-6, atol=1e-8, err_msg=key)
     _, _, backend, _, _ = setup_round(make_job(tmp_path / "j", tiny_model_dir))
-    monkeypatch.setattr(torch_peft, "RECOMPUTE_SHARE", 1 / 4)
+    monkeypatch.setattr(lean, "RECOMPUTE_SHARE", 1 / 4)
     assert not backend.recomputes(96)  # a tiny model keeps everything on any machine
     roomy_chunk = backend._head_chunk()
-    backend._available_at_start = 4 * backend._activation_bytes(96) - 1  # a tight machine
+    backend._lean.available_at_start = 4 * backend._activation_bytes(96) - 1  # a tight machine
     assert backend.recomputes(96) and not backend.recomputes(95)
     asked.clear()
     backend.sequences_per_pass(95, 2)  # the round's plan, from its widest sequence

@@ -25,13 +25,13 @@ from rltray.trainer import adapters
 from rltray.trainer.backends import allocator
 from rltray.trainer.backends.base import Backend, first_trained_column, read_base_config
 from rltray.trainer.backends.base import job_error as _job_error
+from rltray.trainer.backends.lean import LeanChoice, activation_bytes
 from rltray.trainer.backends.torch_pass_memory import HeadLogprob, recompute_blocks
 from rltray.trainer.backends.torch_setup import (
     block_linear_modules,
     choose_device,
     choose_threads,
     cpu_autocast,
-    env_switch,
     first_sentence,
 )
 
@@ -47,19 +47,10 @@ HEAD_CHUNK_BYTES = 32 * 2**20
 #: Not the default: each chunk re-reads the whole head (544 MB on a 152k vocabulary).
 HEAD_CHUNK_BYTES_TIGHT = 8 * 2**20
 
-#: Bytes a training forward keeps for backward per token, hidden unit and layer (fp32,
-#: measured: SmolLM2-135M's step peaked 1.63 GB higher for ~750 more tokens in a batch,
-#: ~125 B per 576 x 30). :meth:`TorchPeftBackend.sequences_per_pass` budgets with it.
-ACTIVATION_BYTES = 128
 #: Most activations one training forward pass may keep on a CPU: one SmolLM2-135M
 #: sequence of 300 tokens is ~0.66 GB, so such a model trains one sequence at a time; a
 #: tiny test model (hidden 64, 2 layers) keeps its batch of 4.
 CPU_ACTIVATION_BUDGET = 256 * 2**20
-#: Where one sequence alone would keep more than this share of the memory available at
-#: the round's start, the decoder blocks recompute their insides in the backward
-#: (:meth:`TorchPeftBackend.recomputes`) and keep only each block's input.
-RECOMPUTE_SHARE = 1 / 4
-
 CHECKPOINT_FILE = "torch_backend.pt"
 
 
@@ -82,7 +73,7 @@ class TorchPeftBackend(Backend):
         self.autocast = False  # bf16 matmuls on a capable CPU (torch_setup.cpu_autocast)
         self._logits_to_keep: bool | None = None
         self._split: tuple[Any, Any] | bool | None = False  # False: not checked yet
-        self._available_at_start: int | None = None  # machine memory, read at the first pass
+        self._lean = LeanChoice()  # reads the machine's memory at the first pass
 
     # ---- loading -------------------------------------------------------------------
 
@@ -120,29 +111,13 @@ class TorchPeftBackend(Backend):
     def recomputes(self, width: int) -> bool:
         """Whether a training pass over ``width``-token sequences recomputes each decoder
         block in the backward (activation checkpointing) instead of keeping its insides:
-        on a CPU, when one sequence alone would keep more than :data:`RECOMPUTE_SHARE` of
-        the memory available at the round's start (read once). It leaves the numbers as
-        they were but costs a second forward of the blocks, which in a LoRA step (no
-        weight gradients) is much of the step: SmolLM2-135M at 300 tokens, one thread,
-        peaked at 1.32-1.40 GB instead of 1.69-1.72 with its step 1.4x as long
-        (bench/README.md, "Recomputing the blocks"). So it is for
-        the machine whose memory would otherwise not hold the round (a 3B model's 512
-        tokens keep ~5.6 GB), not a default. GPUs keep everything. A CPU round that
-        recomputes also hands freed tensors back to the OS (:mod:`.allocator`): 1,117 MiB
-        with both against 1,330-1,370 with recomputation alone, the step ~1.6x as long
-        again (bench/README.md, "A lean round").
-        ``RLTRAY_TRAINER_RECOMPUTE=1`` (or ``0``) decides both on any device instead."""
-        forced = env_switch("RLTRAY_TRAINER_RECOMPUTE")
-        if forced is not None:
-            return forced
-        needed = self._activation_bytes(width)
-        if not needed:
-            return False
-        if self._available_at_start is None:
-            from .machine_memory import available_bytes
-
-            self._available_at_start = available_bytes()
-        return needed > RECOMPUTE_SHARE * self._available_at_start
+        on a CPU, when one sequence would not leave room (:mod:`.lean`). It leaves the
+        numbers as they were but costs a second forward of the blocks, which in a LoRA
+        step (no weight gradients) is much of the step. GPUs keep everything. A CPU
+        round that recomputes also hands freed tensors back to the OS (:mod:`.allocator`):
+        1,117 MiB with both against 1,330-1,370 with recomputation alone, the step ~1.6x
+        as long again (bench/README.md, "A lean round")."""
+        return self._lean(self._activation_bytes(width))
 
     def _plan_memory(self, width: int) -> None:
         """At the round's start, from its widest sequence: where one would not leave
@@ -165,7 +140,7 @@ class TorchPeftBackend(Backend):
             return 0
         hidden = int(getattr(config, "hidden_size", 0) or 0)
         layers = int(getattr(config, "num_hidden_layers", 0) or 0)
-        return max(1, width) * hidden * layers * ACTIVATION_BYTES
+        return activation_bytes(width, hidden, layers)
 
     @property
     def device_name(self) -> str:

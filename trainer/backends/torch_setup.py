@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from rltray.trainer.backends.base import job_error as _job_error
+from rltray.trainer.backends.switches import env_switch
 
 #: Module-path fragments that mark parts of a model LoRA must never touch: the token
 #: embeddings, the output head, and non-text towers of multimodal models.
@@ -98,19 +99,6 @@ def machine_load() -> float:
             return float(os.getloadavg()[0])
         except (AttributeError, OSError):
             return 0.0
-
-
-def env_switch(name: str) -> bool | None:
-    """An on/off setting from the environment: True for ``1``/``on``/``yes``/``true``,
-    False for ``0``/``off``/``no``/``false`` (any case), None for unset, ``auto`` or
-    any other word, which leaves the choice to the trainer. The one reading of every
-    ``RLTRAY_TRAINER_*`` switch, so they all take the same words."""
-    value = os.environ.get(name, "auto").strip().lower()
-    if value in ("1", "on", "yes", "true"):
-        return True
-    if value in ("0", "off", "no", "false"):
-        return False
-    return None
 
 
 def cpu_autocast(device: Any, dtype: Any) -> bool:
