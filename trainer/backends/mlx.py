@@ -35,6 +35,8 @@ import numpy as np
 
 from ..rounddata import pad_id
 from .base import Backend, first_trained_column
+from .lean import LeanChoice, activation_bytes
+from .mlx_pass_memory import head_logprob, head_weight, recompute_blocks
 from .mlx_setup import (
     body_and_head,
     check_right_padded,
@@ -71,6 +73,9 @@ class MlxBackend(Backend):
         self.steps_done = 0
         self.micro_steps = 0  # accumulate() calls; seeds dropout deterministically
         self._grads: Any = None
+        self._split: tuple[Any, Any] | None = None
+        self._head_weight: Any = None  # a plain head's (V, d) weight: head_logprob
+        self._lean = LeanChoice()  # reads the machine's memory at the first pass
 
     # ---- loading -------------------------------------------------------------------
 
@@ -139,6 +144,7 @@ class MlxBackend(Backend):
         self.micro_steps = 0
         self._grads = None
         self._split = body_and_head(model, int(config.get("vocab_size") or 2))
+        self._head_weight = head_weight(self._split[1]) if self._split else None
         mx.random.seed(seed)
 
     def _read_parent(self, folder: Path) -> dict[str, np.ndarray]:
@@ -194,6 +200,24 @@ class MlxBackend(Backend):
             hidden = body(input_ids)[:, first:-1, :]
             return gather_logprobs(head(hidden), input_ids[:, first:], shifted=True)
         return gather_logprobs(self.model(input_ids), input_ids)[:, first:]
+
+    def _trained_logprobs(self, input_ids: Any, first: int, trained: np.ndarray) -> Any:
+        """(B, L-1-first) fp32 log-probs where ``trained`` (same shape) is set, 0 elsewhere.
+
+        With a plain head (:func:`.mlx_pass_memory.head_weight`) only the trained
+        positions get logits, a chunk at a time, and none is kept for the backward
+        (:func:`.mlx_pass_memory.head_logprob`); else the whole-model path."""
+        import mlx.core as mx
+
+        if self._split is None or self._head_weight is None:
+            return self._token_logprobs(input_ids, first)
+        hidden = self._split[0](input_ids)[:, first:-1, :]
+        at = mx.array(np.flatnonzero(trained.reshape(-1)).astype(np.int32))
+        targets = input_ids[:, first + 1 :].reshape(-1)
+        picked = head_logprob(self._head_weight, self._head_chunk())(
+            mx.take(hidden.reshape(-1, hidden.shape[-1]), at, axis=0), mx.take(targets, at))
+        flat = mx.zeros((trained.size,), dtype=mx.float32).at[at].add(picked)
+        return flat.reshape(trained.shape)
 
     def _ids(self, batch: Any) -> Any:
         import mlx.core as mx
@@ -310,7 +334,7 @@ class MlxBackend(Backend):
         mask_t = mask[:, first:]
 
         def loss_fn(model: Any) -> Any:
-            n = self._token_logprobs(ids, first)
+            n = self._trained_logprobs(ids, first, mask_t > 0)
             loss, stats = mispo_loss_mlx(
                 n, old_t, base_t, mask_t, adv, weight, hyper, float_stats=False
             )
@@ -322,7 +346,9 @@ class MlxBackend(Backend):
             mx.random.seed(mix_seed(int(getattr(self.job, "seed", 0) or 0), self.micro_steps))
             self.model.train()
         try:
-            (_, stats), grads = nn.value_and_grad(self.model, loss_fn)(self.model)
+            with recompute_blocks(self._blocks(), self.recomputes(ids.shape[1])):
+                (_, stats), grads = nn.value_and_grad(self.model, loss_fn)(self.model)
+                mx.eval(grads, stats)
         finally:
             self.model.eval()
         if self._grads is None:
@@ -332,6 +358,24 @@ class MlxBackend(Backend):
         mx.eval(self._grads, stats)
         self.micro_steps += 1
         return {k: float(stats[k].item()) for k in STAT_KEYS}
+
+    def sequences_per_pass(self, width: int, wanted: int) -> int:
+        """``wanted``; the round's plan, from its widest sequence, also decides whether the
+        whole round runs lean (:meth:`recomputes`), which the round tells the user."""
+        self.tight = self.recomputes(width)
+        return max(1, int(wanted))
+
+    def recomputes(self, width: int) -> bool:
+        """Whether a training pass over ``width``-token sequences recomputes each decoder
+        block in the backward: when one sequence would not leave room (:mod:`.lean`; on
+        Apple silicon the GPU's memory is the machine's)."""
+        hidden = int(self.config.get("hidden_size") or 0)
+        layers = int(self.config.get("num_hidden_layers") or 0)
+        return self._lean(activation_bytes(width, hidden, layers) if hidden and layers else 0)
+
+    def _blocks(self) -> list[Any]:
+        """The decoder blocks mlx-lm's model runs in order (its ``layers``)."""
+        return list(getattr(self.model, "layers", None) or [])
 
     def step(self) -> dict[str, float]:
         import mlx.core as mx
