@@ -231,6 +231,10 @@ def child_backend(a: argparse.Namespace) -> dict[str, Any]:
         threads = torch.get_num_threads()
         if a.device == "cuda":
             gpu_mb = torch.cuda.max_memory_allocated() / 2**20
+    else:  # MLX's own count of its buffers (the GPU's on Apple silicon, RAM on Linux)
+        import mlx.core as mx
+
+        gpu_mb = mx.get_peak_memory() / 2**20
     return {
         "backend": a.child, "device": getattr(be, "device_name", a.child), "threads": threads,
         "load_s": load_s, "forward_tokens_per_s": b * L / fwd_s,
@@ -408,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['peak_rss_mb']:>9.0f} {r['model_gflops_4n']:>10.1f} "
               f"{r['model_gflops_6n_equiv']:>7.1f} "
               + (f"{100 * frac:>6.0f}%" if frac is not None else "      -")
-              + (f"  GPU peak {r['peak_gpu_mb']:.0f} MiB" if r.get("peak_gpu_mb") else ""))
+              + (f"  {'MLX' if r['backend'] == 'mlx' else 'GPU'} peak {r['peak_gpu_mb']:.0f} MiB"
+                 if r.get("peak_gpu_mb") else ""))
     print(json.dumps({"shape": shape_name(a), "model": d, "matmul_params": n_mm,
                       "batch": a.batch, "seq": a.seq,
                       "steps": a.steps, "loadavg": os.getloadavg()[0], "matmul_peak": peaks,

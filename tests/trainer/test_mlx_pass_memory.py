@@ -75,7 +75,9 @@ def test_the_head_keeps_no_logits_for_the_backward(wide_vocab_model: Path,
     plain = one_pass(backend, batch)
     assert_same(chunked, plain)
     logits = trained * VOCAB * 4  # one fp32 copy of the trained positions' logits
-    assert chunked[2] < plain[2] - logits, (chunked[2], plain[2], logits)
+    # the plain pass holds ~3.5 such copies more (measured 30.0 vs 68.9 MB); chunks made
+    # all at once, as MLX would without the chunk-to-chunk dependency, hold 2.6 more
+    assert chunked[2] < plain[2] - 3 * logits, (chunked[2], plain[2], logits)
 
 
 def test_a_quantized_or_biased_head_is_not_taken_for_a_plain_one() -> None:

@@ -45,20 +45,25 @@ def head_logprob(weight: Any, chunk: int) -> Callable[[Any, Any], Any]:
     are then made fp32, as the plain path makes them)."""
     import mlx.core as mx
 
-    def chunks(h: Any, targets: Any) -> Iterator[tuple[Any, Any, Any]]:
-        for s in range(0, h.shape[0], chunk):
-            hc = h[s : s + chunk].astype(weight.dtype)
-            z = (hc @ weight.T).astype(mx.float32)
-            yield z, targets[s : s + chunk], mx.logsumexp(z, axis=-1)
-
     @mx.custom_function
     def f(h: Any, targets: Any) -> tuple[Any, Any]:
-        outs, jacs = [], []
-        for z, t, lse in chunks(h, targets):
-            outs.append(mx.take_along_axis(z, t[:, None], axis=-1)[:, 0] - lse)
-            p = mx.exp(z - lse[:, None]).astype(weight.dtype)
-            jacs.append(weight[t].astype(mx.float32) - (p @ weight).astype(mx.float32))
-        return mx.concatenate(outs), mx.concatenate(jacs)
+        # One (n, 1 + d) block per chunk, [log-prob | gradient]. MLX would run every
+        # chunk's head matmul first and hold all their logits at once (the whole N x V
+        # again); each chunk's input is made to depend on the block before it, so one
+        # chunk's logits are made, used and freed before the next chunk's.
+        blocks: list[Any] = []
+        for s in range(0, h.shape[0], chunk):
+            hc, t = h[s : s + chunk], targets[s : s + chunk]
+            if blocks:
+                hc = mx.depends(hc, blocks[-1])
+            z = (hc.astype(weight.dtype) @ weight.T).astype(mx.float32)
+            lse = mx.logsumexp(z, axis=-1, keepdims=True)
+            picked = mx.take_along_axis(z, t[:, None], axis=-1) - lse
+            p = mx.exp(z - lse).astype(weight.dtype)
+            jac = weight[t].astype(mx.float32) - (p @ weight).astype(mx.float32)
+            blocks.append(mx.concatenate([picked, jac], axis=1))
+        both = mx.concatenate(blocks)
+        return both[:, 0], both[:, 1:]
 
     @f.vjp
     def f_vjp(primals: Any, cotangents: Any, outputs: Any) -> tuple[Any, Any]:
