@@ -14,6 +14,10 @@ Choices that differ from mlx-lm's own tuner, and why:
 * **The learning rate is set per step in Python** (linear warm-up, then
   constant) rather than by an MLX schedule, so both backends share one formula,
   :func:`lr_at`, and a resumed run continues at the right rate.
+* **A training pass keeps no logits for the backward** (the frozen head's gradient is
+  taken a chunk of positions at a time in the forward) and, where one sequence would not
+  leave the machine room, recomputes its decoder blocks (:mod:`.mlx_pass_memory`, the
+  twin of torch's; :mod:`.lean` decides for both).
 * **Local files only.** The folder comes from ``base.resolve_model_folder`` (a
   folder, or the local HF cache); mlx-lm's own ``load`` would download a missing
   model, so only its ``load_model`` / ``load_tokenizer`` are called, on a folder.
