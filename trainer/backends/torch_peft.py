@@ -26,6 +26,7 @@ from rltray.trainer.backends import allocator
 from rltray.trainer.backends.base import Backend, first_trained_column, read_base_config
 from rltray.trainer.backends.base import job_error as _job_error
 from rltray.trainer.backends.lean import LeanChoice, activation_bytes
+from rltray.trainer.backends.torch_load import load_causal_lm
 from rltray.trainer.backends.torch_pass_memory import HeadLogprob, recompute_blocks
 from rltray.trainer.backends.torch_setup import (
     block_linear_modules,
@@ -203,16 +204,20 @@ class TorchPeftBackend(Backend):
         self.model.eval()
 
     def _load_base(self, folder: Path, config: dict, trust: bool, revision: str | None) -> Any:
+        import torch
         from transformers import AutoModelForCausalLM
 
         try:
-            model = AutoModelForCausalLM.from_pretrained(
-                str(folder),
-                dtype=self.dtype,
-                local_files_only=True,
-                trust_remote_code=trust,
-                revision=revision,
-            )
+            if self.dtype == torch.float32:  # widening is exact: load, then copy (torch_load)
+                model, _ = load_causal_lm(folder, self.dtype, trust=trust, revision=revision)
+            else:  # bf16 on a GPU: Transformers' own rounding and fp32-kept modules
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(folder),
+                    dtype=self.dtype,
+                    local_files_only=True,
+                    trust_remote_code=trust,
+                    revision=revision,
+                )
         except Exception as exc:
             arch = config.get("model_type") or config.get("architectures")
             hint = "" if trust else " (remote code is off for this job)"
