@@ -32,6 +32,15 @@ from rltray.app import basemodel, modelfiles
 # "Whole rounds on a CUDA GPU"), and the trainer process under 3 GiB of RAM.
 BASE_GIB = 1.3
 BYTES_PER_PARAM = 4 * 1.45
+# Where that does not fit, the trainer runs the round lean on its own (trainer/backends/
+# lean.py: blocks recomputed, freed memory back to the OS, the weights loaded without the
+# file beside them; its log says so): a whole SmolLM2-135M round peaked at LEAN_SMOLLM2 GiB,
+# the Llama-3.2-3B shape's load at 12.36 GiB and its lean training passes at 13.64, plus
+# the ~0.5 GiB a lean round adds to a pass (bench/README.md, "The load without its file").
+LEAN_BASE_GIB = 0.4
+LEAN_BYTES_PER_PARAM = 4 * 1.17
+#: a lean round's wall time against the default's (SmolLM2: 414.6 vs 254.9 s)
+LEAN_SLOWER = 1.6
 #: the share of the machine's memory a round may take while the user's other work goes on
 FIT_SHARE = 0.8
 
@@ -194,8 +203,11 @@ def _count(params: int) -> str:
     return f"{params:,}"
 
 
-def memory_need_bytes(params: int) -> int:
-    """The peak memory of a training round on a model of ``params`` parameters (see the top)."""
+def memory_need_bytes(params: int, *, lean: bool = False) -> int:
+    """The peak memory of a training round on a model of ``params`` parameters, the
+    default round's or a lean one's (see the top)."""
+    if lean:
+        return int(LEAN_BASE_GIB * 2**30 + params * LEAN_BYTES_PER_PARAM)
     return int(BASE_GIB * 2**30 + params * BYTES_PER_PARAM)
 
 
@@ -224,12 +236,22 @@ def memory_fit(
         message = f"{_count(int(params))} parameters: {basis}; this machine's memory is unknown."
         return {"fits": None, "need_gib": round(need_gib, 1), "message": message}
     have_gib = total_bytes / 2**30
-    fits = need <= FIT_SHARE * total_bytes
-    verdict = "fits" if fits else "does not fit"
+    room = FIT_SHARE * total_bytes
+    fits = need <= room
+    lean_need = memory_need_bytes(int(params), lean=True)
+    lean = not fits and not peak and lean_need <= room
+    if lean:
+        basis += (f" ({lean_need / 2**30:.1f} GB in a lean round, about {LEAN_SLOWER:g}x "
+                  "slower, which the trainer runs on its own where memory is tight)")
+        verdict = "fits in a lean round"
+    else:
+        verdict = "fits" if fits else "does not fit"
     return {
-        "fits": fits,
+        "fits": fits or lean,
+        "lean": lean,
         "params": int(params),
         "need_gib": round(need_gib, 1),
+        "lean_gib": round(lean_need / 2**30, 1),
         "have_gib": round(have_gib, 1),
         "measured_gib": round(peak / 2**30, 1) if peak else None,
         "message": (

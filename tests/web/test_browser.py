@@ -161,6 +161,30 @@ def test_the_whole_wizard(page, server, service, tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_the_model_step_says_when_a_model_fits_only_in_a_lean_round(
+        page, server, tmp_path, monkeypatch) -> None:
+    """Llama-3.2-3B's shape on a 20 GB machine: the default round's estimate does not fit,
+    the lean round the trainer runs there does, and the model step says which."""
+    from rltray.web import wizard
+
+    monkeypatch.setattr(wizard, "_memory", lambda: 20 * 2**30)
+    folder = tmp_path / "models" / "llama-3.2-3b-shape"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 3072,
+        "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8,
+        "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True}))
+    page.goto(server.launch_url("setup"))
+    page.wait_for_selector(".agent[data-name='claude-code'] button")
+    page.click("#next")
+    row = page.wait_for_selector(f"label.choice:has(input[value='{folder}'])")
+    text = row.inner_text()
+    assert "so it fits in a lean round." in text and "about 1.6x slower" in text
+    assert not row.query_selector(".warn")  # a fit, not a warning
+    shot(page, "wizard-2-model-lean", "Setup")
+
+
+@pytest.mark.slow
 def test_rate_tag_comment_and_delete_in_the_browser(page, server, service, add_turns) -> None:
     ids = add_turns(4)  # newest first on the page: ids[3], ids[2], ids[1], ids[0]
     service.store.add_tag("ignored instructions")

@@ -121,6 +121,26 @@ def test_memory_fit_figures() -> None:
     assert verdict["need_gib"] > 100 and verdict["have_gib"] == 16.0
 
 
+def test_a_model_that_fits_only_lean_is_told_so() -> None:
+    """Llama-3.2-3B's shape: the default round's 18.7 GB does not fit 80% of a 20 GB
+    laptop, the lean round the trainer switches to there does, and the wizard says both."""
+    three_b = 3_212_749_824
+    verdict = models.memory_fit({"params": three_b}, 20 * 2**30)
+    assert verdict["fits"] is True and verdict["lean"] is True
+    assert verdict["need_gib"] == 18.7 and verdict["lean_gib"] < 0.8 * 20
+    assert verdict["message"].endswith("so it fits in a lean round.")
+    assert "in a lean round, about 1.6x slower" in verdict["message"]
+    roomy = models.memory_fit({"params": three_b}, 32 * 2**30)
+    assert roomy["fits"] is True and roomy["lean"] is False
+    assert roomy["message"].endswith("so it fits.") and "lean" not in roomy["message"]
+    small = models.memory_fit({"params": three_b}, 12 * 2**30)
+    assert small["fits"] is False and small["message"].endswith("so it does not fit.")
+    # a measured round on this model is the figure: no estimate of a lean one beside it
+    measured = models.memory_fit({"params": three_b}, 20 * 2**30,
+                                 {"peak_bytes": 17 * 2**30, "run": "r1"})
+    assert measured["fits"] is False and measured["lean"] is False
+
+
 def test_a_gguf_and_the_models_ollama_serves_can_be_chosen(client, service, tmp_path) -> None:
     """Issue 22: the model step listed only Hugging Face folders; a .gguf path got "is not a
     folder" and Ollama's own models (the README's headline) could not be chosen."""
