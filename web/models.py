@@ -33,12 +33,14 @@ from rltray.app import basemodel, modelfiles
 BASE_GIB = 1.3
 BYTES_PER_PARAM = 4 * 1.45
 # Where that does not fit, the trainer runs the round lean on its own (trainer/backends/
-# lean.py: blocks recomputed, freed memory back to the OS, the weights loaded without the
-# file beside them; its log says so): a whole SmolLM2-135M round peaked at LEAN_SMOLLM2 GiB,
-# the Llama-3.2-3B shape's load at 12.36 GiB and its lean training passes at 13.64, plus
-# the ~0.5 GiB a lean round adds to a pass (bench/README.md, "The load without its file").
-LEAN_BASE_GIB = 0.4
-LEAN_BYTES_PER_PARAM = 4 * 1.17
+# lean.py: blocks recomputed, freed memory back to the OS; its log says so), and since the
+# weights load without their file beside them (trainer/backends/torch_load.py) a lean
+# round's peak is its training passes': a whole SmolLM2-135M round peaked at 1.07 GiB, the
+# Llama-3.2-3B shape's lean passes at 13.64 GiB (its load at 12.36), plus ~0.5 GiB for
+# what a round adds to a pass: a line through both, 0.5 GiB + 1.14 x the fp32 weights
+# (bench/README.md, "The load without its file").
+LEAN_BASE_GIB = 0.5
+LEAN_BYTES_PER_PARAM = 4 * 1.14
 #: a lean round's wall time against the default's (SmolLM2: 414.6 vs 254.9 s)
 LEAN_SLOWER = 1.6
 #: the share of the machine's memory a round may take while the user's other work goes on
