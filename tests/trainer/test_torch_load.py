@@ -49,6 +49,24 @@ def test_the_same_weights_as_from_pretrained(bf16_model: Path) -> None:
         assert returned > 0.9 * file_bytes  # nearly every page of the file went back
 
 
+def test_a_cache_snapshot_of_links_hands_its_pages_back_too(bf16_model: Path,
+                                                            tmp_path: Path) -> None:
+    """A Hugging Face cache snapshot is a folder of links to blobs outside it."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("pages are handed back on Linux only")
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "abc"
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    for i, f in enumerate(sorted(bf16_model.iterdir())):
+        blob = blobs / f"blob{i}"
+        blob.write_bytes(f.read_bytes())
+        (snapshot / f.name).symlink_to(blob)
+    model, returned = load_causal_lm(snapshot, torch.float32, trust=False, revision=None)
+    file_bytes = sum(p.stat().st_size for p in bf16_model.glob("*.safetensors"))
+    assert returned > 0.9 * file_bytes
+    assert next(model.parameters()).dtype == torch.float32
+
+
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
                     reason="needs Linux's /proc/self/clear_refs to reset the peak RSS")
 def test_the_load_does_not_peak_at_the_weights_plus_the_file(bf16_model: Path) -> None:

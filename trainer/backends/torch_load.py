@@ -11,9 +11,8 @@ is then copied to the round's dtype one at a time, its file pages handed back as
 its copy exists (``madvise(MADV_DONTNEED)``, only on whole pages of that weight's own
 bytes inside private mappings of the model's own files: a page read again comes back
 from the file, and nothing writes to a loaded weight). The peak is the weights themselves
-plus one tensor. Where the OS has no
-``/proc/self/maps`` (macOS, Windows) the copies are made the same way and the pages go
-back when the load ends, as before.
+plus one tensor. Where the OS has no ``/proc/self/maps`` (macOS, Windows) the copies are
+made the same way and the pages go back when the load ends, as before.
 """
 
 from __future__ import annotations
@@ -28,10 +27,12 @@ MADV_DONTNEED = 4  # the same number on Linux for every architecture rltray runs
 
 
 def file_mappings(folder: Path) -> list[tuple[int, int]]:
-    """(start, end) of this process's private mappings of files inside ``folder`` (torch
-    maps safetensors shards copy-on-write, ``rw-p``); empty where ``/proc/self/maps``
-    does not exist."""
+    """(start, end) of this process's private mappings of the model's files (torch maps
+    safetensors shards copy-on-write, ``rw-p``): files inside ``folder`` or what its
+    links point at (a Hugging Face cache snapshot links each file to a blob outside
+    it); empty where ``/proc/self/maps`` does not exist."""
     root = os.path.realpath(folder)
+    linked = {os.path.realpath(p) for p in Path(folder).iterdir() if p.is_symlink()}
     spans: list[tuple[int, int]] = []
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
@@ -40,7 +41,7 @@ def file_mappings(folder: Path) -> list[tuple[int, int]]:
                 if len(parts) < 6 or not parts[1].endswith("p"):
                     continue
                 path = parts[5].strip()
-                if path == root or path.startswith(root + os.sep):
+                if path in linked or path.startswith(root + os.sep):
                     start, end = (int(x, 16) for x in parts[0].split("-"))
                     spans.append((start, end))
     except OSError:
