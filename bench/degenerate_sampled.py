@@ -30,6 +30,7 @@ def sampled(backend: Any, prompts: list[list[int]], pad: int, stop: set[int], n:
             adapter: bool, seed: int) -> list[list[int]]:
     """``n`` temperature-0.7 answers per prompt, in one left-padded batch."""
     import torch
+    from rltray.trainer.backends.torch_peft import _cut_at_stop  # as the gate's answers end
     from transformers import GenerationConfig
 
     rows = [p for p in prompts for _ in range(n)]
@@ -45,12 +46,7 @@ def sampled(backend: Any, prompts: list[list[int]], pad: int, stop: set[int], n:
     lora = contextlib.nullcontext() if adapter else backend.model.disable_adapter()
     with torch.no_grad(), lora:
         out = backend.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-    answers = []
-    for row in out:
-        ids = [int(t) for t in row[width:]]
-        ends = [i for i, t in enumerate(ids) if t in stop]
-        answers.append(ids[: ends[0]] if ends else ids)
-    return answers
+    return [_cut_at_stop([int(t) for t in row[width:]], stop) for row in out]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -350,9 +350,9 @@ class MlxBackend(Backend):
             mx.random.seed(mix_seed(int(getattr(self.job, "seed", 0) or 0), self.micro_steps))
             self.model.train()
         try:
+            # the backward's graph (recomputation included) is traced inside the call
             with recompute_blocks(self._blocks(), self.recomputes(ids.shape[1])):
                 (_, stats), grads = nn.value_and_grad(self.model, loss_fn)(self.model)
-                mx.eval(grads, stats)
         finally:
             self.model.eval()
         if self._grads is None:
@@ -375,7 +375,7 @@ class MlxBackend(Backend):
         Apple silicon the GPU's memory is the machine's)."""
         hidden = int(self.config.get("hidden_size") or 0)
         layers = int(self.config.get("num_hidden_layers") or 0)
-        return self._lean(activation_bytes(width, hidden, layers) if hidden and layers else 0)
+        return self._lean(activation_bytes(width, hidden, layers))  # 0 where unknown
 
     def _blocks(self) -> list[Any]:
         """The decoder blocks mlx-lm's model runs in order (its ``layers``)."""

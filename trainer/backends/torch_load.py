@@ -87,15 +87,11 @@ def load_causal_lm(folder: Path, dtype: Any, *, trust: bool, revision: str | Non
         str(folder), dtype="auto", local_files_only=True, trust_remote_code=trust,
         revision=revision)
     pages = PageReturner(file_mappings(folder))
-    seen: set[int] = set()
-    with torch.no_grad():
+    with torch.no_grad():  # parameters() and buffers() each name a shared tensor once
         for tensor in [*model.parameters(), *model.buffers()]:
-            if id(tensor) in seen or not tensor.is_floating_point():
-                continue
-            seen.add(id(tensor))
-            old = tensor.data
-            tensor.data = old.to(dtype, copy=True)  # a copy even where the dtype matches
-            pages.give_back(old.data_ptr(), old.nbytes)
-            del old
+            if tensor.is_floating_point():
+                old = tensor.data
+                tensor.data = old.to(dtype, copy=True)  # a copy even where the dtype matches
+                pages.give_back(old.data_ptr(), old.nbytes)
     model.config.dtype = dtype
     return model, pages.returned
