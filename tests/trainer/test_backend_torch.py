@@ -304,6 +304,53 @@ def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_mode
             np.testing.assert_allclose(g_head[k], grads[k], rtol=1e-4, atol=1e-7)
 
 
+def test_under_bf16_autocast_the_head_runs_every_matmul_in_bf16(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's own gradient (``HeadLogprob``) is a softmax x W product as large as the
+    head itself; under autocast it runs in bf16 as autograd's backward of bf16 logits
+    would (in fp32 it ran at half the bf16 speed), and the gradients stay those of the
+    whole model's logits up to bf16 rounding."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "1")
+    backend = loaded(tiny_model)
+    assert backend.autocast and backend._body_head() is not None
+    vocab = backend.vocab_size
+    batch = make_batch(backend.tokenizer, CORPUS)
+    old = backend.logprobs(batch, adapter=True)
+    adv = np.array([1.0, -1.0, 0.5, -0.5], np.float32)
+    w = np.full(4, 0.25, np.float32)
+    head_mm: list[Any] = []
+
+    class HeadMatmuls(TorchDispatchMode):
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            if func.__name__.startswith(("mm", "addmm", "bmm")) and any(
+                isinstance(a, torch.Tensor) and vocab in a.shape for a in args
+            ):
+                head_mm.append(tuple(a.dtype for a in args if isinstance(a, torch.Tensor)))
+            return func(*args, **(kwargs or {}))
+
+    with HeadMatmuls():
+        backend.accumulate(batch, old, old - 0.05, adv, w)
+    g_head = backend.lora_gradients()
+    backend.zero_grad()
+    assert head_mm and all(d == torch.bfloat16 for dtypes in head_mm for d in dtypes), head_mm
+    split, backend._split = backend._split, None  # the whole model's logits, autograd's head
+    try:
+        backend.accumulate(batch, old, old - 0.05, adv, w)
+    finally:
+        backend._split = split
+    g_whole = backend.lora_gradients()
+    a = np.concatenate([g_head[k].ravel() for k in sorted(g_head)])
+    b = np.concatenate([g_whole[k].ravel() for k in sorted(g_head)])
+    assert np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.999
+    assert np.linalg.norm(a - b) < 0.05 * np.linalg.norm(b)
+
+
 def test_log_probs_in_row_groups_equal_the_whole_batch(
     tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
