@@ -195,6 +195,24 @@ def test_checkpoint_resume_is_bit_identical(tiny_model: Path, tmp_path: Path) ->
         np.testing.assert_array_equal(a[k], b[k])
 
 
+def test_checkpoint_of_other_tensors_is_refused_whole(tiny_model: Path, tmp_path: Path) -> None:
+    """A checkpoint of another rank or other layers names every tensor that does not fit
+    and leaves the loaded LoRA as it was (never half applied)."""
+    from rltray.trainer.backends.base import checkpoint_mismatch
+    from rltray.trainer.errors import JobError
+
+    loaded(tiny_model, rank=2).save_checkpoint(tmp_path / "ck")
+    other = loaded(tiny_model, rank=4)
+    before = other.lora_state()
+    with pytest.raises(JobError, match=r"does not match this model: .*has shape \(2, "):
+        other.load_checkpoint(tmp_path / "ck")
+    after = other.lora_state()
+    assert all(np.array_equal(before[k], after[k]) for k in before) and other.steps_done == 0
+    assert checkpoint_mismatch({"a": (2, 3), "gone": (1,)}, {"a": (4, 3), "new": (1,)}) == [
+        "new is missing", "gone is not in this model", "a has shape (2, 3), the model has (4, 3)"]
+    assert checkpoint_mismatch({"a": (2, 3)}, {"a": (2, 3)}) == []
+
+
 def test_written_adapter_loads_in_peft_and_as_parent(tiny_model: Path, tmp_path: Path) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

@@ -305,3 +305,41 @@ def job_error(message: str) -> Exception:
     from rltray.trainer.errors import JobError
 
     return JobError(message)
+
+
+def read_parent_adapter(
+    folder: Path, base_shapes: dict[str, tuple[int, int]]
+) -> tuple[int, float, dict[str, np.ndarray]]:
+    """The parent adapter a round continues: its ``r``, ``lora_alpha`` and tensors,
+    checked against the base's linear layers first.
+
+    The parent's own ``r`` and ``lora_alpha`` win over the preset's on every backend:
+    the round continues the parent's function, so its scale must stay what it was.
+    Every problem is reported in one JobError.
+    """
+    from .. import adapters
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise job_error(f"the parent adapter folder {folder} does not exist")
+    problems = adapters.validate_adapter(folder, base_shapes=base_shapes, require_metadata=False)
+    if problems:
+        raise job_error(f"the parent adapter {folder} cannot be used: " + "; ".join(problems))
+    cfg = adapters.read_adapter_config(folder)
+    return int(cfg["r"]), float(cfg["lora_alpha"]), adapters.load_adapter_tensors(folder)
+
+
+def checkpoint_mismatch(
+    saved: dict[str, tuple[int, ...]], live: dict[str, tuple[int, ...]]
+) -> list[str]:
+    """Why a checkpoint's LoRA tensors (name -> shape) cannot go into the loaded model's,
+    one phrase per tensor; empty when they fit. A resumed round must train the very
+    tensors it paused, so nothing is skipped or reshaped."""
+    problems = [f"{k} is missing" for k in sorted(set(live) - set(saved))]
+    problems += [f"{k} is not in this model" for k in sorted(set(saved) - set(live))]
+    problems += [
+        f"{k} has shape {tuple(saved[k])}, the model has {tuple(live[k])}"
+        for k in sorted(set(live) & set(saved))
+        if tuple(saved[k]) != tuple(live[k])
+    ]
+    return problems

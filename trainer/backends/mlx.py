@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..rounddata import pad_id
-from .base import Backend, first_trained_column
+from .base import Backend, checkpoint_mismatch, first_trained_column, read_parent_adapter
 from .lean import LeanChoice, activation_bytes
 from .mlx_pass_memory import head_logprob, head_weight, recompute_blocks
 from .mlx_setup import (
@@ -118,7 +118,8 @@ class MlxBackend(Backend):
         parent = getattr(self.job, "parent_adapter", None)
         parent_tensors: dict[str, np.ndarray] = {}
         if parent:
-            parent_tensors = self._read_parent(Path(parent))
+            self.rank, self.alpha, parent_tensors = read_parent_adapter(
+                Path(parent), self.base_shapes)
             parent_paths = {adapters.parse_peft_name(k)[0] for k in parent_tensors}
             paths = sorted(set(paths) | parent_paths, key=paths_key)
         if not paths:
@@ -150,27 +151,6 @@ class MlxBackend(Backend):
         self._split = body_and_head(model, int(config.get("vocab_size") or 2))
         self._head_weight = head_weight(self._split[1]) if self._split else None
         mx.random.seed(seed)
-
-    def _read_parent(self, folder: Path) -> dict[str, np.ndarray]:
-        """Validate the parent PEFT folder against the loaded model; adopt its r and alpha.
-
-        The parent's own ``r`` and ``lora_alpha`` win over the preset's: the round
-        continues the parent's function, so its scale must stay what it was.
-        """
-        from .. import adapters
-        from ..errors import JobError
-
-        if not folder.is_dir():
-            raise JobError(f"the parent adapter folder {folder} does not exist")
-        problems = adapters.validate_adapter(
-            folder, base_shapes=self.base_shapes, require_metadata=False
-        )
-        if problems:
-            raise JobError(f"parent adapter {folder} is not usable: " + "; ".join(problems))
-        cfg = adapters.read_adapter_config(folder)
-        self.rank = int(cfg["r"])
-        self.alpha = float(cfg["lora_alpha"])
-        return adapters.load_adapter_tensors(folder)
 
     def _set_lora(self, mlx_tensors: dict[str, np.ndarray]) -> None:
         import mlx.core as mx
@@ -613,13 +593,8 @@ class MlxBackend(Backend):
             raise JobError(f"checkpoint {path} is not an MLX rltray checkpoint")
         lora = {k[5:]: np.array(v) for k, v in arrays.items() if k.startswith("lora.")}
         mine = self._mlx_lora_numpy()
-        problems = [f"{k} missing" for k in mine if k not in lora]
-        problems += [f"{k} not in the model" for k in lora if k not in mine]
-        problems += [
-            f"{k}: shape {lora[k].shape} vs {mine[k].shape}"
-            for k in lora
-            if k in mine and lora[k].shape != mine[k].shape
-        ]
+        problems = checkpoint_mismatch({k: v.shape for k, v in lora.items()},
+                                       {k: v.shape for k, v in mine.items()})
         if int(meta.get("rank", self.rank)) != self.rank:
             problems.append(f"rank {meta.get('rank')} vs {self.rank}")
         if problems:

@@ -16,14 +16,18 @@ Why it looks like this:
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rltray.trainer import adapters
-from rltray.trainer.backends import allocator
-from rltray.trainer.backends.base import Backend, first_trained_column, read_base_config
+from rltray.trainer.backends import allocator, torch_checkpoint
+from rltray.trainer.backends.base import (
+    Backend,
+    first_trained_column,
+    read_base_config,
+    read_parent_adapter,
+)
 from rltray.trainer.backends.base import job_error as _job_error
 from rltray.trainer.backends.lean import LeanChoice, activation_bytes
 from rltray.trainer.backends.torch_load import load_causal_lm
@@ -52,7 +56,6 @@ HEAD_CHUNK_BYTES_TIGHT = 8 * 2**20
 #: sequence of 300 tokens is ~0.66 GB, so such a model trains one sequence at a time; a
 #: tiny test model (hidden 64, 2 layers) keeps its batch of 4.
 CPU_ACTIVATION_BUDGET = 256 * 2**20
-CHECKPOINT_FILE = "torch_backend.pt"
 
 
 class TorchPeftBackend(Backend):
@@ -171,11 +174,13 @@ class TorchPeftBackend(Backend):
         base = self._load_base(folder, config, trust, revision)
         self.tokenizer = self._load_tokenizer(folder, trust, revision)
 
+        self.base_shapes = block_linear_modules(base, None)
         shapes = block_linear_modules(base, self.hyper.target_modules)
         parent = getattr(self.job, "parent_adapter", None)
         parent_tensors: dict[str, np.ndarray] = {}
         if parent:
-            parent_tensors = self._read_parent(Path(parent), block_linear_modules(base, None))
+            self.rank, self.alpha, parent_tensors = read_parent_adapter(
+                Path(parent), self.base_shapes)
             for name in parent_tensors:
                 path = adapters.parse_peft_name(name)[0]  # type: ignore[index]
                 shapes.setdefault(path, self.base_shapes[path])  # type: ignore[index]
@@ -184,7 +189,6 @@ class TorchPeftBackend(Backend):
                 f"the base model ({config.get('model_type')}) has no linear layers in its "
                 f"transformer blocks matching target_modules={self.hyper.target_modules!r}"
             )
-        self.base_shapes = block_linear_modules(base, None)
         self.lora_paths = sorted(shapes)
         self._attach_lora(base, shapes)
         if parent_tensors:
@@ -265,26 +269,6 @@ class TorchPeftBackend(Backend):
             if ".lora_A." in name or ".lora_B." in name:
                 out[name.replace(".default.", ".")] = p
         return out
-
-    def _read_parent(
-        self, folder: Path, all_shapes: dict[str, tuple[int, int]]
-    ) -> dict[str, np.ndarray]:
-        """Validate the parent PEFT folder against the base; adopt its r and alpha.
-
-        The parent's own ``r`` and ``lora_alpha`` win over the preset's (as on the
-        MLX backend): the round continues the parent's function, so its scale must
-        stay what it was. Every problem is reported in one JobError.
-        """
-        self.base_shapes = all_shapes
-        if not Path(folder).is_dir():
-            raise _job_error(f"the parent adapter folder {folder} does not exist")
-        problems = adapters.validate_adapter(folder, base_shapes=all_shapes, require_metadata=False)
-        if problems:
-            raise _job_error(f"the parent adapter {folder} cannot be used: " + "; ".join(problems))
-        cfg = adapters.read_adapter_config(folder)
-        self.rank = int(cfg["r"])
-        self.alpha = float(cfg["lora_alpha"])
-        return adapters.load_adapter_tensors(folder)
 
     # ---- log-probs ----------------------------------------------------------------
 
@@ -719,51 +703,12 @@ class TorchPeftBackend(Backend):
     # ---- checkpoints ----------------------------------------------------------------
 
     def save_checkpoint(self, folder: Path) -> None:
-        import torch
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        state = {
-            "lora": {k: p.detach().cpu().clone() for k, p in self._named_lora_params().items()},
-            "optimizer": self.optimizer.state_dict(),
-            "steps_done": self.steps_done,
-            "rng_cpu": torch.get_rng_state(),
-            "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        }
-        tmp = folder / f".{CHECKPOINT_FILE}.tmp-{os.getpid()}"
-        torch.save(state, tmp)
-        os.replace(tmp, folder / CHECKPOINT_FILE)
+        torch_checkpoint.save(Path(folder), self._named_lora_params(), self.optimizer,
+                              self.steps_done)
 
     def load_checkpoint(self, folder: Path) -> None:
-        import torch
-
-        path = Path(folder) / CHECKPOINT_FILE
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise _job_error(f"the checkpoint {path} is unreadable: {first_sentence(exc)}") from exc
-        live = self._named_lora_params()
-        saved = state["lora"]
-        problems = [f"{k} is missing" for k in sorted(set(live) - set(saved))]
-        problems += [f"{k} is not in this model" for k in sorted(set(saved) - set(live))]
-        problems += [
-            f"{k} has shape {tuple(saved[k].shape)}, the model has {tuple(live[k].shape)}"
-            for k in sorted(set(live) & set(saved))
-            if tuple(saved[k].shape) != tuple(live[k].shape)
-        ]
-        if problems:
-            raise _job_error(
-                f"the checkpoint in {folder} does not match this model: " + "; ".join(problems)
-            )
-        with torch.no_grad():
-            for k, p in live.items():
-                p.copy_(saved[k].to(p.device, p.dtype))
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.steps_done = int(state["steps_done"])
-        torch.set_rng_state(state["rng_cpu"])
-        if state.get("rng_cuda") and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
-
+        self.steps_done = torch_checkpoint.load(Path(folder), self._named_lora_params(),
+                                                self.optimizer)
 
 def _cut_at_stop(tokens: list[int], stop: set[int]) -> list[int]:
     """``tokens`` up to and including the first stop token (a batch pads the rest)."""
