@@ -315,3 +315,23 @@ def test_a_broken_config_file_is_shown_and_the_last_valid_values_stay(
     shot(page, "settings-broken-file", "Settings")
     page.click("button:has-text('Save settings')")
     assert 'min_ratings = "lots"' in service.paths.config.read_text()  # nothing written over it
+
+
+def test_the_backend_step_follows_an_environment_build_to_its_end(page, server) -> None:
+    """*Create trainer environment* starts the build as a job and the step follows it once
+    a second until it stops: here a build that fails at once (no such Python) ends with its
+    reason beside the bar, its log shown, and the button usable again."""
+    options = server.app.extensions["rltray"].options
+    options.update(env_cli_args=["--python", "/nonexistent/python3"])
+    page.goto(server.launch_url("setup"))
+    page.wait_for_selector("#steps")
+    page.goto(f"{server.base_url}/setup#backend")
+    page.reload()  # the step in the address is the one shown on load
+    page.wait_for_selector("#backend-info >> text=Trainer interpreter")
+    page.click("#env-create")
+    page.wait_for_selector("#env-step >> text=failed (exit code")
+    assert page.is_enabled("#env-create")
+    assert "/nonexistent/python3" in page.inner_text("#env-log")
+    assert page.is_visible("#env-progress") and page.is_visible("#env-log")
+    assert "failed" in (page.get_attribute("#env-progress", "class") or "")  # a red bar
+    shot(page, "wizard-3-backend-env-failed", "Setup")

@@ -183,7 +183,22 @@
   });
 
   // -- 3. backend ----------------------------------------------------------------------
-  let jobTimer = null;
+  // A background job (the trainer environment, the remote check) followed once a second
+  // until it stops; following another job of the same kind stops following the first.
+  function jobFollower() {
+    let timer = null;
+    return (id, render) => {
+      clearInterval(timer);
+      const tick = async () => {
+        const job = await call("GET", `/api/jobs/${id}`);
+        if (job.status !== "running") clearInterval(timer);
+        render(job);
+      };
+      tick();
+      timer = setInterval(tick, 1000);
+    };
+  }
+  const followEnvJob = jobFollower();
   async function loadBackend() {
     const data = await call("POST", "/api/setup/backend");
     const box = document.getElementById("backend-info");
@@ -199,24 +214,20 @@
     if (data.job) followJob(data.job.id);
   }
   function followJob(id) {
-    clearInterval(jobTimer);
     const bar = document.getElementById("env-progress");
     const log = document.getElementById("env-log");
     bar.hidden = false; log.hidden = false;
     document.getElementById("env-create").disabled = true;
-    const tick = async () => {
-      const job = await call("GET", `/api/jobs/${id}`);
-      document.getElementById("env-fill").style.width = (job.percent ?? 5) + "%";
+    followEnvJob(id, (job) => {
+      document.getElementById("env-fill").style.width = (job.status === "failed" ? 100 : job.percent ?? 5) + "%";
+      bar.classList.toggle("failed", job.status === "failed");
       document.getElementById("env-step").textContent = job.status === "running" ? job.step + (job.percent != null ? ` (${job.percent}%)` : "…") : job.status === "done" ? "Done." : job.error;
       log.textContent = job.log.join("\n");
       if (job.status !== "running") {
-        clearInterval(jobTimer);
         document.getElementById("env-create").disabled = false;
         if (job.status === "done") { say("Trainer environment ready."); loadBackend(); }
       }
-    };
-    tick();
-    jobTimer = setInterval(tick, 1000);
+    });
   }
   document.getElementById("env-create").addEventListener("click", async () => {
     const job = await call("POST", "/api/setup/trainer-env");
@@ -226,7 +237,7 @@
   // -- 3b. a bigger machine (Ray over SSH): the fields save like any step's; the key, the
   // token, the host key and the check have routes of their own (web/remote_setup.py)
   const remoteBox = document.getElementById("remote-box");
-  let remoteTimer = null;
+  const followRemoteJob = jobFollower();
   function kept(id, value, what) {
     const out = document.getElementById(id);
     out.textContent = value === null ? "The OS keyring cannot be reached; see Settings." : value ? `${what} is in the keyring.` : `No ${what.toLowerCase()} kept yet.`;
@@ -292,25 +303,20 @@
     out.append(el("span", { class: "ok" }, "Accepted: "), el("code", {}, data.host_key));
   });
   function followCheck(id) {
-    clearInterval(remoteTimer);
     const rows = document.getElementById("remote-rows");
     const result = document.getElementById("remote-result");
     const button = document.getElementById("remote-check");
     button.disabled = true;
-    const tick = async () => {
-      const job = await call("GET", `/api/jobs/${id}`);
+    followRemoteJob(id, (job) => {
       rows.textContent = "";
       for (const r of (job.result.rows || [])) {
         rows.append(el("li", {}, el("strong", { class: r.ok ? "ok" : "error" }, r.ok ? "ok" : "failed"), ` ${r.name}: ${r.said}`));
       }
       if (job.status === "running") { result.textContent = job.step + "…"; result.className = "muted"; return; }
-      clearInterval(remoteTimer);
       button.disabled = false;
       result.textContent = job.status === "done" ? "Every step works: rounds will train on this machine." : job.error;
       result.className = job.status === "done" ? "ok" : "error";
-    };
-    tick();
-    remoteTimer = setInterval(tick, 1000);
+    });
   }
   document.getElementById("remote-check").addEventListener("click", async () => {
     document.getElementById("remote-rows").textContent = "";
