@@ -31,14 +31,14 @@ log-probs that the masks drop. Packed or left-padded batches are refused.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..rounddata import pad_id
-from .base import Backend, checkpoint_mismatch, first_trained_column, read_parent_adapter
+from . import mlx_checkpoint
+from .base import Backend, first_trained_column, read_parent_adapter
 from .lean import LeanChoice, activation_bytes
 from .mlx_pass_memory import head_logprob, head_weight, recompute_blocks
 from .mlx_setup import (
@@ -55,9 +55,6 @@ from .mlx_setup import (
 #: Largest fp32 logits one output-head call makes outside training (positions go in
 #: chunks): the round start and drift never hold a whole batch's B x L x V logits.
 HEAD_CHUNK_BYTES = 32 * 2**20
-
-CHECKPOINT_FILE = "mlx_state.safetensors"
-CHECKPOINT_FORMAT = "rltray-mlx-checkpoint-1"
 
 
 class MlxBackend(Backend):
@@ -556,54 +553,19 @@ class MlxBackend(Backend):
     # ---- checkpoints ---------------------------------------------------------------
 
     def save_checkpoint(self, folder: Path) -> None:
-        import mlx.core as mx
-        from mlx.utils import tree_flatten
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        arrays: dict[str, Any] = {
-            "lora." + k: mx.array(v) for k, v in self._mlx_lora_numpy().items()
-        }
-        for k, v in tree_flatten(self.optimizer.state):
-            arrays["optim." + k] = v
-        meta = {
-            "format": CHECKPOINT_FORMAT,
+        mlx_checkpoint.save(Path(folder), self._mlx_lora_numpy(), self.optimizer.state, {
             "steps_done": str(self.steps_done),
             "micro_steps": str(self.micro_steps),
             "rank": str(self.rank),
             "alpha": repr(self.alpha),
-        }
-        tmp = folder / f".{CHECKPOINT_FILE}.tmp-{os.getpid()}.safetensors"
-        mx.save_safetensors(str(tmp), arrays, metadata=meta)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, folder / CHECKPOINT_FILE)
+        })
 
     def load_checkpoint(self, folder: Path) -> None:
         import mlx.core as mx
-        from mlx.utils import tree_unflatten
 
-        from ..errors import JobError
-
-        path = Path(folder) / CHECKPOINT_FILE
-        try:
-            arrays, meta = mx.load(str(path), return_metadata=True)
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise JobError(f"checkpoint {path} is unreadable: {exc}") from exc
-        if meta.get("format") != CHECKPOINT_FORMAT:
-            raise JobError(f"checkpoint {path} is not an MLX rltray checkpoint")
-        lora = {k[5:]: np.array(v) for k, v in arrays.items() if k.startswith("lora.")}
-        mine = self._mlx_lora_numpy()
-        problems = checkpoint_mismatch({k: v.shape for k, v in lora.items()},
-                                       {k: v.shape for k, v in mine.items()})
-        if int(meta.get("rank", self.rank)) != self.rank:
-            problems.append(f"rank {meta.get('rank')} vs {self.rank}")
-        if problems:
-            raise JobError(
-                f"checkpoint {path} does not match the loaded model: " + "; ".join(problems)
-            )
+        lora, self.optimizer.state, meta = mlx_checkpoint.load(
+            Path(folder), self._mlx_lora_numpy(), self.rank)
         self._set_lora(lora)
-        optim_items = [(k[6:], v) for k, v in arrays.items() if k.startswith("optim.")]
-        self.optimizer.state = tree_unflatten(optim_items)
         self.steps_done = int(meta["steps_done"])
         self.micro_steps = int(meta["micro_steps"])
         self._grads = None
