@@ -333,6 +333,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-tokens", type=int, default=386, help="--versus: longest example")
     ap.add_argument("--passes", type=int, default=1, help="--versus: passes over the examples")
     ap.add_argument("--reps", type=int, default=3, help="--versus: rounds per tool")
+    ap.add_argument("--rltray-bf16", default="0", choices=("0", "1", "auto"),
+                    help="--versus: rltray's RLTRAY_TRAINER_BF16 (auto: a user's round's own)")
     ap.add_argument("--profile", action="store_true",
                     help="--versus: one torch.profiler round per tool, where the time goes")
     ap.add_argument("--child", help=argparse.SUPPRESS)

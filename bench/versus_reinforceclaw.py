@@ -130,8 +130,10 @@ def write_job(folder: Path, model: Path, rows: list[dict[str, Any]], backend: st
 
 
 def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: str,
-               passes: int, tokens: int, timeout: float) -> dict[str, Any]:
-    """One round of the real trainer (``python -m rltray.trainer job.json``) at 1 thread.
+               passes: int, tokens: int, timeout: float, bf16: str = "0") -> dict[str, Any]:
+    """One round of the real trainer (``python -m rltray.trainer job.json``) at 1 thread,
+    in fp32 like ReinforceClaw unless ``bf16`` (``RLTRAY_TRAINER_BF16``: ``auto`` is what
+    a user's round does, bf16 autocast where the CPU has native bf16).
 
     Step seconds = the round's ``train_seconds`` (the optimisation loop) minus
     ``guard_seconds`` (the drift guard after each step); both are reported. Tokens =
@@ -141,8 +143,7 @@ def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: s
     job = write_job(folder, model, rows, backend, passes)
     lines, start, end, code, _ = timed_lines(
         [sys.executable, "-m", "rltray.trainer", str(job)],
-        # fp32 like ReinforceClaw (bf16 autocast is the default on CPUs that have it)
-        {"RLTRAY_TRAINER_THREADS": "1", "RLTRAY_TRAINER_BF16": "0", **ONE_THREAD}, timeout,
+        {"RLTRAY_TRAINER_THREADS": "1", "RLTRAY_TRAINER_BF16": bf16, **ONE_THREAD}, timeout,
         folder / "stderr.log")
     parsed = [(t, json.loads(x)) for t, x in lines if x.startswith("{")]
     prog = [(t, d) for t, d in parsed if d.get("type") == "progress"]
@@ -234,7 +235,8 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
         for tool in ("rltray", "reinforceclaw"):
             sub = work / f"{tool}-{rep}"
             if tool == "rltray":
-                r = run_rltray(sub, folder, rows, a.versus_backend, a.passes, tokens, a.timeout)
+                r = run_rltray(sub, folder, rows, a.versus_backend, a.passes, tokens, a.timeout,
+                               a.rltray_bf16)
             else:
                 r = run_rc(sub, folder, rows, a.versus_backend, a.passes, a.timeout)
             r.update(rep=rep, loadavg=os.getloadavg()[0])
@@ -274,6 +276,9 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
           + f"; load average {min(loads):.1f}-{max(loads):.1f} "
           f"on {os.cpu_count()} CPUs")
     what = "fp32 torch matmul peak, 1 thread" if a.versus_backend == "torch" else "mlx matmul peak"
+    if a.rltray_bf16 != "0":
+        print(f"rltray with RLTRAY_TRAINER_BF16={a.rltray_bf16} (ReinforceClaw's CPU stand-in "
+              "stays fp32): its 'of peak' is against the fp32 peak")
     print(f"{what} (n={a.matmul_n}, before/after): "
           + " / ".join(f"{p['gflops']:.1f}" if "gflops" in p else p["error"] for p in peaks)
           + " GFLOP/s")
