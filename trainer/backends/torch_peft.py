@@ -1,4 +1,5 @@
-"""Transformers + PEFT backend: CUDA (bf16), Apple MPS, or CPU (fp32).
+"""Transformers + PEFT backend: CUDA (bf16), Apple MPS, or CPU (fp32, with bf16 autocast
+where the CPU has native bf16).
 
 Why it looks like this:
 
@@ -7,10 +8,12 @@ Why it looks like this:
 * ``f`` (base log-probs) comes from the *same* model object with the adapter
   disabled (``PeftModel.disable_adapter()``), so no second copy of the base sits
   in memory.
-* Log-probs are computed one sequence at a time from the logits so memory stays at
-  L × V per sequence instead of B × L × V in float32 (vocabularies reach 150k+).
+* No pass holds a batch's B x L x V logits: outside training the head runs on the last
+  hidden state a chunk of positions at a time, and a training step takes each trained
+  token's log-prob with its own gradient (``torch_pass_memory.HeadLogprob``).
 * Everything random (LoRA init, dropout) is seeded from the job, and a checkpoint
-  holds LoRA + optimizer + step + RNG state, so a paused round resumes bit-identically.
+  (``torch_checkpoint``) holds LoRA + optimizer + step + RNG state, so a paused round
+  resumes bit-identically. Loading the base without its file's pages: ``torch_load``.
 """
 
 from __future__ import annotations
