@@ -21,7 +21,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -238,7 +238,42 @@ def open_database(
     one, DatabaseBusy when a needed write waited out the busy timeout, and
     migrations.SchemaTooNew for a file from a newer rltray.
     """
-    new = _is_new(path)
+    if _size(path) or _wal_has_data(path):  # the usual case: a database with data
+        return _open(path, busy_timeout_s, False, backup_every_s)
+    with _creating(path, busy_timeout_s):
+        return _open(path, busy_timeout_s, _is_new(path), backup_every_s)
+
+
+@contextlib.contextmanager
+def _creating(path: Path, busy_timeout_s: float) -> Iterator[None]:
+    """Hold the lock that makes creating the file one opener's job at a time.
+
+    Why: an opener that found the file empty while another was creating it, after the
+    creator had written the marker but before any page reached the file or its WAL, took
+    it for a lost database and refused to start (DatabaseMissing); a CI run of four
+    openers met it once in 150. Under the lock the second opener looks only once the
+    first has finished, when the file or its write-ahead log holds the schema.
+    """
+    from filelock import FileLock, Timeout
+
+    folder = dbbackup.folder(path)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = FileLock(str(folder / f"{path.name}.creating.lock"), mode=0o600, is_singleton=False)
+    try:
+        lock.acquire(timeout=busy_timeout_s)
+    except Timeout:
+        raise DatabaseBusy(
+            f"The database {path} is being created by another rltray process, which has "
+            f"not finished in {busy_timeout_s:g} s; try again in a moment."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _open(path: Path, busy_timeout_s: float, new: bool, backup_every_s: float) -> Connection:
+    """The opening itself, once :func:`open_database` knows whether the file is new."""
     if new:
         create_private(path)
     try:
