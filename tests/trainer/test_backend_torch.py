@@ -278,6 +278,55 @@ def test_bf16_autocast_follows_the_cpu_by_default_and_stays_close_to_fp32(
                for v in fast.lora_state().values())
 
 
+def test_under_bf16_autocast_the_blocks_weights_are_kept_in_bf16_and_change_no_number(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Autocast casts every frozen fp32 weight to bf16 at each matmul; kept in bf16 from
+    the load, the base holds half the bytes and every log-prob, gradient, drift and greedy
+    answer of the round is the same number as with the fp32 weights cast each time."""
+    import torch
+    from rltray.trainer.backends import torch_load
+
+    monkeypatch.setenv("RLTRAY_TRAINER_BF16", "1")
+    kept = loaded(tiny_model)
+    monkeypatch.setattr(torch_load, "matmul_weights", lambda model: set())
+    cast = loaded(tiny_model)
+    blocks = kept.model.get_base_model().model.layers
+    low = [m.base_layer.weight for m in blocks.modules() if hasattr(m, "base_layer")]
+    assert low and all(w.dtype == torch.bfloat16 for w in low)
+    assert all(p.dtype == torch.float32 for p in kept.params)  # LoRA and AdamW: fp32
+    base = kept.model.get_base_model()
+    assert base.get_input_embeddings().weight.dtype == torch.float32  # residual stream
+    assert base.get_output_embeddings().weight.dtype == torch.float32  # log-softmax
+
+    def held(backend: TorchPeftBackend) -> int:
+        return sum(p.numel() * p.element_size() for p in backend.model.parameters())
+
+    assert held(kept) < 0.8 * held(cast)
+    rng = np.random.default_rng(0)
+    state = {k: rng.normal(0, 0.05, v.shape).astype(np.float32)
+             for k, v in cast.lora_state().items()}
+    for backend in (kept, cast):
+        backend.set_lora_state(state)
+    batch = make_batch(kept.tokenizer, CORPUS)
+    for adapter in (False, True):
+        np.testing.assert_array_equal(kept.logprobs(batch, adapter=adapter),
+                                      cast.logprobs(batch, adapter=adapter))
+    old = cast.logprobs(batch, adapter=True)
+    adv = np.array([1.0, -1.0, 0.5, -0.5], np.float32)
+    w = np.full(4, 0.25, np.float32)
+    assert kept.accumulate(batch, old, old - 0.05, adv, w) == cast.accumulate(
+        batch, old, old - 0.05, adv, w)
+    g_kept, g_cast = kept.lora_gradients(), cast.lora_gradients()
+    assert g_kept.keys() == g_cast.keys() and g_kept
+    for k in g_kept:
+        np.testing.assert_array_equal(g_kept[k], g_cast[k])
+    drift_kept, drift_cast = kept.drift_sums(batch, None), cast.drift_sums(batch, None)
+    assert drift_kept["resp_total"] == drift_cast["resp_total"] > 0
+    prompts = [list(r[:4]) for r in batch.input_ids]
+    assert kept.greedy(prompts, 6, set()) == cast.greedy(prompts, 6, set())
+
+
 def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_model: Path) -> None:
     """A training step's head runs only where a token is trained, a few positions at a
     time with its own gradient (``HeadLogprob``); loss, stats and gradients equal the

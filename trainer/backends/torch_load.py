@@ -74,12 +74,21 @@ class PageReturner:
                 self.returned += hi - lo
 
 
-def load_causal_lm(folder: Path, dtype: Any, *, trust: bool, revision: str | None
-                   ) -> tuple[Any, int]:
+def load_causal_lm(folder: Path, dtype: Any, *, trust: bool, revision: str | None,
+                   matmul_dtype: Any = None) -> tuple[Any, int]:
     """``AutoModelForCausalLM`` from ``folder`` with every floating weight and buffer a
     copy in ``dtype`` (for fp32 the same values ``from_pretrained(dtype=dtype)`` gives:
     widening is exact), at the peak of the weights rather than the weights plus the
-    file; and the bytes of file pages handed back on the way."""
+    file; and the bytes of file pages handed back on the way.
+
+    ``matmul_dtype`` (bf16 for a CPU round under bf16 autocast): the weights of the
+    linear layers inside the transformer blocks are kept in it instead. They are
+    frozen and only ever read by matmuls, which autocast runs in that dtype, casting an
+    fp32 weight again at every forward and backward (it caches casts only of weights
+    that train): stored cast once, every matmul sees the very same values, the base
+    holds half the bytes and the casts are gone. Embeddings, norms and the output head
+    keep ``dtype``: the residual stream and the log-softmax stay fp32.
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -87,11 +96,27 @@ def load_causal_lm(folder: Path, dtype: Any, *, trust: bool, revision: str | Non
         str(folder), dtype="auto", local_files_only=True, trust_remote_code=trust,
         revision=revision)
     pages = PageReturner(file_mappings(folder))
+    low = matmul_weights(model) if matmul_dtype not in (None, dtype) else set()
     with torch.no_grad():  # parameters() and buffers() each name a shared tensor once
         for tensor in [*model.parameters(), *model.buffers()]:
             if tensor.is_floating_point():
                 old = tensor.data
-                tensor.data = old.to(dtype, copy=True)  # a copy even where the dtype matches
+                to = matmul_dtype if id(tensor) in low else dtype
+                tensor.data = old.to(to, copy=True)  # a copy even where the dtype matches
                 pages.give_back(old.data_ptr(), old.nbytes)
     model.config.dtype = dtype
     return model, pages.returned
+
+
+def matmul_weights(model: Any) -> set[int]:
+    """``id`` of the weight of every linear layer inside the transformer blocks (the
+    ones LoRA may target: ``torch_setup.block_linear_modules``), unless a module outside
+    them shares it (a tied embedding is read by a lookup, not only by matmuls)."""
+    from .torch_setup import block_linear_modules
+
+    modules = dict(model.named_modules())
+    paths = set(block_linear_modules(model, None))
+    inside = {id(modules[path].weight) for path in paths}
+    outside = {id(w) for path, m in modules.items() if path not in paths
+               for w in m.parameters(recurse=False)}
+    return inside - outside

@@ -14,6 +14,10 @@ Why it looks like this:
 * Everything random (LoRA init, dropout) is seeded from the job, and a checkpoint
   (``torch_checkpoint``) holds LoRA + optimizer + step + RNG state, so a paused round
   resumes bit-identically. Loading the base without its file's pages: ``torch_load``.
+* Under CPU bf16 autocast every forward (training, scoring, greedy answers) runs in
+  autocast, and the blocks' frozen linear weights are kept in bf16 from the load
+  (``torch_load.load_causal_lm``): the numbers are those of fp32 weights cast at each
+  matmul, at half the bytes and without the casts.
 """
 
 from __future__ import annotations
@@ -216,7 +220,11 @@ class TorchPeftBackend(Backend):
 
         try:
             if self.dtype == torch.float32:  # widening is exact: load, then copy (torch_load)
-                model, _ = load_causal_lm(folder, self.dtype, trust=trust, revision=revision)
+                # under autocast the blocks' frozen linears are kept in bf16 as the
+                # matmuls read them (torch_load.load_causal_lm says why)
+                low = torch.bfloat16 if self.autocast else None
+                model, _ = load_causal_lm(folder, self.dtype, trust=trust, revision=revision,
+                                          matmul_dtype=low)
             else:  # bf16 on a GPU: Transformers' own rounding and fp32-kept modules
                 model = AutoModelForCausalLM.from_pretrained(
                     str(folder),
@@ -369,7 +377,7 @@ class TorchPeftBackend(Backend):
         training = self.model.training  # a step's dropout mode is the caller's to keep
         self.model.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._autocast():
                 want = self.model(**inputs, use_cache=False).logits.float()
                 got = head(body(**inputs, use_cache=False).last_hidden_state).float()
         except Exception:  # any surprise: the whole-model path is always right
@@ -560,7 +568,7 @@ class TorchPeftBackend(Backend):
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), do_sample=False,
                                   eos_token_id=sorted(stop) or None, pad_token_id=pad)
         lora = contextlib.nullcontext() if adapter else self.model.disable_adapter()
-        with torch.no_grad(), lora:
+        with torch.no_grad(), lora, self._autocast():
             out = self.model.generate(input_ids=ids.to(self.device),
                                       attention_mask=mask.to(self.device),
                                       generation_config=config)

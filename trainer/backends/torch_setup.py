@@ -104,7 +104,9 @@ def machine_load() -> float:
 def cpu_autocast(device: Any, dtype: Any) -> bool:
     """bf16 autocast for an fp32 model on a CPU with native bf16 matmuls (AVX512-BF16, AMX).
 
-    Weights stay fp32 (LoRA's and AdamW's too); only the matmuls run in bf16, which
+    LoRA's weights and AdamW's state stay fp32, and so do the embeddings, norms and
+    output head; the blocks' frozen linear weights are kept in bf16, the dtype every
+    matmul reads them in (``torch_load.load_causal_lm``). The matmuls run in bf16, which
     such CPUs do at ~2.4x their fp32 rate (measured here: 204 vs 85 GFLOP/s at one
     thread); a round trains 1.3x (60M) to 1.8x (a 0.5B shape) faster. The default
     (``RLTRAY_TRAINER_BF16`` unset or ``auto``) uses it where the CPU has native
@@ -154,16 +156,14 @@ BF16_WEIGHTS = "weights"
 def cpu_dtype() -> Any:
     """The CPU base's dtype: fp32, or bf16 under ``RLTRAY_TRAINER_BF16=weights``.
 
-    Why the option: under autocast the fp32 base weights are cast to bf16 again at
-    every matmul (autocast caches casts only of weights that require grad; the base
-    is frozen), which reads 6 bytes per parameter per forward and backward and holds
-    fp32 weights (a 3B base: 12 GiB; bf16: 6 GiB, as published checkpoints are
-    stored). With bf16 weights the LoRA weights and AdamW stay fp32 (PEFT's adapter
-    autocast, as on CUDA) and no autocast is needed. Opt-in: on a 16-core Xeon with
-    AMX a SmolLM2-135M step took 0.85 s in bf16 weights against autocast's 0.65 s at 8
-    threads (bench/README.md, "bf16 steps on a CPU with native bf16"), so it buys
-    memory, not speed; and a float16 GGUF base loses precision in bf16 (``gguf_base``'s
-    docstring).
+    Why the option: the whole base in bf16, embeddings, norms and output head too (the
+    default autocast round already keeps the blocks' linear weights in bf16), with no
+    autocast: the residual stream and the norms then run in bf16 as well. The LoRA
+    weights and AdamW stay fp32 (PEFT's adapter autocast, as on CUDA). Opt-in: on a
+    16-core Xeon with AMX a SmolLM2-135M step took 0.85 s in bf16 weights against
+    autocast's 0.65 s at 8 threads (bench/README.md, "bf16 steps on a CPU with native
+    bf16"), so it buys memory, not speed; and a float16 GGUF base loses precision in
+    bf16 (``gguf_base``'s docstring).
     """
     import torch
 
