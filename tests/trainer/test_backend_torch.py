@@ -278,26 +278,53 @@ def test_bf16_autocast_follows_the_cpu_by_default_and_stays_close_to_fp32(
                for v in fast.lora_state().values())
 
 
-def test_under_bf16_autocast_the_blocks_weights_are_kept_in_bf16_and_change_no_number(
-    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture(scope="module")
+def tied_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny llama with its output head tied to the input embeddings (SmolLM2, Qwen2.5
+    and Llama-3.2 are so)."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    model.config.tie_word_embeddings = True
+    model.tie_weights()
+    folder = tmp_path_factory.mktemp("tied") / "model"
+    model.save_pretrained(folder)
+    for f in tiny_model.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            shutil.copy(f, folder / f.name)
+    return folder
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["untied head", "tied head"])
+def test_under_bf16_autocast_the_base_matmuls_read_bf16_weights_and_no_number_changes(
+    tiny_model: Path, tied_model: Path, tied: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Autocast casts every frozen fp32 weight to bf16 at each matmul; kept in bf16 from
-    the load, the base holds half the bytes and every log-prob, gradient, drift and greedy
-    answer of the round is the same number as with the fp32 weights cast each time."""
+    """Autocast casts every frozen fp32 weight to bf16 at each matmul. The blocks' linear
+    weights and an untied head are kept in bf16 from the load, a tied head's matmuls read
+    one bf16 copy (its lookup keeps fp32): the base holds fewer bytes, and every log-prob,
+    drift and greedy answer is the number autocast computed from the fp32 weights. The
+    gradients match too, but for the head's target row, now the bf16 row autocast's own
+    backward of the logits would use (the head's gradient is computed in the forward,
+    ``HeadLogprob``)."""
     import torch
     from rltray.trainer.backends import torch_load
 
+    model = tied_model if tied else tiny_model
     monkeypatch.setenv("RLTRAY_TRAINER_BF16", "1")
-    kept = loaded(tiny_model)
+    kept = loaded(model)
     monkeypatch.setattr(torch_load, "matmul_weights", lambda model: set())
-    cast = loaded(tiny_model)
-    blocks = kept.model.get_base_model().model.layers
-    low = [m.base_layer.weight for m in blocks.modules() if hasattr(m, "base_layer")]
+    cast = loaded(model)
+    cast._head_w = None  # the head too: autocast casts its fp32 weight at every call
+    base = kept.model.get_base_model()
+    low = [m.base_layer.weight for m in base.model.layers.modules() if hasattr(m, "base_layer")]
     assert low and all(w.dtype == torch.bfloat16 for w in low)
     assert all(p.dtype == torch.float32 for p in kept.params)  # LoRA and AdamW: fp32
-    base = kept.model.get_base_model()
-    assert base.get_input_embeddings().weight.dtype == torch.float32  # residual stream
-    assert base.get_output_embeddings().weight.dtype == torch.float32  # log-softmax
+    embed, head = base.get_input_embeddings().weight, base.get_output_embeddings().weight
+    assert embed.dtype == torch.float32  # the residual stream
+    assert (head is embed) is tied and head.dtype == (torch.float32 if tied else torch.bfloat16)
+    assert kept._head_w.dtype == torch.bfloat16 and (kept._head_w is head) is not tied
 
     def held(backend: TorchPeftBackend) -> int:
         return sum(p.numel() * p.element_size() for p in backend.model.parameters())
@@ -312,6 +339,11 @@ def test_under_bf16_autocast_the_blocks_weights_are_kept_in_bf16_and_change_no_n
     for adapter in (False, True):
         np.testing.assert_array_equal(kept.logprobs(batch, adapter=adapter),
                                       cast.logprobs(batch, adapter=adapter))
+    drift_kept, drift_cast = kept.drift_sums(batch, None), cast.drift_sums(batch, None)
+    assert drift_kept["resp_total"] == drift_cast["resp_total"] > 0
+    prompts = [list(r[:4]) for r in batch.input_ids]
+    assert kept.greedy(prompts, 6, set()) == cast.greedy(prompts, 6, set())
+    assert base.get_output_embeddings().weight is head  # greedy gave the head its own back
     old = cast.logprobs(batch, adapter=True)
     adv = np.array([1.0, -1.0, 0.5, -0.5], np.float32)
     w = np.full(4, 0.25, np.float32)
@@ -319,12 +351,9 @@ def test_under_bf16_autocast_the_blocks_weights_are_kept_in_bf16_and_change_no_n
         batch, old, old - 0.05, adv, w)
     g_kept, g_cast = kept.lora_gradients(), cast.lora_gradients()
     assert g_kept.keys() == g_cast.keys() and g_kept
-    for k in g_kept:
-        np.testing.assert_array_equal(g_kept[k], g_cast[k])
-    drift_kept, drift_cast = kept.drift_sums(batch, None), cast.drift_sums(batch, None)
-    assert drift_kept["resp_total"] == drift_cast["resp_total"] > 0
-    prompts = [list(r[:4]) for r in batch.input_ids]
-    assert kept.greedy(prompts, 6, set()) == cast.greedy(prompts, 6, set())
+    a = np.concatenate([g_kept[k].ravel() for k in sorted(g_kept)])
+    b = np.concatenate([g_cast[k].ravel() for k in sorted(g_kept)])
+    assert np.linalg.norm(a - b) < 0.01 * np.linalg.norm(b)
 
 
 def test_logits_only_where_a_trained_token_is_predicted_change_nothing(tiny_model: Path) -> None:

@@ -86,8 +86,8 @@ def load_causal_lm(folder: Path, dtype: Any, *, trust: bool, revision: str | Non
     frozen and only ever read by matmuls, which autocast runs in that dtype, casting an
     fp32 weight again at every forward and backward (it caches casts only of weights
     that train): stored cast once, every matmul sees the very same values, the base
-    holds half the bytes and the casts are gone. Embeddings, norms and the output head
-    keep ``dtype``: the residual stream and the log-softmax stay fp32.
+    holds half the bytes and the casts are gone. So is an output head not tied to the
+    embeddings. Embeddings and norms keep ``dtype``: the residual stream stays fp32.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -109,13 +109,16 @@ def load_causal_lm(folder: Path, dtype: Any, *, trust: bool, revision: str | Non
 
 
 def matmul_weights(model: Any) -> set[int]:
-    """``id`` of the weight of every linear layer inside the transformer blocks (the
-    ones LoRA may target: ``torch_setup.block_linear_modules``), unless a module outside
-    them shares it (a tied embedding is read by a lookup, not only by matmuls)."""
+    """``id`` of every weight only matmuls read: the linear layers' inside the transformer
+    blocks (the ones LoRA may target: ``torch_setup.block_linear_modules``) and an output
+    head's that is not tied to the input embeddings (a lookup reads those; a tied head's
+    matmuls read a copy, ``torch_head``). A weight another module shares stays as it is."""
     from .torch_setup import block_linear_modules
 
     modules = dict(model.named_modules())
     paths = set(block_linear_modules(model, None))
+    head = model.get_output_embeddings()
+    paths |= {path for path, m in modules.items() if head is not None and m is head}
     inside = {id(modules[path].weight) for path in paths}
     outside = {id(w) for path, m in modules.items() if path not in paths
                for w in m.parameters(recurse=False)}

@@ -37,6 +37,7 @@ from rltray.trainer.backends.base import (
 )
 from rltray.trainer.backends.base import job_error as _job_error
 from rltray.trainer.backends.lean import LeanChoice, activation_bytes
+from rltray.trainer.backends.torch_head import head_reading, matmul_head
 from rltray.trainer.backends.torch_load import load_causal_lm
 from rltray.trainer.backends.torch_pass_memory import HeadLogprob, recompute_blocks
 from rltray.trainer.backends.torch_setup import (
@@ -84,6 +85,7 @@ class TorchPeftBackend(Backend):
         self.autocast = False  # bf16 matmuls on a capable CPU (torch_setup.cpu_autocast)
         self._logits_to_keep: bool | None = None
         self._split: tuple[Any, Any] | bool | None = False  # False: not checked yet
+        self._head_w: Any = None  # the head's bf16 weight under autocast (torch_head)
         self._lean = LeanChoice()  # reads the machine's memory at the first pass
 
     # ---- loading -------------------------------------------------------------------
@@ -198,6 +200,7 @@ class TorchPeftBackend(Backend):
             )
         self.lora_paths = sorted(shapes)
         self._attach_lora(base, shapes)
+        self._head_w = matmul_head(base, torch.bfloat16) if self.autocast else None
         if parent_tensors:
             live = self._named_lora_params()
             with torch.no_grad():
@@ -332,13 +335,12 @@ class TorchPeftBackend(Backend):
         a trained token is predicted, not over the prompt (on SmolLM2 the head is a
         fifth of the model's matmul work and its logits the largest tensor).
         """
-        import torch
 
         kwargs = {"use_cache": False}
         if keep is not None:
             kwargs["logits_to_keep"] = keep
         if self.autocast:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with self._autocast(), self._head_reads():
                 return self.model(**inputs, **kwargs).logits.float()
         return self.model(**inputs, **kwargs).logits
 
@@ -395,6 +397,10 @@ class TorchPeftBackend(Backend):
             return torch.autocast("cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    def _head_reads(self) -> Any:
+        """The output head reads its bf16 weight under autocast (:mod:`.torch_head`)."""
+        return head_reading(self.model.get_base_model(), self._head_w)
+
     def _hidden(self, inputs: dict[str, Any]) -> Any:
         """(B, W, X) states whose :meth:`_head` is the logits: the last hidden state,
         or (no split) the logits themselves."""
@@ -409,7 +415,7 @@ class TorchPeftBackend(Backend):
         split = self._body_head()
         if split is None:
             return states.float()
-        with self._autocast():
+        with self._autocast(), self._head_reads():
             return split[1](states).float()
 
     def _head_chunk(self) -> int:
@@ -481,6 +487,7 @@ class TorchPeftBackend(Backend):
         split = self._body_head()
         head_w = getattr(split[1], "weight", None) if split else None
         if split is not None and getattr(split[1], "bias", None) is None and head_w is not None:
+            head_w = head_w if self._head_w is None else self._head_w
             # The head and its log-softmax only where a token is trained, a few
             # positions at a time, never the batch's logits (HeadLogprob)
             first = first_trained_column(mask)
@@ -568,7 +575,7 @@ class TorchPeftBackend(Backend):
         config = GenerationConfig(max_new_tokens=int(max_new_tokens), do_sample=False,
                                   eos_token_id=sorted(stop) or None, pad_token_id=pad)
         lora = contextlib.nullcontext() if adapter else self.model.disable_adapter()
-        with torch.no_grad(), lora, self._autocast():
+        with torch.no_grad(), lora, self._autocast(), self._head_reads():
             out = self.model.generate(input_ids=ids.to(self.device),
                                       attention_mask=mask.to(self.device),
                                       generation_config=config)
