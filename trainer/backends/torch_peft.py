@@ -37,7 +37,7 @@ from rltray.trainer.backends.base import (
 )
 from rltray.trainer.backends.base import job_error as _job_error
 from rltray.trainer.backends.lean import LeanChoice, activation_bytes
-from rltray.trainer.backends.torch_head import head_reading, matmul_head
+from rltray.trainer.backends.torch_head import head_in
 from rltray.trainer.backends.torch_load import load_causal_lm
 from rltray.trainer.backends.torch_pass_memory import HeadLogprob, recompute_blocks
 from rltray.trainer.backends.torch_setup import (
@@ -85,7 +85,6 @@ class TorchPeftBackend(Backend):
         self.autocast = False  # bf16 matmuls on a capable CPU (torch_setup.cpu_autocast)
         self._logits_to_keep: bool | None = None
         self._split: tuple[Any, Any] | bool | None = False  # False: not checked yet
-        self._head_w: Any = None  # the head's bf16 weight under autocast (torch_head)
         self._lean = LeanChoice()  # reads the machine's memory at the first pass
 
     # ---- loading -------------------------------------------------------------------
@@ -200,7 +199,6 @@ class TorchPeftBackend(Backend):
             )
         self.lora_paths = sorted(shapes)
         self._attach_lora(base, shapes)
-        self._head_w = matmul_head(base, torch.bfloat16) if self.autocast else None
         if parent_tensors:
             live = self._named_lora_params()
             with torch.no_grad():
@@ -398,8 +396,12 @@ class TorchPeftBackend(Backend):
         return contextlib.nullcontext()
 
     def _head_reads(self) -> Any:
-        """The output head reads its bf16 weight under autocast (:mod:`.torch_head`)."""
-        return head_reading(self.model.get_base_model(), self._head_w)
+        """The output head's matmuls read a bf16 weight under autocast (:mod:`.torch_head`):
+        one cast for a whole pass or greedy answer, not one per chunk or decoding step."""
+        import torch
+
+        low = torch.bfloat16 if self.autocast else None
+        return head_in(self.model.get_base_model(), low)
 
     def _hidden(self, inputs: dict[str, Any]) -> Any:
         """(B, W, X) states whose :meth:`_head` is the logits: the last hidden state,
@@ -432,7 +434,7 @@ class TorchPeftBackend(Backend):
         inputs = self._inputs(batch)
         ctx = contextlib.nullcontext() if adapter else self.model.disable_adapter()
         real = inputs["attention_mask"][:, 1:] > 0
-        with torch.no_grad(), ctx:
+        with torch.no_grad(), ctx, self._head_reads():
             hidden = self._hidden(inputs)[:, :-1]
             # the drift set's turns: their reference states serve every drift measurement
             self.reference.keep("parent" if adapter else "base", batch, hidden, _take_row)
@@ -487,7 +489,6 @@ class TorchPeftBackend(Backend):
         split = self._body_head()
         head_w = getattr(split[1], "weight", None) if split else None
         if split is not None and getattr(split[1], "bias", None) is None and head_w is not None:
-            head_w = head_w if self._head_w is None else self._head_w
             # The head and its log-softmax only where a token is trained, a few
             # positions at a time, never the batch's logits (HeadLogprob)
             first = first_trained_column(mask)
@@ -654,7 +655,7 @@ class TorchPeftBackend(Backend):
         resp = np.asarray(batch.response_mask, dtype=np.float32)[:, 1:]
         prompt = np.asarray(batch.attention_mask, dtype=np.float32)[:, 1:] - resp
         out: dict[str, Any] = {}
-        with torch.no_grad():
+        with torch.no_grad(), self._head_reads():
             new = self._hidden(inputs)[:, :-1]
 
             def base_forward() -> Any:
