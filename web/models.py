@@ -29,7 +29,11 @@ from rltray.app import basemodel, modelfiles
 # (reference states, greedy answers): 1.3 GiB + 1.45 x the weights. MLX (bf16 weights) and
 # a GPU need less: on an H200 a whole balanced round of 32 x 300 tokens held 2.3, 4.6, 10.1
 # and 16.1 GiB of GPU memory on the 135M, 0.5B, 1.5B and 3B shapes (bf16; bench/README.md,
-# "Whole rounds on a CUDA GPU"), and the trainer process under 3 GiB of RAM.
+# "Whole rounds on a CUDA GPU"), and the trainer process under 3 GiB of RAM. So does a CPU
+# with native bf16, where the trainer keeps the base's matmul weights in bf16: a SmolLM2
+# round 2.09 GiB, a 3B step 10.1 GiB (bench/README.md, "The base's matmul weights in bf16
+# under autocast"). This process cannot tell which the trainer will pick without importing
+# torch, so the estimate stays the fp32 one, an upper bound; a measured round replaces it.
 BASE_GIB = 1.3
 BYTES_PER_PARAM = 4 * 1.45
 # Where that does not fit, the trainer runs the round lean on its own (trainer/backends/
