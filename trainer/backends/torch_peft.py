@@ -15,9 +15,10 @@ Why it looks like this:
   (``torch_checkpoint``) holds LoRA + optimizer + step + RNG state, so a paused round
   resumes bit-identically. Loading the base without its file's pages: ``torch_load``.
 * Under CPU bf16 autocast every forward (training, scoring, greedy answers) runs in
-  autocast, and the blocks' frozen linear weights are kept in bf16 from the load
-  (``torch_load.load_causal_lm``): the numbers are those of fp32 weights cast at each
-  matmul, at half the bytes and without the casts.
+  autocast, and the weights only matmuls read are in bf16: the blocks' linears and an
+  untied head from the load (``torch_load.load_causal_lm``), a tied head's as a copy for
+  one pass (``torch_head``). The numbers are those of fp32 weights cast at each matmul,
+  at half the bytes and without the casts.
 """
 
 from __future__ import annotations
@@ -221,8 +222,8 @@ class TorchPeftBackend(Backend):
 
         try:
             if self.dtype == torch.float32:  # widening is exact: load, then copy (torch_load)
-                # under autocast the blocks' frozen linears are kept in bf16 as the
-                # matmuls read them (torch_load.load_causal_lm says why)
+                # under autocast the weights only matmuls read are kept in bf16, as
+                # the matmuls read them (torch_load.load_causal_lm says why)
                 low = torch.bfloat16 if self.autocast else None
                 model, _ = load_causal_lm(folder, self.dtype, trust=trust, revision=revision,
                                           matmul_dtype=low)

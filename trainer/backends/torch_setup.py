@@ -104,9 +104,10 @@ def machine_load() -> float:
 def cpu_autocast(device: Any, dtype: Any) -> bool:
     """bf16 autocast for an fp32 model on a CPU with native bf16 matmuls (AVX512-BF16, AMX).
 
-    LoRA's weights and AdamW's state stay fp32, and so do the embeddings, norms and
-    output head; the blocks' frozen linear weights are kept in bf16, the dtype every
-    matmul reads them in (``torch_load.load_causal_lm``). The matmuls run in bf16, which
+    LoRA's weights and AdamW's state stay fp32, and so do the embeddings and norms; the
+    blocks' frozen linear weights and an untied output head are kept in bf16, the dtype
+    every matmul reads them in (``torch_load.load_causal_lm``, ``torch_head``). The
+    matmuls run in bf16, which
     such CPUs do at ~2.4x their fp32 rate (measured here: 204 vs 85 GFLOP/s at one
     thread); a round trains 1.3x (60M) to 1.8x (a 0.5B shape) faster. The default
     (``RLTRAY_TRAINER_BF16`` unset or ``auto``) uses it where the CPU has native
