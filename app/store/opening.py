@@ -155,22 +155,24 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def _wal_has_data(path: Path) -> bool:
-    return bool(_size(path.with_name(path.name + "-wal")))
+def _holds_data(path: Path, size: int | None) -> bool:
+    """The file (of ``size`` bytes) or its write-ahead log has bytes: a database is there
+    (data still only in the log is read by SQLite)."""
+    return bool(size) or bool(_size(path.with_name(path.name + "-wal")))
 
 
 def lost(path: Path) -> str | None:
     """``missing`` or ``empty`` when the file holds nothing although the folder had a database."""
     size = _size(path)
-    if size or _wal_has_data(path) or not used_before(path):
-        return None  # (data still only in the write-ahead log is read by SQLite)
+    if _holds_data(path, size) or not used_before(path):
+        return None
     return "missing" if size is None else "empty"
 
 
 def _is_new(path: Path) -> bool:
     """Whether opening ``path`` creates a database; DatabaseMissing when one was lost."""
     size = _size(path)
-    if size or _wal_has_data(path):
+    if _holds_data(path, size):
         return False
     if not used_before(path):
         return True
@@ -238,7 +240,7 @@ def open_database(
     one, DatabaseBusy when a needed write waited out the busy timeout, and
     migrations.SchemaTooNew for a file from a newer rltray.
     """
-    if _size(path) or _wal_has_data(path):  # the usual case: a database with data
+    if _holds_data(path, _size(path)):  # the usual case: a database with data
         return _open(path, busy_timeout_s, False, backup_every_s)
     with _creating(path, busy_timeout_s):
         return _open(path, busy_timeout_s, _is_new(path), backup_every_s)
