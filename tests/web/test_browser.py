@@ -317,6 +317,55 @@ def test_a_broken_config_file_is_shown_and_the_last_valid_values_stay(
     assert 'min_ratings = "lots"' in service.paths.config.read_text()  # nothing written over it
 
 
+def test_a_late_reply_about_an_earlier_build_does_not_stop_following_the_next(
+    page, server
+) -> None:
+    """Polls overlap when the server is slow. A reply about build A that arrives after
+    build B started is dropped: B keeps being followed to its end and A's state is not
+    painted over it. The two builds' job replies are the browser's own fakes (the race
+    needs a reply held back on purpose); the page and its code are the real ones."""
+    jobs = {"A": [], "B": []}
+    held: list[Any] = []
+
+    def job(status: str, step: str, error: str | None = None) -> str:
+        return json.dumps({"status": status, "step": step, "percent": 10, "error": error,
+                           "log": [step]})
+
+    def start(route: Any) -> None:
+        name = "A" if not jobs["A"] else "B"
+        jobs[name].append("started")
+        route.fulfill(status=200, content_type="application/json",
+                      body=json.dumps({"id": name, "status": "running"}))
+
+    def poll(route: Any) -> None:
+        name = route.request.url.rsplit("/", 1)[-1]
+        jobs[name].append("poll")
+        if name == "A" and len(jobs["A"]) == 2:
+            held.append(route)  # A's first poll: answered only once B is under way
+            return
+        polls = len(jobs[name]) - 1
+        body = (job("failed", "A", "A failed") if name == "A" else
+                job("running", "building B") if polls < 4 else job("failed", "B", "B failed"))
+        route.fulfill(status=200, content_type="application/json", body=body)
+
+    page.goto(server.launch_url("setup"))
+    page.wait_for_selector("#steps")
+    page.goto(f"{server.base_url}/setup#backend")
+    page.reload()
+    page.wait_for_selector("#backend-info >> text=Trainer interpreter")
+    page.route("**/api/setup/trainer-env", start)
+    page.route("**/api/jobs/*", poll)
+    page.click("#env-create")
+    page.wait_for_selector("#env-step >> text=A failed")  # A's second poll
+    page.click("#env-create")
+    page.wait_for_selector("#env-step >> text=building B")
+    assert held, "A's first poll was not held back"
+    held[0].fulfill(status=200, content_type="application/json",
+                    body=job("failed", "A", "A failed"))  # the late reply
+    page.wait_for_selector("#env-step >> text=B failed", timeout=10_000)
+    assert page.inner_text("#env-log") == "B"
+
+
 def test_the_backend_step_follows_an_environment_build_to_its_end(page, server) -> None:
     """*Create trainer environment* starts the build as a job and the step follows it once
     a second until it stops: here a build that fails at once (no such Python) ends with its

@@ -186,11 +186,17 @@
   // A background job (the trainer environment, the remote check) followed once a second
   // until it stops; following another job of the same kind stops following the first.
   function jobFollower() {
+    // Each follow has its own number: a reply that arrives after a newer follow began (a
+    // slow server answering an earlier poll) is dropped, so it neither paints the old job
+    // over the new one nor stops the new one's timer.
     let timer = null;
+    let current = 0;
     return (id, render) => {
       clearInterval(timer);
+      const mine = ++current;
       const tick = async () => {
         const job = await call("GET", `/api/jobs/${id}`);
+        if (mine !== current) return;
         if (job.status !== "running") clearInterval(timer);
         render(job);
       };
