@@ -334,7 +334,6 @@ class TorchPeftBackend(Backend):
         a trained token is predicted, not over the prompt (on SmolLM2 the head is a
         fifth of the model's matmul work and its logits the largest tensor).
         """
-
         kwargs = {"use_cache": False}
         if keep is not None:
             kwargs["logits_to_keep"] = keep
@@ -414,11 +413,13 @@ class TorchPeftBackend(Backend):
             return split[0](**inputs, use_cache=False).last_hidden_state
 
     def _head(self, states: Any) -> Any:
-        """fp32 logits of (N, X) states (the output head, as the whole model applies it)."""
+        """fp32 logits of (N, X) states (the output head, as the whole model applies it).
+        Its callers, a pass a chunk of positions at a time, hold :meth:`_head_reads` for the
+        whole pass, so the head's bf16 weight is made once, not once a chunk."""
         split = self._body_head()
         if split is None:
             return states.float()
-        with self._autocast(), self._head_reads():
+        with self._autocast():
             return split[1](states).float()
 
     def _head_chunk(self) -> int:
