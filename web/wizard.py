@@ -38,13 +38,17 @@ PRESETS = (
         "balanced",
         "The default: learns your preferences in a few rounds without drifting far.",
         "Measured: learns most preferences in a round; a round that costs the model more "
-        "than the gate allows is rejected and the active version stays.",
+        "than the gate allows is rejected and the active version stays. The gate does "
+        "not see every loss: one round it kept left the asked-for function out of more "
+        "answers than the base did.",
     ),
     (
         "aggressive",
         "Bigger steps and more passes: learns fastest; the drift guard stops it at the cap.",
-        "Measured: learns fastest and costs the most; the gate's capability check rejects "
-        "the rounds that cost too much.",
+        "Measured: learns fastest and costs the most; the gate rejects the rounds that "
+        "lose the most of what the model could do, not all of them: one round it kept, "
+        "as with balanced, left the asked-for function out of more answers than the base "
+        "did.",
     ),
     (
         "custom",
