@@ -403,14 +403,16 @@ def test_scrub_time_grows_linearly_with_adversarial_text(name: str) -> None:
 
     Lazy credential-name prefixes (``[\\w.-]*?password``) and ``\\b``-led runs (``sk-``,
     JWT, ``scheme://``) were retried from every position of a long run. Eight times the
-    text may take at most twelve times as long (the inputs are bench/scrub_speed.py's).
+    text may take at most 24 times as long (the inputs are bench/scrub_speed.py's): linear
+    time gives 8x and quadratic 64x, and 24x, about halfway on a log scale, leaves a busy
+    2-core CI box room (one run measured 15x beside a benchmark; 12x failed it).
     """
     generate = scrub_speed.GENERATORS[name]
     small = generate(32 * 1024, random.Random(1))
     large = generate(256 * 1024, random.Random(2))
     t_small = scrub_speed.best_time(scrub, small, 5)
     t_large = scrub_speed.best_time(scrub, large, 5)
-    assert t_large <= 12 * t_small + 0.005, f"{name}: 32 KB {t_small:.4f} s, 256 KB {t_large:.4f} s"
+    assert t_large <= 24 * t_small + 0.005, f"{name}: 32 KB {t_small:.4f} s, 256 KB {t_large:.4f} s"
 
 
 # -- issue 18 part 5: shapes agents see every day ---------------------------------------------
