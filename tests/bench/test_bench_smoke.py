@@ -87,3 +87,22 @@ def test_train_speed_smoke(tmp_path: Path) -> None:
     assert "error" not in row, row
     assert row["train_tokens_per_s"] > 0 and row["peak_rss_mb"] > 0
     assert out["matmul_peak"]["torch"]["gflops"] > 0
+
+
+def test_attention_cost_times_both_attention_forms_and_the_decoding_matmuls() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "attention_cost.py"), "--tokens", "48", "--reps", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if " forward " in line]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("bfloat16", "sdpa"), ("bfloat16", "plain"), ("float32", "sdpa"), ("float32", "plain"),
+    ]
+    for r in rows:  # forward, backward and both, in milliseconds, every one measured
+        numbers = [float(r[i]) for i in (3, 6, 9)]
+        assert all(n > 0 for n in numbers) and math.isclose(numbers[0] + numbers[1],
+                                                           numbers[2], abs_tol=0.02)
+    assert "0.1 MiB of probabilities" in proc.stdout  # 9 x 48 x 48 x 6 bytes
+    last = proc.stdout.strip().splitlines()[-1]
+    assert float(last.rsplit(":", 1)[1].split()[0]) > 0
