@@ -107,14 +107,13 @@ def cpu_autocast(device: Any, dtype: Any) -> bool:
     LoRA's weights and AdamW's state stay fp32, and so do the embeddings and norms; the
     blocks' frozen linear weights and an untied output head are kept in bf16, the dtype
     every matmul reads them in (``torch_load.load_causal_lm``, ``torch_head``). The
-    matmuls run in bf16, which
-    such CPUs do at ~2.4x their fp32 rate (measured here: 204 vs 85 GFLOP/s at one
-    thread); a round trains 1.3x (60M) to 1.8x (a 0.5B shape) faster. The default
-    (``RLTRAY_TRAINER_BF16`` unset or ``auto``) uses it where the CPU has native
-    bf16: on SmolLM2 it learned as fp32 did on two seeds (preferred rate 0.94 vs
-    0.86 and 0.92 vs 0.88; reference NLL +11.8 vs +10.4% and +5.0 vs +3.7%), though
-    its log-probs carry ~0.01-0.05 nats of rounding. ``0`` keeps fp32, ``1`` forces
-    bf16 (slower on CPUs that emulate it); ``weights`` is :func:`cpu_dtype`'s.
+    matmuls run in bf16, which such CPUs do at ~2.4x their fp32 rate (measured here: 204
+    vs 85 GFLOP/s at one thread); a round trains 1.3x (60M) to 1.8x (a 0.5B shape)
+    faster. The default (``RLTRAY_TRAINER_BF16`` unset or ``auto``) uses it where the
+    CPU has native bf16: on SmolLM2 it learned as fp32 did on two seeds (preferred rate
+    0.94 vs 0.86 and 0.92 vs 0.88; reference NLL +11.8 vs +10.4% and +5.0 vs +3.7%),
+    though its log-probs carry ~0.01-0.05 nats of rounding. ``0`` keeps fp32, ``1``
+    forces bf16 (slower on CPUs that emulate it); ``weights`` is :func:`cpu_dtype`'s.
     """
     import torch
 
