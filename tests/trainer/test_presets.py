@@ -177,14 +177,18 @@ def test_describe_presets_mentions_every_preset_and_bucket() -> None:
 
 
 def test_drift_caps_let_five_coherent_balanced_rounds_through() -> None:
-    """The measured balanced round (KL 0.022 on held-out answers, SmolLM2, 64 ratings)
-    fits the per-round cap, and five rounds pushing the same way (5² x 0.022) stay
-    under the total cap; aggressive keeps balanced's bound."""
+    """The measured balanced rounds (KL up to 0.035 on held-out answers, 0.032 at the
+    guard, SmolLM2, 64 ratings) stay under the guard's line, the cap is issue 20's 0.05
+    line, and five rounds pushing the same way (5² x 0.022) stay under the total cap;
+    aggressive keeps balanced's bound, careful half of it."""
+    from rltray.trainer.guard import GUARD_MARGIN
+
     info = model_info(LLAMA3_8B)
     for preset in ("balanced", "aggressive"):
         h = resolve(preset, info)
-        assert 0.022 < h.kl_cap < h.kl_cap_total
+        assert GUARD_MARGIN * h.kl_cap > 0.035 and h.kl_cap <= 0.05
         assert h.kl_cap_total > 5**2 * 0.022
     assert resolve("aggressive", info).kl_cap == resolve("balanced", info).kl_cap
     careful = resolve("careful", info)
-    assert careful.kl_cap_total > 5**2 * 0.0054 and careful.kl_cap < 0.1
+    assert careful.kl_cap == resolve("balanced", info).kl_cap / 2
+    assert careful.kl_cap_total > 5**2 * 0.0054 and GUARD_MARGIN * careful.kl_cap > 0.0055
