@@ -181,9 +181,11 @@ class TrainingSettings(_Section):
     preset: Literal["careful", "balanced", "aggressive", "custom"] = Field(
         "balanced",
         description=(
-            "How far each round may move the model: careful takes small steps, aggressive "
-            "learns faster with more risk, custom is balanced with the values of the "
-            "[training.hyper] table in config.toml."
+            "How far each round may move the model: careful takes small steps, balanced "
+            "larger ones; custom is balanced with the values of the [training.hyper] table "
+            "in config.toml. aggressive (bigger steps to balanced's drift cap) is no longer "
+            "offered by the setup wizard: it learned about as much as balanced at a "
+            "higher cost to the model."
         ),
     )
     min_ratings: int = Field(

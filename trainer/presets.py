@@ -117,7 +117,10 @@ their prompt positions; evaluate.py)
   (0.0054 vs 0.022 on-policy; ``careful`` rows since: 0.0025-0.0055, line 0.02).
   ``aggressive`` keeps balanced's caps: it may learn faster per rating, never
   drift further; the drift guard (``guard_turns``) stops it at the cap during
-  training instead of letting the gate throw the round away afterwards.
+  training instead of letting the gate throw the round away afterwards. Held to the
+  0.05 cap it learned about as much as ``balanced`` at a higher NLL cost on every
+  bench row, so the setup wizard no longer offers it (bench/README.md, "Held to
+  issue 20's KL line"); a config that names it still runs it.
 
 Capability caps (``nll_cap`` on everyday prompts, ``rated_nll_cap`` on the round's own:
 the most relative rise of the NLL of the base model's own greedy answers, new adapter vs

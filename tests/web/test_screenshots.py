@@ -135,6 +135,11 @@ def test_every_page_in_chromium(server, service, add_turns, size: tuple[int, int
             page.wait_for_selector(f"#{step}:not([hidden])")
             page.wait_for_load_state("networkidle")
             take(page, problems, f"{prefix}-wizard-{step}", "Setup")
+        # a config that still names a preset the wizard no longer offers
+        service.save_settings({"training.preset": "aggressive"})
+        page.goto(f"{server.base_url}/setup?preset#preset")
+        page.wait_for_selector("#preset:not([hidden])")
+        take(page, problems, f"{prefix}-wizard-preset-retired", "Setup")
         page.goto(server.base_url + "/nowhere")
         take(page, problems, f"{prefix}-error-404", "Not found", status=404)
         page.goto(server.base_url + "/settings")
