@@ -66,6 +66,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--prefer", "--preference", default=w.PREFER, choices=sorted(w.PREFERENCES),
                     help="the simulated user's hidden preference (smollm2_world.PREFERENCES)")
     ap.add_argument("--noise", type=float, default=0.1)
+    ap.add_argument("--user-rejects-broken", action="store_true",
+                    help="the simulated user also rates broken answers (no function) bad "
+                         "whatever their style; rows are keyed apart")
     ap.add_argument("--eval", type=int, default=64, help="samples on held-out prompts")
     ap.add_argument("--heldout", type=int, default=16, help="held-out rated turns per job")
     ap.add_argument("--max-new", type=int, default=128)
@@ -154,7 +157,8 @@ def build_world(a: argparse.Namespace, folder: Path, n_max: int) -> dict[str, An
             for _ in range(size):  # others get the same ratings as in a world with both
                 rng.random()
             continue
-        world[name] = [(p, r, w.rate(r, rng, a.noise, a.prefer)) for p, r in world[name]]
+        world[name] = [(p, r, w.rate(r, rng, a.noise, a.prefer, a.user_rejects_broken))
+                       for p, r in world[name]]
     return world
 
 
@@ -351,7 +355,8 @@ def run_one(a: argparse.Namespace, folder: Path, world: dict[str, Any], preset: 
             source: str, n: int, lr_scale: float, base_score: dict[str, Any],
             method: str = "mispo") -> dict[str, Any]:
     evals = "" if a.eval == 64 else f"-e{a.eval}"  # rows of other --eval counts are other rows
-    key = f"{a.backend}-{a.prefer}-{preset}-{source}-n{n}-x{lr_scale:g}{evals}-s{a.seed}"
+    strict = "-strict" if a.user_rejects_broken else ""  # another user: other rows
+    key = f"{a.backend}-{a.prefer}-{preset}-{source}-n{n}-x{lr_scale:g}{evals}{strict}-s{a.seed}"
     if method != "mispo":
         key = f"{method}-{key}"
     if a.bf16:

@@ -196,9 +196,15 @@ def degenerate(answer: str) -> bool:
     return not answer.strip() or looping(answer) or "def " not in code_of(answer)
 
 
-def rate(answer: str, rng: random.Random, noise: float, which: str | None = None) -> int:
-    """The simulated user's rating: +1 when the answer has the preference, flipped at ``noise``."""
-    good = prefers(answer, which)
+def rate(answer: str, rng: random.Random, noise: float, which: str | None = None,
+         rejects_broken: bool = False) -> int:
+    """The simulated user's rating: +1 when the answer has the preference, flipped at ``noise``.
+
+    ``rejects_broken``: a user who also rates a broken answer (``degenerate``: no function
+    where one was asked for) bad whatever its style; the noise draw is the same either way,
+    so every other answer keeps its rating.
+    """
+    good = prefers(answer, which) and not (rejects_broken and degenerate(answer))
     if rng.random() < noise:
         good = not good
     return 1 if good else -1

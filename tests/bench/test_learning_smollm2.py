@@ -9,6 +9,7 @@ default ``comment`` whatever was asked).
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -85,3 +86,23 @@ def test_a_row_prints_its_base_gap_and_misses() -> None:
     assert bench.row_seed(row["key"]) == 1
     old = {k: v for k, v in row.items() if k not in ("base_pref", "base_degenerate")}
     assert bench.fmt(old).endswith(" ?") and "usage-example" in bench.fmt(old)
+
+
+def test_a_user_who_rejects_broken_answers_changes_only_their_ratings() -> None:
+    """``--user-rejects-broken``: an answer with the usage line but no function is rated
+    bad; every other answer keeps its rating, noise draws included."""
+    usage_only = "```python\nprint(sorted([3, 1, 2])[-2])\n```"
+    answers = [PLAIN, usage_only, TYPED, LOOP] * 16
+    one, two = random.Random(5), random.Random(5)
+    plain = [w.rate(x, one, 0.3, "usage-example") for x in answers]
+    strict = [w.rate(x, two, 0.3, "usage-example", rejects_broken=True) for x in answers]
+    assert w.degenerate(usage_only) and w.prefers(usage_only, "usage-example")
+    for x, p, s in zip(answers, plain, strict, strict=True):
+        assert s == (-p if x is usage_only else p)  # the noise flips the strict user's too
+    assert -1 in strict[1::4] and 1 in strict[1::4]  # mostly bad; good when noise flips it
+
+
+def test_a_strict_users_rows_are_keyed_apart_and_keep_their_seed() -> None:
+    a = bench.parse(["--user-rejects-broken", "--seed", "1"])
+    assert a.user_rejects_broken
+    assert bench.row_seed("torch-usage-example-balanced-on-n64-x1-e160-strict-s1-bf16") == 1
