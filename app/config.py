@@ -184,8 +184,7 @@ class TrainingSettings(_Section):
             "How far each round may move the model: careful takes small steps, balanced "
             "larger ones; custom is balanced with the values of the [training.hyper] table "
             "in config.toml. aggressive (bigger steps to balanced's drift cap) is no longer "
-            "offered by the setup wizard: it learned about as much as balanced at a "
-            "higher cost to the model."
+            "offered by the setup wizard; the measurements are in rltray's bench/README.md."
         ),
     )
     min_ratings: int = Field(

@@ -50,11 +50,8 @@ PRESETS = (
     ),
 )
 #: Presets the config still accepts but the wizard no longer offers: (name, why), shown
-#: only to a user whose config names one, so the page says what their rounds use.
-#: aggressive, held to balanced's drift cap, learned about as much as balanced (more on some
-#: preferences, less on others) at a higher capability cost on every row, and four of the
-#: five rounds the gate kept were outside issue 20's limits (bench/README.md, "Held to
-#: issue 20's KL line").
+#: only to a user whose config names one, so the page says what their rounds use. The
+#: measurements behind each are in bench/README.md ("Held to issue 20's KL line").
 RETIRED = {
     "aggressive": (
         "No longer offered: measured against balanced, it learned about as much, cost the "
