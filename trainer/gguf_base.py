@@ -67,8 +67,14 @@ def cache_root() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:  # a trainer environment built before the export extra carried it
+        raise GGUFBaseError(
+            "The trainer environment lacks platformdirs, which finds the folder a GGUF base "
+            "is converted into: rebuild it with `rltray trainer-env create` (or set "
+            f"{CACHE_ENV} to a folder)."
+        ) from None
     return default_cache_root(platformdirs.PlatformDirs("rltray", appauthor=False))
 
 
@@ -85,10 +91,16 @@ def default_cache_root(dirs: Any) -> Path:
     cache folders (``~/Library/Caches/rltray``, ``~/.cache/rltray``).
     ``app/cli/doctor`` finds the same folder the same way (a test ties the two).
     """
+    return user_cache_folder(dirs) / "gguf-bases"
+
+
+def user_cache_folder(dirs: Any) -> Path:
+    """rltray's per-user cache folder for ``dirs``, never the data folder or inside it
+    (see :func:`default_cache_root`); the base models' greedy answers live there too."""
     cache, data = Path(dirs.user_cache_dir), Path(dirs.user_data_dir)
     if cache == data or data in cache.parents:
         cache = data.with_name(f"{data.name}-cache")
-    return cache / "gguf-bases"
+    return cache
 
 
 def is_gguf(path: Path | str) -> bool:

@@ -125,6 +125,10 @@ def test_cpu_and_mlx_plans_pin_what_they_install() -> None:
     mlx = trainerenv_plan.plan("mlx")
     assert mlx.pins == () and mlx.library == "mlx" and mlx.index is None
     assert any(r.startswith("mlx-lm") for r in mlx.requirements)
+    # the trainer finds its cache folders (GGUF bases, kept base answers) with platformdirs,
+    # which a plain venv with the training stack lacks
+    for p in (cpu, mlx):
+        assert any(r.startswith("platformdirs") for r in p.requirements), p.requirements
 
 
 def test_no_usable_base_python_is_one_sentence(tmp_path: Path) -> None:
@@ -183,10 +187,12 @@ def test_create_builds_an_environment_that_trains_and_records_it(
     assert "Ready: one training step took" in output and "cpu float32" in output
     assert config.load_config(Paths(home)).training.python == str(python)
     probe = subprocess.run(
-        [str(python), "-c", "import torch, rltray.trainer; print(torch.__version__)"],
-        capture_output=True, text=True, timeout=120,
+        [str(python), "-c", "import torch, rltray.trainer; print(torch.__version__); "
+         "from rltray.trainer import gguf_base; print(gguf_base.cache_root())"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(home)},
     )  # fmt: skip
     assert probe.returncode == 0 and probe.stdout.startswith("2.13.0"), probe
+    assert probe.stdout.splitlines()[1].endswith("gguf-bases"), probe.stdout
     assert not (home / "trainer-env.new").exists() and not (home / "trainer-env.old").exists()
     status = subprocess.run(
         [sys.executable, "-m", "rltray.app.cli", "trainer-env", "status", "--json"],

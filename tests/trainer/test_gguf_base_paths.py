@@ -73,6 +73,20 @@ def test_the_environment_variable_still_moves_the_cache(
     assert gguf_base.cache_root() == tmp_path / "big-disk"
 
 
+def test_a_trainer_environment_without_platformdirs_says_how_to_mend_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trainer environments built before the export extra carried platformdirs lack it
+    (the app's own dependency does not go there): a GGUF base then got Python's
+    ModuleNotFoundError instead of a sentence."""
+    import sys
+
+    monkeypatch.delenv(gguf_base.CACHE_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "platformdirs", None)  # import fails as if absent
+    with pytest.raises(gguf_base.GGUFBaseError) as caught:
+        gguf_base.cache_root()
+    assert "rltray trainer-env create" in str(caught.value)
+
+
 def test_the_gguf_is_hard_linked_where_symlinks_need_admin_rights(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     blob = tmp_path / "sha256-ab"
