@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from rltray.trainer import (
     adapters,
+    base_answers,
     capability,
     checkpoint,
     data,
@@ -241,10 +242,18 @@ def _round_start(rnd: Round) -> checkpoint.RoundState | None:
         held_enc, held_kept, rnd.heldout, h_pol, h_base, "auroc_parent"
     )
     # The capability check's reference: the base's greedy answers to a few of the round's
-    # prompts and their NLL under base and parent (capability.py), kept in the checkpoint.
+    # prompts and their NLL under base and parent (capability.py), kept in the checkpoint;
+    # the answers are kept between rounds too (base_answers.py), the NLLs are not.
     prompts = capability.choose_prompts(held_enc, held_kept, enc, kept, int(rnd.hyper.ref_prompts))
-    reference = capability.round_start(backend, prompts, rnd.hyper, pad_id,
-                                       has_parent=rnd.job.parent_adapter is not None)
+    reference = capability.round_start(
+        backend, prompts, rnd.hyper, pad_id, has_parent=rnd.job.parent_adapter is not None,
+        cache=lambda tokens, stop: base_answers.for_round(backend, tokens, stop),
+    )
+    if reference.get("answers_kept"):
+        rnd.emit({"type": "log", "message": (
+            "the base model's answers for the capability check came from an earlier round "
+            f"({reference['answers_kept']} prompt set(s); their NLL is measured afresh)"
+        )})
     return checkpoint.RoundState(
         job_id=rnd.job.id,
         data_hash=rnd.data_hash,

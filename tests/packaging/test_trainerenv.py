@@ -188,7 +188,8 @@ def test_create_builds_an_environment_that_trains_and_records_it(
     assert config.load_config(Paths(home)).training.python == str(python)
     probe = subprocess.run(
         [str(python), "-c", "import torch, rltray.trainer; print(torch.__version__); "
-         "from rltray.trainer import gguf_base; print(gguf_base.cache_root())"],
+         "from rltray.trainer import gguf_base, base_answers; "
+         "print(gguf_base.cache_root()); print(base_answers.root())"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(home)},
     )  # fmt: skip
     assert probe.returncode == 0 and probe.stdout.startswith("2.13.0"), probe

@@ -225,6 +225,13 @@ class Backend(ABC):
         return self.vocab_size
 
     @property
+    def numerics(self) -> str:
+        """What decides this backend's numbers besides the weights and the input: device
+        and precision, not the thread count (kept greedy answers are keyed on it,
+        :mod:`rltray.trainer.base_answers`)."""
+        return self.device_name
+
+    @property
     def device_name(self) -> str:
         """Where the model runs, in words (``"cuda bf16"``, ``"cpu fp32"``), for logs."""
         return self.name

@@ -156,12 +156,16 @@ class TorchPeftBackend(Backend):
         return activation_bytes(width, hidden, layers)
 
     @property
-    def device_name(self) -> str:
+    def numerics(self) -> str:
         if self.device is None:
             return self.name
         name = f"{self.device.type} {str(self.dtype).replace('torch.', '')}"
-        name += " + bf16 autocast" if self.autocast else ""
-        if self.device.type == "cpu":
+        return name + (" + bf16 autocast" if self.autocast else "")
+
+    @property
+    def device_name(self) -> str:
+        name = self.numerics
+        if self.device is not None and self.device.type == "cpu":
             import torch
 
             threads = torch.get_num_threads()
