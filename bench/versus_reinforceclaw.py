@@ -161,6 +161,8 @@ def run_rltray(folder: Path, model: Path, rows: list[dict[str, Any]], backend: s
         "guard_s": m["guard_seconds"], "loop_s": m["train_seconds"], "wall_s": end - start,
         "before_s": loop_start - start, "after_s": end - prog[-1][0],
         "round_start_s": m.get("round_start_s"), "finish_s": m.get("finish_seconds"),
+        # the base's answer sets the round took from the cache (RLTRAY_ANSWER_CACHE)
+        "answers_kept": m.get("ref_answers_kept"),
         "progress_tokens_per_s": [d["tokens_per_s"] for _, d in prog],
         "peak_mb": peaks[-1] / 2**20 if peaks else None,
     }
@@ -303,6 +305,10 @@ def versus_main(a: argparse.Namespace, d: dict[str, int], folder: Path) -> int:
     for tool in ("rltray", "reinforceclaw"):
         if med[tool]["runs"]:
             print(row(tool, "med", med[tool]))
+    kept = [str(r.get("answers_kept")) for r in runs if r.get("tool") == "rltray"]
+    if kept:
+        print("rltray rounds: the base's answer sets taken from the cache "
+              "(trainer/base_answers.py; RLTRAY_ANSWER_CACHE=off for none): " + ", ".join(kept))
     held = [r["peak_mb"] for r in runs if r.get("peak_mb")]
     if held:
         print("rltray trainer peak RSS (peak_memory_bytes) per round: "

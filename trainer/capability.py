@@ -266,6 +266,7 @@ def finish(backend: Any, state: dict[str, Any], pad_id: int, hyper: Any = None
     if getattr(hyper, "degen_cap", None) is not None:
         out.update(broken_answers(backend, state, int(hyper.ref_tokens)))
     out["ref_seconds"] = round(float(state.get("seconds", 0.0)) + time.monotonic() - t0, 3)
+    out["ref_answers_kept"] = int(state.get("answers_kept", 0))  # sets not decoded again
     return out
 
 

@@ -53,3 +53,6 @@ def test_versus_reinforceclaw_smoke(tmp_path: Path) -> None:
     assert any(line.startswith("rltray ") and " med " in line for line in lines)
     assert any(line.startswith("reinforceclaw ") and " med " in line for line in lines)
     assert "rltray / reinforceclaw: tok/s over the steps" in proc.stdout
+    # one round on a fresh model in a fresh HOME: the base's answers were decoded, not kept
+    assert by_tool["rltray"]["answers_kept"] == 0
+    assert "answer sets taken from the cache" in proc.stdout

@@ -175,6 +175,7 @@ def test_a_second_round_on_the_same_base_decodes_no_base_answer_and_judges_the_s
     assert not any("earlier round" in str(x.get("message")) for x in first_lines)
     keys = ("ref_nll_base", "ref_nll_parent", "ref_nll_new", "ref_tokens", "general_nll_base",
             "general_nll_new", "ref_degenerate_base", "ref_degenerate_new", "kl_round")
+    assert [o.result.metrics["ref_answers_kept"] for o in (cold, first, second)] == [0, 0, 2]
     for outcome in (first, second):
         assert outcome.status == "done" and outcome.result.accepted == cold.result.accepted
         assert {k: outcome.result.metrics[k] for k in keys} == {
