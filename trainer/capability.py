@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from rltray.trainer import data
+from rltray.trainer import base_answers, data
 
 #: End-of-turn tokens of the common chat templates: generation stops at any of them
 #: that the tokenizer knows, as well as at its ``eos_token_id``.
@@ -193,7 +193,7 @@ def one_batch(prompts: Sequence[Sequence[int]], everyday: Sequence[Sequence[int]
 
 
 def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int, *,
-                has_parent: bool, cache: Any = None) -> dict[str, Any]:
+                has_parent: bool, keep_answers: bool = False) -> dict[str, Any]:
     """Greedy base answers and their NLL under the base and the parent (the round state):
     to ``prompts`` (the round's own) and, under ``"general"``, to
     ``hyper.general_prompts`` of :data:`GENERAL_PROMPTS`.
@@ -204,9 +204,9 @@ def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
     CPU thread went from 79.4 to 54.5 s; a 0.5B round on an H200 had spent 60% of its
     ``train()`` in the check's three generations; bench/README.md).
 
-    ``cache`` (a :class:`base_answers.AnswerCache`, or a callable giving one for the
-    greedy settings) serves a set of prompts the base has answered in an earlier round,
-    and keeps the sets decoded here; ``answers_kept`` counts the sets it served.
+    ``keep_answers``: a set of prompts the base answered in an earlier round comes from
+    :mod:`.base_answers`, and the sets decoded here are kept there; ``answers_kept``
+    counts the sets it served.
 
     Returns ``{}`` when there is nothing to measure (no prompt, ``ref_prompts`` 0).
     """
@@ -215,12 +215,11 @@ def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
     t0 = time.monotonic()
     everyday = general_prompts(backend.tokenizer, int(getattr(hyper, "general_prompts", 0)))
     tokens, stop = int(hyper.ref_tokens), stop_ids(backend.tokenizer)
-    if callable(cache):
-        cache = cache(tokens, stop)
-    mine, theirs, kept = _base_answers(backend, prompts, everyday, tokens, stop, cache)
-    state = _nll_of(backend, prompts, mine, pad_id, has_parent)
+    cache = base_answers.for_round(backend, tokens, stop) if keep_answers else None
+    rated, general, kept = _base_answers(backend, prompts, everyday, tokens, stop, cache)
+    state = _nll_of(backend, prompts, rated, pad_id, has_parent)
     if everyday:
-        state["general"] = _nll_of(backend, everyday, theirs, pad_id, has_parent)
+        state["general"] = _nll_of(backend, everyday, general, pad_id, has_parent)
     state["answers_kept"] = kept
     state["seconds"] = time.monotonic() - t0
     return state
@@ -228,27 +227,27 @@ def round_start(backend: Any, prompts: list[list[int]], hyper: Any, pad_id: int,
 
 def _base_answers(backend: Any, prompts: list[list[int]], everyday: list[list[int]],
                   tokens: int, stop: set[int], cache: Any) -> tuple[list, list, int]:
-    """The base's greedy answers to both sets and how many sets ``cache`` served: the
-    rest are decoded (in one batch where :func:`one_batch` allows and neither was kept)."""
-    mine = cache.get(prompts) if cache is not None else None
-    theirs = (cache.get(everyday) if cache is not None else None) if everyday else []
-    kept = (mine is not None) + (bool(everyday) and theirs is not None)
-    if mine is None and theirs is None and one_batch(prompts, everyday, tokens):
+    """The base's greedy answers to the round's prompts and the everyday ones, and how
+    many of the two sets ``cache`` served: the rest are decoded (in one batch where
+    :func:`one_batch` allows and neither was kept)."""
+    rated = cache.get(prompts) if cache is not None else None
+    general = (cache.get(everyday) if cache is not None else None) if everyday else []
+    if rated is None and general is None and one_batch(prompts, everyday, tokens):
         both = backend.greedy([*prompts, *everyday], tokens, stop)
-        mine, theirs = both[: len(prompts)], both[len(prompts):]
-        fresh = [(prompts, mine), (everyday, theirs)]
+        rated, general = both[: len(prompts)], both[len(prompts):]
+        fresh = [(prompts, rated), (everyday, general)]
     else:
         fresh = []
-        if mine is None:
-            mine = backend.greedy(prompts, tokens, stop)
-            fresh.append((prompts, mine))
-        if theirs is None:
-            theirs = backend.greedy(everyday, tokens, stop)
-            fresh.append((everyday, theirs))
+        if rated is None:
+            rated = backend.greedy(prompts, tokens, stop)
+            fresh.append((prompts, rated))
+        if general is None:
+            general = backend.greedy(everyday, tokens, stop)
+            fresh.append((everyday, general))
     if cache is not None:
         for asked, answered in fresh:
             cache.put(asked, answered)
-    return mine, theirs, int(kept)
+    return rated, general, (2 if everyday else 1) - len(fresh)
 
 
 def finish(backend: Any, state: dict[str, Any], pad_id: int, hyper: Any = None

@@ -47,7 +47,6 @@ from typing import Any, NamedTuple
 import numpy as np
 from rltray.trainer import (
     adapters,
-    base_answers,
     capability,
     checkpoint,
     data,
@@ -247,7 +246,7 @@ def _round_start(rnd: Round) -> checkpoint.RoundState | None:
     prompts = capability.choose_prompts(held_enc, held_kept, enc, kept, int(rnd.hyper.ref_prompts))
     reference = capability.round_start(
         backend, prompts, rnd.hyper, pad_id, has_parent=rnd.job.parent_adapter is not None,
-        cache=lambda tokens, stop: base_answers.for_round(backend, tokens, stop),
+        keep_answers=True,
     )
     if reference.get("answers_kept"):
         rnd.emit({"type": "log", "message": (

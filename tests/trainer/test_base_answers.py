@@ -121,17 +121,16 @@ def test_kept_answers_are_what_decoding_gives_and_only_new_prompts_are_decoded(
     plain = capability.round_start(backend, prompts, hyper, pad, has_parent=False)
     assert plain["answers_kept"] == 0
 
-    def cache(tokens: int, stop: set[int]) -> base_answers.AnswerCache | None:
-        return base_answers.for_round(backend, tokens, stop)
-
     everyday = capability.general_prompts(backend.tokenizer, int(hyper.general_prompts))
     assert prompts and everyday
     rows = _counting(backend, monkeypatch)
-    first = capability.round_start(backend, prompts, hyper, pad, has_parent=False, cache=cache)
+    first = capability.round_start(backend, prompts, hyper, pad, has_parent=False,
+                                   keep_answers=True)
     assert rows == [len(prompts) + len(everyday)]  # decoded, in one batch, as without a cache
     assert first["answers_kept"] == 0
     rows.clear()
-    again = capability.round_start(backend, prompts, hyper, pad, has_parent=False, cache=cache)
+    again = capability.round_start(backend, prompts, hyper, pad, has_parent=False,
+                                   keep_answers=True)
     assert rows == [] and again["answers_kept"] == 2  # nothing decoded
     for state in (first, again):
         assert state["answers"] == plain["answers"]
@@ -140,11 +139,13 @@ def test_kept_answers_are_what_decoding_gives_and_only_new_prompts_are_decoded(
         assert state["general"]["nll_base"] == plain["general"]["nll_base"]
     # a new held-out prompt among the round's: only the round's set is decoded again
     other = capability.choose_prompts(held_enc, held_kept, {}, [], 2)
-    third = capability.round_start(backend, other, hyper, pad, has_parent=False, cache=cache)
+    third = capability.round_start(backend, other, hyper, pad, has_parent=False,
+                                   keep_answers=True)
     assert rows == [len(other)] and third["answers_kept"] == 1
     assert third["answers"] == plain["answers"][:2]
     # other greedy settings are another key
-    assert cache(int(hyper.ref_tokens) + 1, set()).get(prompts) is None  # type: ignore[union-attr]
+    longer = base_answers.for_round(backend, int(hyper.ref_tokens) + 1, set())
+    assert longer is not None and longer.get(prompts) is None
 
 
 @pytest.mark.ml
