@@ -106,17 +106,19 @@ def apply(
     comment = (comment or "").strip() or None
     if score is not None and from_score(score) != value:
         raise UserError(f"A score of {score} is {label(from_score(score), None)}, not {value}.")
-    current = store.active_rating(turn_id)
-    if current is not None:
-        if source == NOTIFICATION and current.source != NOTIFICATION:
-            return Applied(current, changed=False, stale=True)
-        if current.value == value and current.score == score:
-            if comment is None or comment == current.comment:
-                return Applied(current, changed=False)
-            return Applied(store.set_comment(turn_id, comment), changed=True)
-        if comment is None:
-            comment = current.comment
-    return Applied(
-        store.rate(turn_id, value, source, comment=comment, at=at, score=score), changed=True
-    )
+    # The read and the write are one transaction: another process's rating that lands
+    # between them would otherwise be overridden by a stale notification's click.
+    with store.batch():
+        current = store.active_rating(turn_id)
+        if current is not None:
+            if source == NOTIFICATION and current.source != NOTIFICATION:
+                return Applied(current, changed=False, stale=True)
+            if current.value == value and current.score == score:
+                if comment is None or comment == current.comment:
+                    return Applied(current, changed=False)
+                return Applied(store.set_comment(turn_id, comment), changed=True)
+            if comment is None:
+                comment = current.comment
+        rated = store.rate(turn_id, value, source, comment=comment, at=at, score=score)
+    return Applied(rated, changed=True)
 

@@ -229,7 +229,9 @@ class Service:
         """Rate (1, -1) or unrate (0) many turns in one transaction; returns how many changed.
 
         Ids of turns deleted meanwhile are skipped: a selection made a minute ago
-        must not fail as a whole for one of them.
+        must not fail as a whole for one of them. A turn already rated that way stays
+        as it is: a graded 4/5 in a selection marked good keeps its grade, and a trained
+        rating is not made fresh to be trained a second time.
         """
         from rltray.app import rating
 
@@ -242,6 +244,8 @@ class Service:
                     continue
                 if value == 0:
                     done = self.store.undo(source, turn_id=turn_id) is not None
+                elif _same_class(self.store.active_rating(turn_id), value):
+                    done = False  # a selection marked good keeps a 4/5 among it as it was
                 else:
                     done = rating.apply(self.store, turn_id, value, source).changed
                 if done:
@@ -550,3 +554,8 @@ class Service:
     def ingest_now(self) -> dict[str, Any]:
         report = self.ingest()
         return {"turns": report.turns, "commands": report.commands, "rejected": report.rejected}
+
+
+def _same_class(current: Rating | None, value: int) -> bool:
+    """Whether a turn's active rating is already ``value``'s class (good or bad, any grade)."""
+    return current is not None and current.value == value

@@ -105,6 +105,51 @@ def test_a_notification_click_never_overrides_a_rating_given_since(service: Serv
     assert service.rate(other, -1, source="notification").changed
 
 
+def test_a_notification_click_cannot_slip_in_under_a_rating_given_meanwhile(
+    service: Service,
+) -> None:
+    """Regression: the click's check read the turn's rating outside the transaction that
+    wrote, so `rltray bad` in another process landing in between was overridden."""
+    import threading
+
+    from rltray.app import rating
+    from rltray.app.store import Store
+
+    turn = add_turn(service)
+    cli = Store.open(service.paths)  # the CLI process's own connection to the same file
+    read = service.store.active_rating
+    cli_done = threading.Thread(target=lambda: rating.apply(cli, turn, -1, "cli"))
+
+    def then_the_cli_rates(turn_id: int) -> Any:
+        current = read(turn_id)  # the click saw no rating ...
+        cli_done.start()  # ... and `rltray bad` comes in right now
+        cli_done.join(0.5)  # it must wait for the click's write, not land under it
+        return current
+
+    service.store.active_rating = then_the_cli_rates  # type: ignore[method-assign]
+    rating.apply(service.store, turn, 1, rating.NOTIFICATION)
+    cli_done.join(10)
+    active = cli.active_rating(turn)
+    assert active is not None and (active.value, active.source) == (-1, "cli")
+    cli.close()
+
+
+def test_marking_a_selection_good_keeps_a_graded_answer_and_its_training(
+    service: Service,
+) -> None:
+    """Regression: a bulk Good over a trained 4/5 replaced it with a plain good: reward 0.5
+    became 1.0 and the judgement was fresh again, to be trained a second time."""
+    graded, plain = add_turn(service, "a"), add_turn(service, "b")
+    service.rate(graded, 1, score=4)
+    service.rate(plain, -1)
+    service.store.add_run("r1")
+    service.store.mark_trained([service.store.active_rating(graded).id], "r1")  # type: ignore[union-attr]
+    assert service.rate_many([graded, plain], 1) == 1  # only the bad one changes
+    kept = service.store.active_rating(graded)
+    assert kept is not None and (kept.score, kept.trained_run_id) == (4, "r1")
+    assert service.store.active_rating(plain).value == 1  # type: ignore[union-attr]
+
+
 def test_ratings_record_where_they_came_from(service: Service) -> None:
     turn = add_turn(service)
     service.rate(turn, 1, source="api")
