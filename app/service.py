@@ -288,8 +288,12 @@ class Service:
 
     def delete_turns(self, turn_ids: Iterable[int], where: str) -> int:
         """Delete turns for real (app/store/turns.py says what stays); ``where``: for the log."""
+        from rltray.app.training import jobbuild
+
         ids = list(turn_ids)
+        ratings = self.store.rating_ids_of(ids)
         count = self.store.delete_turns(ids)
+        jobbuild.forget_ratings(self.paths.runs, ratings)  # the rounds' copies of their text
         self.store.log_event("ratings", f"deleted {count} turns in {where}")
         self.changed(rated=ids)
         return count

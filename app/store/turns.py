@@ -221,7 +221,9 @@ class TurnsAndRatings(StoreBase):
         turn is in no later export or training job. Its text also leaves every
         other place rltray kept it (``_forget_elsewhere``): the backups, the
         hook's session state and the write-ahead log; ``secure_delete`` (on for
-        every connection) overwrites the freed bytes in the file itself.
+        every connection) overwrites the freed bytes in the file itself. The
+        rounds' job files are the service's to clean (``Service.delete_turns``,
+        with :meth:`rating_ids_of` read first).
         """
         ids = sorted({int(i) for i in turn_ids})
         keys: list[str] = []
@@ -386,6 +388,26 @@ class TurnsAndRatings(StoreBase):
             f"SELECT {_RATING_COLS} FROM ratings WHERE turn_id = ? ORDER BY id", (turn_id,)
         )
         return [_rating(r) for r in rows]
+
+    def active_of(self, rating_ids: Iterable[int]) -> set[int]:
+        """Which of these ratings are still active (not withdrawn, turn not deleted)."""
+        ids = sorted({int(i) for i in rating_ids})
+        found: set[int] = set()
+        for chunk, marks in in_chunks(ids):
+            rows = self._read(
+                f"SELECT id FROM ratings WHERE withdrawn_at IS NULL AND id IN ({marks})", chunk
+            )
+            found.update(int(r[0]) for r in rows)
+        return found
+
+    def rating_ids_of(self, turn_ids: Iterable[int]) -> list[int]:
+        """Every rating these turns ever had (withdrawn ones too): what a job file names."""
+        ids = sorted({int(i) for i in turn_ids})
+        found: list[int] = []
+        for chunk, marks in in_chunks(ids):
+            rows = self._read(f"SELECT id FROM ratings WHERE turn_id IN ({marks})", chunk)
+            found += [int(r[0]) for r in rows]
+        return sorted(found)
 
     def mark_trained(self, rating_ids: Iterable[int], run_id: str) -> int:
         """Record that a run trained on these ratings; returns how many rows changed."""

@@ -46,7 +46,7 @@ import os
 import secrets
 import sys
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -141,6 +141,11 @@ class BuiltJob:
     @property
     def job_path(self) -> Path:
         return self.folder / JOB_FILE
+
+    @property
+    def rating_ids(self) -> tuple[int, ...]:
+        """Every rating the job's files hold: trained, replayed and held out."""
+        return (*self.fresh_ids, *self.replay_ids, *self.heldout_ids)
 
     def manifest(self) -> dict[str, Any]:
         """``ratings.json``: paths relative to the run folder, so the data folder can move."""
@@ -407,7 +412,8 @@ def build_job(
     write_private_atomic(
         folder / MANIFEST_FILE, (json.dumps(built.manifest(), indent=1) + "\n").encode()
     )
-    store.mark_heldout(built.heldout_ids)  # once held out, held out: the evidence grows
+    # Held-out ratings join the standing set when the round's result is recorded
+    # (versions.apply_result): a round that fails judged nothing with them.
     return built
 
 
@@ -434,6 +440,43 @@ def _write_jsonl(
     lines = [example_line(r, replay=int(r["rating_id"]) in replayed) for r in rows]
     text = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines if x is not None)
     write_private_atomic(path, text.encode("utf-8"))
+
+
+def forget_ratings(runs: Path, rating_ids: Iterable[int]) -> int:
+    """Drop these ratings' lines from every run folder's job files; how many files changed.
+
+    A deleted turn must leave every place rltray kept its text (app/store/turns.py),
+    and each round's ``examples.jsonl`` and ``heldout.jsonl`` hold a copy of the turns
+    it trained and judged on. A file that cannot be rewritten is removed: a copy must
+    not keep what the user deleted (a finished run no longer reads it; a paused one
+    is cancelled at resume, since its ratings changed).
+    """
+    gone = {f"rating-{int(i)}" for i in rating_ids}
+    if not gone:
+        return 0
+    changed = 0
+    for path in sorted(Path(runs).glob(f"*/{EXAMPLES_FILE}")) + sorted(
+        Path(runs).glob(f"*/{HELDOUT_FILE}")
+    ):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            kept = [line for line in lines if _line_id(line) not in gone]
+            if len(kept) != len(lines):
+                write_private_atomic(path, "".join(kept).encode("utf-8"))
+                changed += 1
+        except (OSError, UnicodeDecodeError):
+            path.unlink(missing_ok=True)
+            changed += 1
+    return changed
+
+
+def _line_id(line: str) -> str | None:
+    """The ``id`` of one job-file line (None for a line that is not a JSON object)."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj.get("id") if isinstance(obj, dict) else None
 
 
 def _is_iso(text: str) -> bool:

@@ -20,7 +20,12 @@ Decisions kept here:
   in under the user. A round on a new ``training.base_model`` starts a new line
   (no parent) and does become active over a version of the old base.
 * Only the fresh ratings the kept weights saw are marked trained (the trainer
-  lists the others as ``unseen_ids``); those wait for the next round.
+  lists the others as ``unseen_ids``); those wait for the next round. A version kept
+  as a candidate marks none: the active line never learned them.
+* The round's held-out ratings join the standing held-out set when its result is
+  recorded (accepted or rejected: the gate judged on them), not when the job is
+  built: a round that failed or was cancelled judged nothing, and must not move
+  ratings out of training for good.
 * A paused run trained from a parent that is no longer active is stale, so it
   is ``cancelled`` whenever the active version changes.
 """
@@ -74,17 +79,28 @@ def paused_runs(store: Store) -> list[Run]:
 def resumable_run(store: Store, paths: Paths, base_model: str) -> str | None:
     """The newest paused run worth resuming; paused runs of another base model (the
     settings changed) or without their folder are cancelled, since their checkpoints
-    can never give an adapter the user wants."""
+    can never give an adapter the user wants.
+
+    So is a paused run whose ratings changed while it waited: its job files were
+    written when it was built, and a rating the user reversed, withdrew or deleted
+    since would be trained (or judged on) with its old value, a deleted turn's text
+    with it. The next round is built afresh from the store.
+    """
     keep = None
     for run in paused_runs(store):
         try:
-            same = jobbuild.read_manifest(paths.runs / run.id).base_model == base_model.strip()
+            manifest = jobbuild.read_manifest(paths.runs / run.id)
         except (OSError, ValueError, KeyError):
-            same = False
-        if same and keep is None:
-            keep = run.id
-        elif not same:
+            manifest = None
+        if manifest is None or manifest.base_model != base_model.strip():
             cancel_run(store, paths, run.id, "the model to train changed while it was paused")
+            continue
+        changed = len(set(manifest.rating_ids) - store.active_of(manifest.rating_ids))
+        if changed:
+            cancel_run(store, paths, run.id, f"{changed} of its ratings were changed or deleted "
+                       "while it was paused; the next round starts afresh with them as they are")
+        elif keep is None:
+            keep = run.id
     return keep
 
 
@@ -140,22 +156,26 @@ def apply_result(
         # active adapter's baseline stays; the trainer's number is not recorded.
         merged["baseline"] = None
         shutil.rmtree(built.out, ignore_errors=True)
-        store.finish_run(built.run_id, "done", metrics=merged)
+        with store.batch():
+            store.mark_heldout(built.heldout_ids)  # the gate judged on them: they stay held out
+            store.finish_run(built.run_id, "done", metrics=merged)
         return None
     version = next_version(store, paths.adapters)
     final = paths.adapters / folder_name(version)
     os.rename(built.out, final)
     try:
         switch = _placement(store, built, version, merged)
-        seen = retired_ratings(built, done)
+        # A candidate is not what serves: its ratings wait for a round of the active line.
+        seen = retired_ratings(built, done) if switch else []
         merged["trained"] = len(seen)
-        if len(seen) < len(built.fresh_ids):
+        if switch and len(seen) < len(built.fresh_ids):
             merged["notes"] = [
                 *merged.get("notes", []),
                 f"the kept weights saw {len(seen)} of the {len(built.fresh_ids)} fresh ratings; "
                 "the others wait for the next round",
             ]
         with store.batch():
+            store.mark_heldout(built.heldout_ids)
             store.add_adapter(
                 built.base_model,
                 final,
@@ -204,7 +224,7 @@ def _placement(store: Store, built: jobbuild.BuiltJob, version: int, merged: dic
             *merged.get("notes", []),
             f"kept v{version} as a candidate: it was trained from "
             f"{describe(built.parent_version)}, but {describe(active and active.version)} "
-            "became active while it trained",
+            "became active while it trained; its ratings wait for a round of the active version",
         ]
     elif merged["new_line"]:
         assert active is not None

@@ -19,7 +19,7 @@ from rltray.app.config import TrainingSettings
 from rltray.app.errors import UserError
 from rltray.app.paths import Paths
 from rltray.app.store import Store
-from rltray.app.training import jobbuild
+from rltray.app.training import jobbuild, versions
 from rltray.trainer.job import load_examples, load_job
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -233,8 +233,11 @@ def test_a_later_round_reuses_the_standing_heldout_set(
     first = rate_many(store, make_turn, [1, -1] * 10)
     one = jobbuild.build_job(store, paths, settings(), "run-1")
     assert one.heldout_ids == tuple(first[-8:])
+    assert store.counts()["heldout"] == 0  # building judged nothing yet
     store.add_run("run-1")
-    store.mark_trained(one.fresh_ids, "run-1")  # accepted: the runner retires the trained ones
+    one.out.mkdir(parents=True)
+    done = {"accepted": True, "reasons": [], "metrics": {}, "baseline": 0.1}
+    assert versions.apply_result(store, paths, one, done, {}) == 1  # the result is recorded
     assert store.counts()["untrained"] == 0 and store.counts()["heldout"] == 8
     with pytest.raises(jobbuild.NotEnoughRatings, match="No new ratings yet"):
         jobbuild.build_job(store, paths, settings(), "run-2")  # the held-out set is not new

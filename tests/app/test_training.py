@@ -266,6 +266,27 @@ def test_a_crash_fails_the_run_with_the_log_tail(
     assert "noise line 59" in run.error and "noise line 10" not in run.error  # ~40 lines
     assert untrained(store) == set(ids) and store.list_adapters() == []
     assert publisher.calls == [] and not runner.running()
+    # a round that failed judged nothing: no rating left training for the held-out set
+    assert store.counts()["heldout"] == 0
+
+
+def test_failed_rounds_do_not_drain_the_ratings_into_the_heldout_set(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: each build moved ~15% of the waiting ratings into the standing held-out
+    set for good, before the trainer ran; a crash loop drained the training set."""
+    monkeypatch.setenv("FAKE_MODE", "crash")
+    rate_many(store, make_turn, 40)
+    runner, _, _ = make_runner(store, paths, fake_python)
+    for _ in range(3):
+        runner.start()
+        assert runner.wait(30)
+    assert store.counts()["heldout"] == 0 and len(untrained(store)) == 40
+    monkeypatch.setenv("FAKE_MODE", "done")
+    run_id = runner.start()
+    assert runner.wait(30) and store.get_run(run_id).status == "done"
+    built = jobbuild.read_manifest(paths.runs / run_id)
+    assert store.counts()["heldout"] == len(built.heldout_ids) > 0
 
 
 def test_pause_then_resume_continues_the_same_job(
@@ -324,6 +345,43 @@ def test_a_paused_run_of_another_model_is_not_resumed(
     assert new != old and runner.wait(30)
     assert store.get_run(old).status == "cancelled" and store.get_run(new).status == "done"
     assert store.active_adapter().base_model == "/models/other"
+
+
+@pytest.mark.parametrize("change", ["reversed", "deleted"])
+def test_a_paused_run_whose_ratings_changed_is_built_afresh(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch,
+    change: str,
+) -> None:
+    """Regression: a paused round resumed from the job files it was built with, so a rating
+    reversed while it waited was trained with its old value, and a deleted turn's text
+    stayed in the run folder and was trained on."""
+    from rltray.app.service import Service
+
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    ids = rate_many(store, make_turn, 8)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    old = runner.start()
+    wait_for_a_step(runner, changes)
+    runner.stop(pause=True, timeout=20)
+    rating = next(r for r in store.training_examples() if r["rating_id"] == ids[0])
+    service = Service(paths, store=store)
+    if change == "reversed":
+        service.rate(rating["turn_id"], -rating["rating"], source="cli")
+    else:
+        service.delete_turns([rating["turn_id"]], "a test")
+        for name in ("examples.jsonl", "heldout.jsonl"):  # no copy of its text is left
+            assert rating["response"] not in (paths.runs / old / name).read_text()
+    monkeypatch.setenv("FAKE_MODE", "done")
+    new = runner.start()
+    assert new != old and runner.wait(30)
+    assert store.get_run(old).status == "cancelled"
+    assert "1 of its ratings were changed or deleted" in store.get_run(old).error
+    lines = [json.loads(x) for name in ("examples.jsonl", "heldout.jsonl")
+             for x in (paths.runs / new / name).read_text().splitlines()]  # fmt: skip
+    assert f"rating-{ids[0]}" not in {x["id"] for x in lines}
+    if change == "reversed":
+        assert any(x["prompt"] == rating["prompt"] and x["rating"] == -rating["rating"]
+                   for x in lines)  # fmt: skip
 
 
 def test_rollback_restores_the_parent_and_its_baseline(
@@ -519,6 +577,10 @@ def test_a_rollback_in_the_same_line_while_training_keeps_a_candidate(
     assert store.active_adapter().version == 1 and store.get_adapter(3).status == "candidate"
     assert "trained from v2, but v1 became active" in run.metrics["notes"][-1]
     assert publisher.calls == [("published", 1), ("published", 2)]
+    # Regression: the candidate marked its ratings trained, so the active line never
+    # learned them; they wait for a round of the active version.
+    fresh = set(jobbuild.read_manifest(paths.runs / run_id).fresh_ids)
+    assert fresh and fresh <= untrained(store) and run.metrics["trained"] == 0
 
 
 def test_a_resumed_round_says_so_and_train_now_marks_it_by_hand(
