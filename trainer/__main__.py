@@ -185,7 +185,15 @@ def run(job_path: str, emit: Callable[[dict[str, Any]], None], stop: threading.E
         out, job_id = job.out, job.id
         existed = out.exists()
         if existed and any(out.iterdir()):
-            raise JobError(f"the adapter folder {out} already exists; give the job a new 'out'")
+            from rltray.trainer.train import written_result
+
+            written = written_result(job)  # stopped after it wrote its adapter: that is its result
+            if written is None:
+                raise JobError(f"the adapter folder {out} already exists; give the job a new 'out'")
+            emit({"type": "log", "message": "this round had written its adapter before it was "
+                  "stopped; its result is reported from that folder"})  # fmt: skip
+            emit(written.line())
+            return EXIT_DONE
         examples = load_examples(job.examples)
         heldout = _load_heldout(job.heldout)
 

@@ -616,6 +616,45 @@ def _result(rnd: Round, out: Path, metrics: dict[str, Any], verdict: evaluate.Ve
     )
 
 
+def written_result(job: TrainJob) -> TrainResult | None:
+    """The result of this very job from the adapter folder it already wrote, else None.
+
+    A round stopped after writing its folder (the runner's pause came during the
+    checks after the last step; a second stop request ends the process at once) is
+    resumed with the folder in place: training again would be refused by the
+    writer (versions are never overwritten) and lose a gated adapter. The folder
+    is checked again, as :func:`_result` does, since a stop may have come between
+    the write and that check. A folder of another job is None: never taken over.
+    """
+    out = Path(job.out)
+    try:
+        meta = adapters.read_metadata(out)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("job_id") != job.id:
+        return None
+    reasons = [str(r) for r in meta.get("reasons") or []]
+    baseline = float(meta.get("baseline") or 0.0)
+    accepted = bool(meta.get("accepted")) and not reasons
+    problems = adapters.validate_adapter(out)
+    if problems:
+        reasons.extend(f"adapter sanity check failed: {p}" for p in problems)
+        accepted, baseline = False, float(job.baseline)
+        _mark_rejected(out, reasons, baseline)
+    checkpoint.remove(job.checkpoint_dir)
+    metrics = dict(meta.get("metrics") or {})
+    metrics["gate_notes"] = list(meta.get("notes") or [])  # as _result adds them
+    return TrainResult(
+        adapter=str(out),
+        accepted=accepted,
+        reasons=reasons,
+        metrics=metrics,
+        baseline=baseline,
+        trained_ids=[str(i) for i in meta.get("trained_ids") or []],
+        unseen_ids=[str(i) for i in meta.get("unseen_ids") or []],
+    )
+
+
 def _mark_rejected(folder: Path, reasons: list[str], baseline: float) -> None:
     """Record a late rejection in ``rltray.json`` (temp file + replace: never half-written)."""
     import json

@@ -111,6 +111,35 @@ def test_nan_in_the_parent_adapter(tiny_model_dir: Path, tmp_path: Path) -> None
     assert_clean_failure(code, lines, tmp_path / "job", "parent adapter", "non-finite", "up_proj")
 
 
+@pytest.mark.ml
+def test_a_round_stopped_after_it_wrote_its_adapter_reports_that_folder(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Regression: a pause during the checks after the last step (the runner's second stop
+    request ends the trainer at once) left the written adapter and the checkpoint; the
+    resumed round was refused ("already exists") and the gated adapter was lost."""
+    pytest.importorskip("torch")
+    from rltray.trainer.job import load_job
+
+    job = make_job(tmp_path / "job", tiny_model_dir)
+    code, lines = run_in_process(job)
+    assert code == 0 and lines[-1]["type"] == "done"
+    first = lines[-1]
+    checkpoint = load_job(job).checkpoint_dir
+    checkpoint.mkdir(parents=True, exist_ok=True)  # killed before it was removed
+    code, again = run_in_process(job)
+    assert code == 0 and again[-1] == first
+    assert any("before it was stopped" in x.get("message", "") for x in again)
+    assert not checkpoint.exists()
+    # the folder is checked again: one damaged after the write is reported rejected
+    weights = tmp_path / "job" / "adapter" / adapters.WEIGHTS_FILE
+    weights.write_bytes(weights.read_bytes()[:64])
+    code, third = run_in_process(job)
+    assert code == 0 and third[-1]["accepted"] is False
+    assert any("adapter sanity check failed" in r for r in third[-1]["reasons"])
+    assert adapters.read_metadata(tmp_path / "job" / "adapter")["accepted"] is False
+
+
 def test_existing_output_folder_is_never_overwritten(tiny_model_dir: Path, tmp_path: Path) -> None:
     job = make_job(tmp_path / "job", tiny_model_dir)
     (tmp_path / "job" / "adapter").mkdir()
