@@ -10,9 +10,10 @@ costing the service no descriptor), closes a connection idle for
 ``IDLE_TIMEOUT_S`` (half-open or half-sent requests included), and refuses a
 body over ``max_body`` before reading it.
 
-Every request also passes ``_own_user_only``: where the kernel says which user
-owns the client's socket (``localpeer``), another user's request is refused
-whatever token or cookie it carries.
+Every request also passes ``_own_user_only``: a client must connect from the
+server's own address, and where the kernel says which user owns the client's
+socket (``localpeer``, Linux), a request from another user, or from a socket
+whose owner cannot be found, is refused whatever token or cookie it carries.
 """
 
 from __future__ import annotations
@@ -30,15 +31,19 @@ CONNECTION_LIMIT = 64  # open connections at once, idle ones included
 IDLE_TIMEOUT_S = 30  # a connection with no complete request for this long is closed
 CLEANUP_EVERY_S = 5
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
+HOST = "127.0.0.1"  # the only address served; a client must connect from it too (localpeer)
+
+log = logging.getLogger(__name__)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def _own_user_only(app: WSGIApp, port: Callable[[], int]) -> WSGIApp:
+def _own_user_only(app: WSGIApp, address: Callable[[], tuple[str, int]]) -> WSGIApp:
     def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        uid = foreign_peer(environ.get("REMOTE_PORT"), port())
-        if uid is None:
+        why = foreign_peer(environ.get("REMOTE_ADDR"), environ.get("REMOTE_PORT"), address())
+        if why is None:
             return app(environ, start_response)
+        log.info("refused a request: %s", why)
         message = "This rltray belongs to another user of this machine; it serves only its owner."
         body = json.dumps({"error": {"code": "forbidden_user", "message": message}}).encode()
         start_response(
@@ -66,8 +71,8 @@ class LocalServer:
 
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "task queue depth" chatter
         self._server: Any = create_server(
-            _own_user_only(app, lambda: self.port),
-            host="127.0.0.1",
+            _own_user_only(app, lambda: self.address),
+            host=HOST,
             port=0,
             threads=THREADS,
             connection_limit=connection_limit,
@@ -85,7 +90,7 @@ class LocalServer:
 
     @property
     def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
+        return (HOST, self.port)
 
     def start(self) -> LocalServer:
         if not self._started and not self._closed:

@@ -159,3 +159,62 @@ def test_a_leaked_cookie_or_api_token_does_not_serve_another_user(
         assert _get_as("nobody", url, "Authorization", f"Bearer {token}")[0] == 403
     finally:
         running.close()
+
+
+ATTACKER = r"""
+import json, socket, struct, sys
+port, cookie, csrf = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+def send(method, path, src=None, reset=False):
+    s = socket.socket()
+    s.settimeout(10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if src:
+        s.bind((src, port))  # the source port is the server's own port
+    s.connect(("127.0.0.1", port))
+    s.sendall((f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n"
+               f"X-CSRF-Token: {csrf}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").encode())
+    if reset:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        return None
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    s.close()
+    return int(data.split()[1])
+
+spoofed = [send("GET", "/api/dashboard", src=f"127.0.0.{n}") for n in range(2, 42)]
+for _ in range(20):
+    send("POST", "/api/pause", reset=True)
+print(json.dumps({"spoofed": spoofed, "plain": send("POST", "/api/pause")}))
+"""
+
+
+def test_another_user_spoofing_the_server_port_or_resetting_after_sending_is_refused(
+    runtime,
+) -> None:
+    """Security review, two bypasses of the socket-owner check, performed as ``nobody``.
+
+    A1: a client bound to 127.0.0.N:<server port> was taken for the server's user (the
+    server's own accepted socket has the same two ports and came first in /proc/net/tcp).
+    A2: a POST whose client reset the connection at once (SO_LINGER 0) left no row to look
+    up, and "unknown" was served: it paused the owner's automatic training.
+    """
+    server = WebServer(runtime).start()
+    try:
+        sid = server.guard.open_session()
+        assert runtime.status()["training"]["automatic"] is True
+        attacker = as_nobody(
+            [SYSTEM_PYTHON, "-c", ATTACKER, str(server.port), f"{COOKIE}={sid}",
+             server.guard.csrf_for(sid)]
+        )  # fmt: skip
+        out, err = attacker.communicate(timeout=120)
+        assert attacker.returncode == 0, err
+        result = json.loads(out)
+        time.sleep(1.0)  # the server has read every reset request and looked it up
+        assert result["spoofed"] == [403] * 40
+        assert result["plain"] == 403
+        assert runtime.status()["training"]["automatic"] is True  # no reset POST was served
+    finally:
+        server.stop()
