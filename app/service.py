@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -237,10 +238,11 @@ class Service:
 
         if value != 0:
             _check_value(value)
-        changed: list[int] = []
+        changed: list[Turn] = []
         with self.store.batch():
             for turn_id in turn_ids:
-                if self.store.get_turn(turn_id) is None:
+                turn = self.store.get_turn(turn_id)
+                if turn is None:
                     continue
                 if value == 0:
                     done = self.store.undo(source, turn_id=turn_id) is not None
@@ -249,14 +251,20 @@ class Service:
                 else:
                     done = rating.apply(self.store, turn_id, value, source).changed
                 if done:
-                    changed.append(turn_id)
-        self.changed(rated=changed)
+                    changed.append(turn)
+        for turn in changed:  # a note a withdrawn bad rating left must not reach the agent
+            self._note_for_next_prompt(turn, self.store.active_rating(turn.id))
+        self.changed(rated=[t.id for t in changed])
         return len(changed)
 
     def comment(self, turn_id: int, text: str | None) -> Rating:
         """Change the comment of a turn's rating ("" or None removes it); not a new rating."""
-        self._turn(turn_id)
+        from rltray.app.hooks import lessonfiles
+
+        turn = self._turn(turn_id)
         rating = self.store.set_comment(turn_id, text)  # StoreError when it has no rating
+        if os.path.exists(lessonfiles.note_path(str(self.paths.home), turn.agent, turn.session)):
+            self._note_for_next_prompt(turn, rating)  # the waiting note says the words now
         self.changed()
         return rating
 
@@ -292,8 +300,11 @@ class Service:
 
         ids = list(turn_ids)
         ratings = self.store.rating_ids_of(ids)
+        turns = [t for t in map(self.store.get_turn, ids) if t is not None]
         count = self.store.delete_turns(ids)
         jobbuild.forget_ratings(self.paths.runs, ratings)  # the rounds' copies of their text
+        for turn in turns:  # nor may a waiting note say its comment to the agent
+            self._note_for_next_prompt(turn, None)
         self.store.log_event("ratings", f"deleted {count} turns in {where}")
         self.changed(rated=ids)
         return count

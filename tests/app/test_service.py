@@ -316,3 +316,27 @@ def test_a_bad_rating_with_a_comment_is_told_to_the_sessions_next_prompt(
     service.rate(turn, -1, comment=f"you pasted my token {secret}", source="notification")
     said = lessonfiles.take_note(home, "codex", "s1")
     assert said is not None and "you pasted my token" in said and secret not in said
+
+
+def test_a_waiting_note_follows_a_deleted_turn_a_bulk_unrate_and_an_edited_comment(
+    service: Service,
+) -> None:
+    """Regression: only rate and unrate looked after the note, so a deleted turn's comment
+    (or a bulk-withdrawn or cleared one) still reached the agent at its next prompt."""
+    from rltray.app.hooks import lessonfiles
+
+    home = str(service.paths.home)
+    turn = add_turn(service, "t1")
+    service.rate(turn, -1, comment="leaked the design doc")
+    service.delete_turns([turn], "a test")
+    assert lessonfiles.take_note(home, "codex", "s1") is None
+    turn = add_turn(service, "t2")
+    service.rate(turn, -1, comment="second thoughts")
+    service.rate_many([turn], 0)
+    assert lessonfiles.take_note(home, "codex", "s1") is None
+    service.rate(turn, -1, comment="first words")
+    service.comment(turn, "better words")
+    assert "better words" in (lessonfiles.take_note(home, "codex", "s1") or "")
+    service.rate(turn, -1, comment="words to take back")
+    service.comment(turn, "")
+    assert lessonfiles.take_note(home, "codex", "s1") is None
