@@ -83,6 +83,14 @@ def forget(conn: sqlite3.Connection, source_keys: list[str]) -> int:
             )
         if "turn_tags" in have:
             conn.execute(f"DELETE FROM turn_tags WHERE turn_id IN ({ids})", chunk)
+        if "lessons" in have:
+            # A lesson drawn from comments is keyed by its first turn's id ("c<id>"): the
+            # decisions kept under a deleted turn's key (the user's edited words, pinned,
+            # global) would pass to the next turn given that id, and be told to the agent.
+            conn.execute(
+                f"DELETE FROM lessons WHERE user_added = 0 AND key IN (SELECT 'c' || id"
+                f" FROM turns WHERE source_key IN ({marks}))", chunk,
+            )
         conn.execute(f"DELETE FROM ratings WHERE turn_id IN ({ids})", chunk)
         if "applied_commands" in have:
             conn.execute(
