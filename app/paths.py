@@ -87,6 +87,13 @@ class Paths:
         return self.home / "backups"
 
     @property
+    def answer_cache(self) -> Path:
+        """The base model's greedy answers the trainer keeps between rounds
+        (trainer/base_answers.py): answers to the user's own prompts, so they live in the
+        private data folder, and deleting a turn empties it (``Service.delete_turns``)."""
+        return self.home / "cache" / "base-answers"
+
+    @property
     def lock(self) -> Path:
         return self.home / "rltray.lock"
 

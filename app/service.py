@@ -296,13 +296,19 @@ class Service:
 
     def delete_turns(self, turn_ids: Iterable[int], where: str) -> int:
         """Delete turns for real (app/store/turns.py says what stays); ``where``: for the log."""
-        from rltray.app.training import jobbuild
+        import shutil
+
+        from rltray.app.training import jobbuild, versions
 
         ids = list(turn_ids)
         ratings = self.store.rating_ids_of(ids)
         turns = [t for t in map(self.store.get_turn, ids) if t is not None]
         count = self.store.delete_turns(ids)
-        jobbuild.forget_ratings(self.paths.runs, ratings)  # the rounds' copies of their text
+        # The rounds' copies of their text: job files, a paused round's checkpoint, and the
+        # base model's kept answers (to prompts that may be theirs; a cache, so all of it).
+        jobbuild.forget_ratings(self.paths.runs, ratings)
+        versions.cancel_paused_holding(self.store, self.paths, ratings)
+        shutil.rmtree(self.paths.answer_cache, ignore_errors=True)
         for turn in turns:  # nor may a waiting note say its comment to the agent
             self._note_for_next_prompt(turn, None)
         self.store.log_event("ratings", f"deleted {count} turns in {where}")

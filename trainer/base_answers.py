@@ -38,8 +38,9 @@ ENV = "RLTRAY_ANSWER_CACHE"
 #: Answer sets kept; the least recently used go first. One set is a few kB of token ids.
 MAX_FILES = 256
 
-#: File format version: a file of another version is a miss.
-VERSION = 1
+#: File format version: a file of another version is a miss. 2: the prompts are kept as
+#: their hash only (the answers are the base's; the user's prompts stay in the data folder).
+VERSION = 2
 
 
 def root() -> Path | None:
@@ -77,18 +78,23 @@ class AnswerCache:
         key = json.dumps([self.scope, [list(map(int, p)) for p in prompts]])
         return self.folder / (hashlib.sha256(key.encode()).hexdigest() + ".json")
 
+    @staticmethod
+    def _prompts_hash(prompts: Sequence[Sequence[int]]) -> str:
+        """What a file keeps of its prompts: a hash (their token ids decode to the text)."""
+        ids = json.dumps([[int(t) for t in p] for p in prompts])
+        return hashlib.sha256(ids.encode()).hexdigest()
+
     def get(self, prompts: Sequence[Sequence[int]]) -> list[list[int]] | None:
         """The answers kept for exactly these prompts, in their order, else None."""
         path = self._file(prompts)
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))
-            want = [[int(t) for t in p] for p in prompts]
             if kept.get("v") != VERSION or kept.get("scope") != self.scope:
                 return None
-            if kept.get("prompts") != want:
+            if kept.get("prompts_sha256") != self._prompts_hash(prompts):
                 return None
             answers = kept["answers"]
-            if len(answers) != len(want) or not all(
+            if len(answers) != len(prompts) or not all(
                 isinstance(a, list) and all(isinstance(t, int) for t in a) for a in answers
             ):
                 return None
@@ -101,7 +107,7 @@ class AnswerCache:
         """Keep ``answers`` (one per prompt); a folder that cannot be written keeps nothing."""
         body = {
             "v": VERSION, "scope": self.scope,
-            "prompts": [[int(t) for t in p] for p in prompts],
+            "prompts_sha256": self._prompts_hash(prompts),
             "answers": [[int(t) for t in a] for a in answers],
         }  # fmt: skip
         try:

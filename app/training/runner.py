@@ -55,6 +55,7 @@ EXIT_PAUSED = 3  # trainer/__main__.py's exit-code table
 STOP_FILE = "stop"  # trainer/stopchannel.py: the job folder's stop file
 STDIN_ENV = "RLTRAY_TRAINER_STDIN"  # trainer/stopchannel.py: "stop" = stdin EOF stops it
 PARENT_PID_ENV = "RLTRAY_TRAINER_PARENT_PID"  # trainer/priority.py: the pid it watches
+ANSWER_CACHE_ENV = "RLTRAY_ANSWER_CACHE"  # trainer/base_answers.py: where base answers are kept
 CREATE_NO_WINDOW = 0x08000000  # Windows process creation flag (winbase.h)
 LOG_TAIL_LINES = 40
 PROGRESS_SAVE_S = 2.0  # write progress into the run row at most this often
@@ -337,6 +338,9 @@ class TrainingRunner:
             **os.environ,
             "PYTHONUNBUFFERED": "1",
             "RLTRAY_TRAINER_USER_AWAY": "1" if user_away else "0",
+            # kept in the data folder, emptied when a turn is deleted (a user's own setting,
+            # such as "off", wins)
+            ANSWER_CACHE_ENV: os.environ.get(ANSWER_CACHE_ENV) or str(self.paths.answer_cache),
             STDIN_ENV: "stop",
             PARENT_PID_ENV: str(os.getpid()),
             **self.env,

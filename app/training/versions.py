@@ -37,7 +37,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +102,23 @@ def resumable_run(store: Store, paths: Paths, base_model: str) -> str | None:
         elif keep is None:
             keep = run.id
     return keep
+
+
+def cancel_paused_holding(store: Store, paths: Paths, rating_ids: Iterable[int]) -> list[str]:
+    """Cancel the paused runs whose job holds any of these ratings (their turns were
+    deleted): a checkpoint keeps the round's prompts as token ids, which decode back to
+    the text, and such a run would be cancelled at resume anyway (``resumable_run``)."""
+    gone = {int(i) for i in rating_ids}
+    cancelled = []
+    for run in paused_runs(store) if gone else []:
+        try:
+            held = set(jobbuild.read_manifest(paths.runs / run.id).rating_ids)
+        except (OSError, ValueError, KeyError):
+            continue
+        if held & gone:
+            cancel_run(store, paths, run.id, "a turn it trained on was deleted while it was paused")
+            cancelled.append(run.id)
+    return cancelled
 
 
 def measured_peaks(store: Store, paths: Paths) -> dict[str, dict[str, Any]]:

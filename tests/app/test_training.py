@@ -65,6 +65,7 @@ with open(os.path.join(folder, "user_away.txt"), "w") as f:
 with open(os.path.join(folder, "channel.json"), "w") as f:
     json.dump({{"parent_pid": os.environ.get("RLTRAY_TRAINER_PARENT_PID"),
                "stdin": os.environ.get("RLTRAY_TRAINER_STDIN"),
+               "answer_cache": os.environ.get("RLTRAY_ANSWER_CACHE"),
                "stdin_is_pipe": stat.S_ISFIFO(os.fstat(0).st_mode)}}, f)
 def emit(d):
     print(json.dumps(d), flush=True)
@@ -211,12 +212,15 @@ def test_the_trainer_gets_the_trays_pid_and_a_stdin_pipe_that_stops_it(
     """Issue 23 item 11: under a Windows venv the trainer's parent is a redirector that
     outlives the tray, so the tray names itself; the stdin pipe is its console-free stop."""
     monkeypatch.setenv("FAKE_MODE", "done")
+    monkeypatch.delenv("RLTRAY_ANSWER_CACHE", raising=False)
     rate_many(store, make_turn, 4)
     runner, _, _ = make_runner(store, paths, fake_python)
     run_id = runner.start()
     assert runner.wait(30)
     said = json.loads((paths.runs / run_id / "channel.json").read_text())
-    assert said == {"parent_pid": str(os.getpid()), "stdin": "stop", "stdin_is_pipe": True}
+    # the base's kept answers go in the data folder, which deleting a turn empties
+    assert said == {"parent_pid": str(os.getpid()), "stdin": "stop", "stdin_is_pipe": True,
+                    "answer_cache": str(paths.answer_cache)}  # fmt: skip
 
 
 @pytest.mark.parametrize(("platform", "flags"), [("win32", 0x08000000), ("linux", 0),
@@ -368,14 +372,21 @@ def test_a_paused_run_whose_ratings_changed_is_built_afresh(
     if change == "reversed":
         service.rate(rating["turn_id"], -rating["rating"], source="cli")
     else:
+        paths.answer_cache.mkdir(parents=True)
+        (paths.answer_cache / "set.json").write_text("{}")  # the base's kept answers
         service.delete_turns([rating["turn_id"]], "a test")
         for name in ("examples.jsonl", "heldout.jsonl"):  # no copy of its text is left
             assert rating["response"] not in (paths.runs / old / name).read_text()
+        # nor in the paused round's checkpoint (its prompts' token ids) or the answer cache
+        assert store.get_run(old).status == "cancelled"
+        assert not (paths.runs / old / "checkpoint").exists()
+        assert not paths.answer_cache.exists()
     monkeypatch.setenv("FAKE_MODE", "done")
     new = runner.start()
     assert new != old and runner.wait(30)
     assert store.get_run(old).status == "cancelled"
-    assert "1 of its ratings were changed or deleted" in store.get_run(old).error
+    if change == "reversed":
+        assert "1 of its ratings were changed or deleted" in store.get_run(old).error
     lines = [json.loads(x) for name in ("examples.jsonl", "heldout.jsonl")
              for x in (paths.runs / new / name).read_text().splitlines()]  # fmt: skip
     assert f"rating-{ids[0]}" not in {x["id"] for x in lines}

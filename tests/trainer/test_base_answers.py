@@ -33,14 +33,25 @@ def test_a_damaged_or_foreign_file_is_a_miss_and_is_written_over(tmp_path: Path)
     cache = base_answers.AnswerCache(tmp_path, "m")
     cache.put(PROMPTS, ANSWERS)
     (path,) = tmp_path.glob("*.json")
-    for body in ("{not json", json.dumps({"v": 1, "scope": "m", "prompts": [[9]],
-                                          "answers": [[1]]}),
-                 json.dumps({"v": 1, "scope": "m", "prompts": PROMPTS, "answers": [[1]]}),
-                 json.dumps({"v": 99, "scope": "m", "prompts": PROMPTS, "answers": ANSWERS})):
+    kept = json.loads(path.read_text(encoding="utf-8"))
+    for body in ("{not json", json.dumps({**kept, "prompts_sha256": "0" * 64}),
+                 json.dumps({**kept, "answers": [[1]]}),
+                 json.dumps({**kept, "v": 99}),
+                 json.dumps({"v": 1, "scope": "m", "prompts": PROMPTS, "answers": ANSWERS})):
         path.write_text(body, encoding="utf-8")
         assert cache.get(PROMPTS) is None, body
     cache.put(PROMPTS, ANSWERS)
     assert cache.get(PROMPTS) == ANSWERS
+
+
+def test_a_file_keeps_the_prompts_hash_not_their_token_ids(tmp_path: Path) -> None:
+    """The prompts are the user's own words (token ids decode straight back to them): a
+    cache file holds their hash, so it never carries a deleted turn's text."""
+    base_answers.AnswerCache(tmp_path, "m").put([[101, 2023, 2003]], ANSWERS[:1])
+    (path,) = tmp_path.glob("*.json")
+    kept = json.loads(path.read_text(encoding="utf-8"))
+    assert "prompts" not in kept and len(kept["prompts_sha256"]) == 64
+    assert "2023" not in path.read_text(encoding="utf-8")
 
 
 def test_a_folder_that_cannot_be_written_keeps_nothing_and_raises_nothing(tmp_path: Path) -> None:
