@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rltray.app.training.remote import wrap
+from rltray.app.training.remote import verify, wrap
 from rltray.app.training.remote.prune import prune_adapters
 from rltray.app.training.remote.rayjobs import TERMINAL, RayHTTPError, RayJobs
 from rltray.app.training.remote.ssh import Connection, RemoteError, join
@@ -349,6 +349,7 @@ class StandIn:
             os.replace(part, out)
             self.emit({"type": "metric", "name": "remote_fetch_s", "value": round(fetch_s, 3)})
             self.emit({"type": "metric", "name": "remote_fetch_verified", "value": len(here)})
+            final = _checked_here(out, str(self.job.get("id")), final or {})
             adapters = join(self.remote_root(), "adapters")
             kept = join(adapters, adapter_key(here))
             if not self.conn.exists(kept):  # the next round's parent, already there
@@ -497,3 +498,26 @@ def _watch_parent(pid: int) -> None:
             os._exit(EXIT_FAILED)
         except OSError:
             pass
+
+
+def _checked_here(out: Path, job_id: str, final: dict[str, Any]) -> dict[str, Any]:
+    """The ``done`` line, rejected with the reasons when the fetched folder fails the
+    checks made here (:mod:`.verify`); its ``rltray.json`` then says so too, as the
+    trainer's own late rejection does, so no path takes the folder as accepted."""
+    bad = verify.problems(out, job_id, final)
+    if not bad:
+        return final
+    reasons = [*(final.get("reasons") or []),
+               *(f"the adapter fetched from the remote machine failed a check here: {p}"
+                 for p in bad)]  # fmt: skip
+    meta_path = out / verify.META
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = meta if isinstance(meta, dict) else {}
+    except (OSError, ValueError):
+        meta = {}
+    meta.update(accepted=False, reasons=reasons, job_id=meta.get("job_id"))
+    tmp = meta_path.with_name(f".{verify.META}.tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, meta_path)
+    return {**final, "accepted": False, "reasons": reasons}
