@@ -843,6 +843,12 @@ def run_command(hook, session, state, folder, sub, comment, cwd=None):
             if folder is not None:
                 folder.close()
             return "rltray: nothing to undo; your last rating here was withdrawn already."
+    if sub not in ("undo", "status") and unanswered(state):
+        if folder is not None:
+            folder.close()
+        return ("rltray: the answer to your last prompt was not captured (it was interrupted "
+                "or failed), so nothing was rated; an earlier answer can be rated in the "
+                "ratings window or with `rltray rate`.")
     summary = status_text(hook.home) if sub == "status" else ""  # before our own record lands
     try:
         hook.spool({"kind": "command", "agent": hook.agent, "session": session, "command": sub,
@@ -876,6 +882,14 @@ def run_command(hook, session, state, folder, sub, comment, cwd=None):
     noted = " with your comment" if comment else ""
     said = f"{sub}/5" if sub.isdigit() else sub
     return f'rltray: rated the last answer {said}{noted} ("{preview(str(shown))}")'
+
+
+def unanswered(state):
+    """Whether a prompt was sent after the session's last captured answer: that turn ended
+    with no answer rltray saw (Esc in Claude Code runs no Stop hook, an API error ends in
+    StopFailure, an aborted Codex turn sends nothing). `/rl bad` then means the answer the
+    user just watched go wrong, not the one before it, which must not take the rating."""
+    return _num(state.get("prompt_at")) > _num(state.get("last_turn_at")) > 0
 
 
 def leave_note(hook, session, sub, comment):

@@ -342,6 +342,28 @@ def test_rl_good_rates_the_sessions_newest_turn_never_an_older_one(home: Path) -
     assert turns(home)[-1]["prompt"] != "/rl bad too verbose"
 
 
+def test_rl_after_an_interrupted_turn_rates_nothing_rather_than_the_answer_before(
+    home: Path,
+) -> None:
+    """Regression: Esc in Claude Code runs no Stop hook (an aborted Codex turn sends
+    nothing), and `/rl bad why` then rated the earlier, finished answer with the comment
+    meant for the one the user just watched go wrong."""
+    session = {"session_id": "s"}
+    run_hook(home, "claude-prompt", {**session, "prompt": "add a --verbose flag"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "Added --verbose."})
+    run_hook(home, "claude-prompt", {**session, "prompt": "now delete the old loader"})
+    reason = blocked(run_hook(home, "claude-prompt",
+                              {**session, "prompt": "/rl bad you deleted the wrong file"}))
+    assert "was not captured" in reason and "nothing was rated" in reason
+    assert not [r for r in spooled(home) if r["kind"] == "command"]
+    assert "nothing to undo" not in blocked(  # undo and status still work on what was rated
+        run_hook(home, "claude-prompt", {**session, "prompt": "/rl status"}))
+    run_hook(home, "claude-prompt", {**session, "prompt": "try again"})
+    run_hook(home, "claude-stop", {**session, "last_assistant_message": "Deleted loader.py."})
+    reason = blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl good"}))
+    assert reason == 'rltray: rated the last answer good ("Deleted loader.py.")'
+
+
 def test_rl_with_a_score_and_the_middle_of_the_scale(home: Path) -> None:
     """Issue 22 item 12: `/rl 4` grades the answer; `/rl 3` is refused with the reason."""
     session = {"session_id": "s"}

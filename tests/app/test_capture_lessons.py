@@ -160,7 +160,9 @@ def test_a_low_score_with_a_why_is_told_and_a_rating_taken_back_is_not(home: Pat
     def rate_then_ask(*typed: str) -> str | None:
         for text in typed:
             blocked(run_hook(home, "claude-prompt", {**session, "prompt": text}))
-        return context(answer(run_hook(home, "claude-prompt", {**session, "prompt": "next"})))
+        told = context(answer(run_hook(home, "claude-prompt", {**session, "prompt": "next"})))
+        run_hook(home, "claude-stop", {**session, "last_assistant_message": "an answer"})
+        return told
 
     assert rate_then_ask("/rl 2 wrong file") == (
         "The user rated your previous answer 2 out of 5 (bad) in rltray and said why: wrong file")
