@@ -282,9 +282,23 @@ class Tray:
     # -- what each item does (on the worker thread) ---------------------------------
 
     def _rate(self, value: int) -> str:
+        from rltray.app.service import AlreadyRated
         from rltray.app.words import preview, word
 
-        outcome = self.service.rate_newest(value, source="tray", change=True)
+        try:
+            outcome = self.service.rate_newest(value, source="tray")
+        except AlreadyRated:
+            # The tray's own click may be corrected from the tray; a rating given elsewhere
+            # (the agent, the CLI, a notification) is not flipped quietly: the newest turn
+            # may be another agent's, rated there.
+            turn = self.service.store.newest_turn()
+            assert turn is not None and turn.rating is not None  # what AlreadyRated says
+            if turn.rating.source != "tray":
+                return (f"Not rated: the newest answer (turn {turn.id}, {turn.agent}: "
+                        f"{preview(turn.prompt or turn.response)}) is already rated "
+                        f"{word(turn.rating.value)} in the {turn.rating.source}; change it in "
+                        "the ratings window.")
+            outcome = self.service.rate_newest(value, source="tray", change=True)
         turn = outcome.turn
         return f"Rated {word(value)}: turn {turn.id} — {preview(turn.prompt or turn.response)}"
 

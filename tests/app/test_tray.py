@@ -178,6 +178,18 @@ def test_rate_bad_after_good_changes_the_rating_and_keeps_history(tray: Tray) ->
     assert [r.value for r in history] == [1, -1] and history[0].withdrawn_at is not None
 
 
+def test_the_tray_never_flips_a_rating_given_elsewhere(tray: Tray) -> None:
+    """Regression: "Rate last answer" changed the newest turn's rating whatever gave it,
+    though that turn may be another agent's, rated there a moment before."""
+    (turn_id,) = add_turns(tray.service, 1)
+    tray.service.rate(turn_id, 1, source="agent")  # `$rl good` in the other agent
+    click(tray, "Rate last answer", "Bad")
+    rating = tray.service.store.active_rating(turn_id)
+    assert rating is not None and (rating.value, rating.source) == (1, "agent")
+    assert events(tray.service)[0].startswith(f"Not rated: the newest answer (turn {turn_id}")
+    assert "already rated good in the agent" in events(tray.service)[0]
+
+
 def test_rating_with_no_turn_says_so_instead_of_failing(tray: Tray) -> None:
     click(tray, "Rate last answer", "Good")
     assert events(tray.service)[0].startswith("No turn has been captured yet")
