@@ -1,12 +1,17 @@
-"""Send the active version to Ollama by itself once Ollama answers again.
+"""Keep Ollama's ``latest`` serving the active version, by itself, once Ollama answers.
 
-Why: a round accepted while Ollama was not running stays active here but not in
-Ollama; the user was told to start Ollama and run `rltray publish`, and until
-they did, their agents kept the old model although the tray said the new one was
-active. The running rltray now looks about once a minute, and only while the
-active version's publish failed for that one reason (publisher.waiting_for_ollama):
-one HTTP probe with a short timeout, then the publish on a thread of its own (an
-export can take minutes), never two at once.
+Why: the rule is "Ollama's ``latest`` serves the store's active version (the base
+model when none is active)", and three things left it broken until the user ran
+`rltray publish`: a round accepted while Ollama was not running, a rollback made
+while it was not running, and a tray stopped during an export (no record at all).
+The running rltray looks about once a minute. The check is cheap: one store row
+and one small file (``served.needs_settling``); only when ``latest`` is not known
+to serve the active version does it probe Ollama (one HTTP request, short timeout)
+and then publish on a thread of its own (an export can take minutes), never two at
+once and never while another publish of this data folder holds the lock (that one
+ends by pointing ``latest`` at the active version itself). A publish that failed
+for another reason than Ollama being down is left to `rltray publish`: it would
+fail the same way every minute.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rltray.app.training import publisher
+from rltray.app.training import publisher, served
 
 if TYPE_CHECKING:
     from rltray.app.service import Service
@@ -39,30 +44,36 @@ class OllamaReturn:
         self.thread: threading.Thread | None = None
 
     def poll(self) -> bool:
-        """Start the publish when it is due, waiting and Ollama answers; whether it did."""
+        """Start the publish when it is due, needed and Ollama answers; whether it did."""
         now = self.clock()
         if now < self._next_check or self._busy.locked():
             return False
         self._next_check = now + CHECK_EVERY_S
-        settings = self.service.settings()
-        if not settings.ollama.model.strip():
+        ollama = self.service.settings().ollama
+        store, paths = self.service.store, self.service.paths
+        if not served.needs_settling(store, paths, ollama.model) or served.publishing(paths):
             return False
-        waiting = publisher.waiting_for_ollama(self.service.store)
-        if waiting is None or not publisher.answers(settings.ollama.host, PROBE_TIMEOUT_S):
+        if not publisher.answers(ollama.host, PROBE_TIMEOUT_S):
+            publisher.note_unpublished(store, ollama.host)
             return False
+        active = store.active_adapter()
         self._busy.acquire()
         self.thread = threading.Thread(
-            target=self._publish, args=(waiting.version,), name="rltray-republish", daemon=True
+            target=self._publish,
+            args=(active.version if active is not None else None,),
+            name="rltray-republish",
+            daemon=True,
         )
         self.thread.start()
         return True
 
-    def _publish(self, version: int) -> None:
+    def _publish(self, version: int | None) -> None:
+        here = "the base model" if version is None else f"v{version}"
         try:
             line = self.service.publish().get("ollama")
-            self.service.note("published", f"Ollama answered again; v{version}: {line}")
+            self.service.note("published", f"Ollama answered again; {here}: {line}")
             self.service.changed()
         except Exception as exc:  # a background retry must never take the worker down
-            log.warning("publishing v%s after Ollama came back failed: %s", version, exc)
+            log.warning("publishing %s after Ollama came back failed: %s", here, exc)
         finally:
             self._busy.release()

@@ -7,17 +7,20 @@ own failures and its own pace. The runner calls these hooks after the store
 already says what is active, so a failing publisher never undoes a version.
 
 Threads: ``published`` is called on the runner's reader thread when a round is
-accepted; ``rolled_back`` on the thread that asked for the rollback. Both may
-take long (an Ollama export does). Each returns one line saying what Ollama
-serves now, and an exception is logged as an event by the runner, which turns
-it into a line with :func:`failure_line`: the command that made the version
-active prints that line, because a failure seen only in the activity log let
+accepted; ``rolled_back`` on the thread that asked for the rollback;
+``serve_active`` by `rltray publish` and the running rltray's retry
+(app/autopublish.py). All may take long (an Ollama export does). Each returns
+one line saying what Ollama serves now, and an exception is logged as an event by
+the runner, which turns it into a line with :func:`failure_line`: the command that
+made the version active prints that line, because a failure seen only in the activity log let
 `rltray rollback 6` say "Active now: v6" while the agents kept the old model.
 
 :class:`OllamaPublisher` is the real one when ``ollama.model`` is set: it runs
 ``python -m rltray.trainer.export`` in the trainer's environment (gguf, numpy and
 the Ollama client never load in the tray process) and stores what it reports
-(tag, path taken, quantization, size) with the adapter.
+(tag, path taken, quantization, size, the blob that makes the tag ours) with the
+adapter. It serializes with every other publish of the data folder and points
+``latest`` only at the store's active version (app/training/served.py says why).
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import UserError
+from rltray.app.training import served
 
 if TYPE_CHECKING:
     from rltray.app.config import Config
@@ -41,6 +47,11 @@ if TYPE_CHECKING:
 PUBLISH_TIMEOUT_S = 4 * 3600  # merging + uploading a 30B model on a slow disk
 PROBE_TIMEOUT_S = 3.0  # "is Ollama there at all", before an export process is started
 RETRY = "rltray publish"  # the command that sends the active version to Ollama again
+ROLLBACK_WAIT_S = 5.0  # a rollback waits this long for a publish in flight, then leaves it to it
+SETTLE_ROUNDS = 3  # re-reads of the active version while pointing `latest`
+EXPORT_PENDING = "its export to Ollama has not finished (rltray sends it when Ollama answers)"
+BUSY = "another publish is running; Ollama's latest will serve {here} when it ends"
+_PENDING = ("pending",)
 NOT_USED = (
     "not used (ollama.model is empty); `rltray config set ollama.model MODEL` publishes "
     "each version there"
@@ -61,6 +72,11 @@ class Publisher:
     def rolled_back(self, version: int | None) -> str | None:
         """Version ``version`` is active again; ``None`` means the plain base model."""
         return None
+
+    def serve_active(self, version: int | None) -> str | None:
+        """Make Ollama serve the active version (``version``) again: `rltray publish` and
+        the running rltray's retry once Ollama answers; may wait for a publish in flight."""
+        return self.rolled_back(version)
 
 
 class PublishError(UserError):
@@ -90,17 +106,6 @@ def failure_line(exc: Exception, version: int | None) -> str:
     return f"not published ({exc}) — {here} is active here; `{RETRY}` tries again"
 
 
-def waiting_for_ollama(store: Store) -> Adapter | None:
-    """The active version when its publish failed only because Ollama was not running:
-    the one the running rltray sends once Ollama answers again (and only that: an export
-    that failed for another reason would fail the same way every minute)."""
-    active = store.active_adapter()
-    if active is None or active.ollama_tag:
-        return None
-    publication = active.metrics.get("publication") or {}
-    return active if publication.get("waiting_for_ollama") else None
-
-
 def answers(host: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """Whether anything answers HTTP at ``host`` (an error status still is an answer)."""
     try:
@@ -118,6 +123,8 @@ def describe(publication: dict[str, Any] | None) -> str | None:
         return None
     if publication.get("error"):
         return f"not published: {publication['error']}"
+    if publication.get("pending"):
+        return f"not published yet: {publication['pending']}"
     size, base = publication.get("size"), publication.get("base_size")
     mb = f", {size / 1e6:.0f} MB" if isinstance(size, (int, float)) else ""
     if mb and isinstance(base, (int, float)) and publication.get("path") == "merged":
@@ -144,7 +151,14 @@ def _fidelity(publication: dict[str, Any]) -> str:
 
 
 class OllamaPublisher(Publisher):
-    """Registers each accepted version with Ollama through the trainer-side export process."""
+    """Registers each accepted version with Ollama through the trainer-side export process.
+
+    Every publish and rollback holds the data folder's publish lock (app/training/served)
+    and ends by pointing ``latest`` at the version the store says is active at that
+    moment, so the last one to finish leaves Ollama serving what the store says.
+    """
+
+    rollback_wait_s = ROLLBACK_WAIT_S
 
     def __init__(
         self,
@@ -157,6 +171,8 @@ class OllamaPublisher(Publisher):
         self.paths = paths
         self.load_config = load_config
         self._run = run
+
+    # -- the export process -----------------------------------------------------
 
     def _export(self, args: list[str]) -> dict[str, Any]:
         from rltray.app.training import jobbuild
@@ -183,10 +199,18 @@ class OllamaPublisher(Publisher):
         return result
 
     def _common(self, config: Config) -> list[str]:
-        return ["--host", config.ollama.host, "--model", config.ollama.model]
+        return ["--host", config.ollama.host, "--model", config.ollama.model,
+                "--num-ctx", str(config.ollama.num_ctx),
+                "--keep", str(config.ollama.keep_versions),
+                "--merged-type", config.ollama.merged_type]  # fmt: skip
 
-    def _workdir(self, version: int) -> Any:
-        return self.paths.home / "publish" / f"v{version:04d}"
+    def _workdir(self, version: int) -> Path:
+        """A fresh working folder per export: two exports of one version never share files."""
+        root = self.paths.home / "publish"
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"v{version:04d}-", dir=root))
+
+    # -- the hooks --------------------------------------------------------------
 
     def published(self, version: int) -> str | None:
         config = self.load_config()
@@ -195,52 +219,153 @@ class OllamaPublisher(Publisher):
         adapter = self.store.get_adapter(version)
         if adapter is None:
             return None
-        workdir = self._workdir(version)
-        args = [
-            "publish",
-            *self._common(config),
-            "--adapter", adapter.path,
-            "--version", str(version),
-            "--workdir", str(workdir),
-            "--keep", str(config.ollama.keep_versions),
-            "--num-ctx", str(config.ollama.num_ctx),
-            "--merged-type", config.ollama.merged_type,
-        ]  # fmt: skip
+        self._record(adapter, {**_identity(adapter), "pending": EXPORT_PENDING})
+        with served.publish_lock(self.paths):
+            tag = self._register(config, adapter)
+            settled, line = self._settle(config)
+        if settled == version:
+            return f"published as {tag}; {tag.rsplit(':', 1)[0]}:latest serves it"
+        return f"published as {tag}, no longer the active version; {line}"
+
+    def rolled_back(self, version: int | None) -> str | None:
+        """Point ``latest`` at the active version; a publish in flight does it when it ends
+        (waiting for it could take as long as its export)."""
+        from filelock import Timeout
+
+        config = self.load_config()
+        if not config.ollama.model.strip():
+            return NOT_USED
+        lock = served.publish_lock(self.paths)
+        try:
+            lock.acquire(timeout=self.rollback_wait_s)
+        except Timeout:
+            return BUSY.format(here=_here(version))
+        try:
+            return self._settle(config)[1]
+        finally:
+            lock.release()
+
+    def serve_active(self, version: int | None) -> str | None:
+        config = self.load_config()
+        if not config.ollama.model.strip():
+            return NOT_USED
+        with served.publish_lock(self.paths):
+            return self._settle(config)[1]
+
+    # -- under the lock ---------------------------------------------------------
+
+    def _register(self, config: Config, adapter: Adapter) -> str:
+        """Export ``adapter`` as its ``:vN`` tag (``latest`` untouched); returns the tag."""
+        active = self.store.active_adapter()  # prune never deletes the active version's tag
+        workdir = self._workdir(adapter.version)
+        args = ["publish", *self._common(config), "--no-latest",
+                "--adapter", adapter.path, "--version", str(adapter.version),
+                "--active", str(active.version if active else adapter.version),
+                "--workdir", str(workdir)]  # fmt: skip
         try:
             result = self._export(args)
         except PublishError as exc:
-            failed: dict[str, Any] = {"error": str(exc)}
+            failed: dict[str, Any] = {**_identity(adapter), "error": str(exc)}
             if isinstance(exc, OllamaUnreachable):
                 failed["waiting_for_ollama"] = True  # the running rltray retries when it is back
-            self.store.set_adapter_publication(version, None, failed)
+            self._record(adapter, failed)
             raise
         finally:
             shutil.rmtree(workdir, ignore_errors=True)  # Ollama keeps its own copy
         publication = {k: v for k, v in result.items() if k != "ok"}
-        self.store.set_adapter_publication(version, result["tag"], publication)
-        self.store.log_event("published", f"v{version}: {describe(publication)}")
-        tag = str(result["tag"])
-        latest = f"; {tag.rsplit(':', 1)[0]}:latest serves it" if result.get("latest") else ""
-        return f"published as {tag}{latest}"
+        self.store.set_adapter_publication(adapter.version, result["tag"], publication)
+        self.store.log_event("published", f"v{adapter.version}: {describe(publication)}")
+        return str(result["tag"])
 
-    def rolled_back(self, version: int | None) -> str | None:
-        config = self.load_config()
-        if not config.ollama.model.strip():
-            return NOT_USED
-        args = ["latest", *self._common(config), "--num-ctx", str(config.ollama.num_ctx),
-                "--keep", str(config.ollama.keep_versions)]
-        adapter = self.store.get_adapter(version) if version is not None else None
-        workdir = self._workdir(version or 0)
-        if adapter is not None:
-            args += ["--version", str(version), "--adapter", adapter.path,
-                     "--workdir", str(workdir)]
+    def _settle(self, config: Config) -> tuple[int | None, str]:
+        """Point ``latest`` at the active version, re-read until the store holds still (a
+        rollback in another process may land meanwhile); (version served, line)."""
+        for _ in range(SETTLE_ROUNDS):
+            active = self.store.active_adapter()
+            line = self._point(config, active)
+            if _version_of(self.store.active_adapter()) == _version_of(active):
+                break
+        return _version_of(active), line
+
+    def _point(self, config: Config, active: Adapter | None) -> str:
+        """One ``latest`` export: republishes ``active`` unless its tag is provably ours."""
+        version = active.version if active is not None else None
+        args = ["latest", *self._common(config)]
+        workdir = None
+        if active is not None:
+            workdir = self._workdir(active.version)
+            args += ["--version", str(version), "--adapter", active.path,
+                     "--workdir", str(workdir)]  # fmt: skip
+            blob = trusted_blob(active)
+            args += ["--blob", blob] if blob else []
         try:
             result = self._export(args)
+        except PublishError as exc:
+            self._latest_failed(config, active, exc)
+            raise
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        if adapter is not None and result.get("republished"):
-            publication = dict(result["republished"])
-            self.store.set_adapter_publication(adapter.version, publication["tag"], publication)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+        if active is not None:
+            fresh = result.get("republished")
+            known = {k: v for k, v in _identity(active, full=True).items() if k not in _PENDING}
+            publication = dict(fresh) if fresh else {**known, "blob": result.get("blob")}
+            self.store.set_adapter_publication(version, publication.get("tag"), publication)
+        served.write_served(self.paths, config.ollama.model, version)
         line = f"{result['latest']} now serves {result['source']}"
         self.store.log_event("published", line)
         return line
+
+    def _latest_failed(self, config: Config, active: Adapter | None, exc: PublishError) -> None:
+        """Keep the failure where the watcher and the tray see it (the version stays active)."""
+        down = isinstance(exc, OllamaUnreachable)
+        version = active.version if active is not None else None
+        served.write_failure(self.paths, config.ollama.model, version, str(exc), retry=down)
+        if active is not None:
+            reason = f"Ollama's latest does not serve it yet ({exc})"
+            self._record(active, {**_identity(active, full=True), "pending": reason})
+
+    def _record(self, adapter: Adapter, publication: dict[str, Any]) -> None:
+        self.store.set_adapter_publication(adapter.version, None, publication)
+
+
+def _version_of(adapter: Adapter | None) -> int | None:
+    return adapter.version if adapter is not None else None
+
+
+def _here(version: int | None) -> str:
+    return "the base model" if version is None else f"v{version}"
+
+
+def _identity(adapter: Adapter, full: bool = False) -> dict[str, Any]:
+    """What an earlier successful publish recorded (``tag``, ``blob``): kept through a later
+    failed or pending attempt, so the tag is still recognised as this folder's.
+    ``full``: the whole record (path taken, sizes) minus any error."""
+    publication = adapter.metrics.get("publication") or {}
+    if publication.get("error") and not publication.get("tag"):
+        return {}
+    if full:
+        return {k: v for k, v in publication.items() if k not in ("error", "waiting_for_ollama")}
+    return {k: publication[k] for k in ("tag", "blob") if publication.get(k)}
+
+
+def trusted_blob(adapter: Adapter) -> str | None:
+    """The blob this folder's record says ``adapter``'s tag carries; ``*`` for a record
+    from before blobs were recorded (the tag is taken as it is once, and its blob recorded);
+    None when this folder never published it (its ``:vN`` tag may be another folder's)."""
+    publication = adapter.metrics.get("publication") or {}
+    if publication.get("blob"):
+        return str(publication["blob"])
+    if publication.get("tag") and adapter.ollama_tag:
+        return "*"
+    return None
+
+
+def note_unpublished(store: Store, host: str) -> Adapter | None:
+    """Give an active version with no publication record (a tray stopped during its export)
+    one that says so, so the tray and `rltray versions` show it as not yet published."""
+    active = store.active_adapter()
+    if active is None or active.metrics.get("publication"):
+        return None
+    reason = f"Ollama is not running at {host}; rltray sends it when Ollama answers"
+    return store.set_adapter_publication(active.version, None, {"pending": reason})

@@ -246,7 +246,9 @@ class TrainingRunner:
 
         See ``adapterversions.rollback``; refused while a round runs, because that
         round's parent would silently stop being the active version. ``said`` gets
-        the publisher's line (what Ollama serves now, or why it does not).
+        the publisher's line (what Ollama serves now, or why it does not). The store
+        changes first and never waits for Ollama; the publisher points ``latest`` at
+        whatever is active when it holds the data folder's publish lock.
         """
         with self._lock:
             self._refuse_if_running("roll back")
@@ -258,15 +260,17 @@ class TrainingRunner:
         return target
 
     def publish_active(self) -> str | None:
-        """Send the active version to Ollama again (it was down): the publisher's line.
+        """Make Ollama serve the active version (it was down, or an export was cut short):
+        the publisher's line.
 
-        A version whose own publish failed is published; otherwise ``latest`` is
-        pointed at the active version (or the base model), as a rollback does.
+        A version never published (or whose publish failed) is published; otherwise
+        ``latest`` is pointed at the active version (or the base model). Unlike a
+        rollback, this waits for a publish in flight rather than leaving the job to it.
         """
         active = self.store.active_adapter()
         if active is not None and not active.ollama_tag:
             return self._publish("published", active.version)
-        return self._publish("rolled_back", active.version if active is not None else None)
+        return self._publish("serve_active", active.version if active is not None else None)
 
     def reconcile(self) -> list[str]:
         """Settle runs a killed tray left ``running``; returns their ids. Call once at start.

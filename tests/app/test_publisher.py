@@ -224,7 +224,9 @@ def test_the_running_rltray_publishes_by_itself_once_ollama_is_back(fake: FakeOl
 
     now = [1000.0]
     with _service_with_versions(fake, 2) as service:
-        service.runner().publisher.published(1)
+        service.store.set_adapter_status(1, "active")  # v1 published while it was active,
+        service.runner().publisher.published(1)  # (a publish points latest at the active one)
+        service.store.set_adapter_status(2, "active")  # then v2 accepted
         config.set_value(service.paths, "ollama.host", "http://127.0.0.1:9")  # Ollama down
         service.runner()._publish("published", 2)  # as an accepted round does
         watch = OllamaReturn(service, clock=lambda: now[0])
@@ -247,13 +249,13 @@ def test_the_running_rltray_publishes_by_itself_once_ollama_is_back(fake: FakeOl
 
 
 def test_only_an_unreachable_ollama_is_retried_by_itself(fake: FakeOllama) -> None:
-    from rltray.app.training.publisher import waiting_for_ollama
+    from rltray.app.training.served import needs_settling
 
     with _service_with_versions(fake, 1) as service:
-        service.store.set_adapter_publication(1, None, {"error": "the Ollama export failed: x"})
-        assert waiting_for_ollama(service.store) is None  # it would fail the same way again
-        service.store.set_adapter_publication(
+        store, paths = service.store, service.paths
+        store.set_adapter_publication(1, None, {"error": "the Ollama export failed: x"})
+        assert not needs_settling(store, paths, "tiny:1m")  # it would fail the same way again
+        store.set_adapter_publication(
             1, None, {"error": "Ollama is not running", "waiting_for_ollama": True})
-        assert waiting_for_ollama(service.store).version == 1
-        service.store.set_adapter_status(1, "rolled-back")
-        assert waiting_for_ollama(service.store) is None  # only the active version
+        assert needs_settling(store, paths, "tiny:1m")
+        assert not needs_settling(store, paths, "")  # nothing is published at all

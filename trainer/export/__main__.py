@@ -8,7 +8,8 @@ exit code 1 (2 for bad arguments).
 Commands:
   publish     register an adapter folder as ``<base>-rltray:vN`` (and ``latest``), prune
   latest      point ``<base>-rltray:latest`` at version N or the base (rollback);
-              republishes N first when its tag was pruned and ``--adapter`` is given
+              republishes N first unless its tag carries ``--blob`` (the blob the
+              caller's publication record names; ``*`` trusts the tag as it is)
   adapter     write the GGUF LoRA adapter of a PEFT folder
   merge       write base GGUF + adapter as one merged GGUF
   materialize turn a GGUF into the cached HF folder the trainer loads (prints the folder)
@@ -50,10 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     ollama_args(lat)
     lat.add_argument("--version", type=int, default=None, help="omit for the plain base")
     lat.add_argument("--adapter", type=Path, default=None)
+    lat.add_argument("--blob", default=None, help="sha256:… the version's tag must carry")
     lat.add_argument("--workdir", type=Path, default=None)
     lat.add_argument("--keep", type=int, default=3)
     lat.add_argument("--num-ctx", type=int, default=65536)
     lat.add_argument("--base-gguf", type=Path, default=None)
+    lat.add_argument("--merged-type", default="q8_0", choices=("q8_0", "f16", "base"))
 
     ad = sub.add_parser("adapter")
     ad.add_argument("--adapter", required=True, type=Path)
@@ -85,8 +88,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from .ollama_client import Ollama
     from .ollama_errors import ModelMissing, OllamaError
     from .ollama_model import blob_from_manifests
-    from .ollama_names import latest_tag
-    from .ollama_publish import point_latest, publish, published_versions
+    from .ollama_publish import publish, serve
 
     if args.command == "publish":
         with Ollama(args.host) as client:
@@ -106,19 +108,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return pub.as_dict()
     if args.command == "latest":
         with Ollama(args.host) as client:
-            republished = None
-            if args.version is not None and args.adapter is not None:
-                have = published_versions(client, args.model)
-                if args.version not in have:
-                    republished = publish(
-                        client, args.model, args.adapter, args.version,
-                        workdir=args.workdir or args.adapter.parent / ".publish",
-                        keep=args.keep, active=args.version, num_ctx=args.num_ctx,
-                        base_gguf=args.base_gguf,
-                    ).as_dict()
-            source = point_latest(client, args.model, args.version)
-        return {"latest": latest_tag(args.model), "source": source,
-                "republished": republished}
+            return serve(
+                client, args.model, args.version, blob=args.blob, adapter_dir=args.adapter,
+                workdir=args.workdir, keep=args.keep, num_ctx=args.num_ctx,
+                base_gguf=args.base_gguf, merged_type=args.merged_type,
+            )  # fmt: skip
     if args.command == "adapter":
         import gguf
 

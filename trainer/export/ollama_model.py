@@ -9,6 +9,7 @@ manifest files.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ def parse_parameters(text: str) -> dict[str, Any]:
 
 # -- what /api/show says about a model --------------------------------------------------
 
+# a blob file as ``/api/show``'s modelfile names it: ``…/blobs/sha256-<hex>``
+_BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})$")
+
 
 @dataclass
 class ModelInfo:
@@ -57,6 +61,7 @@ class ModelInfo:
     blob_path: Path | None  # the model GGUF on disk (``FROM`` line), when it is a local path
     has_adapter: bool = False
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    blobs: frozenset[str] = frozenset()  # ``sha256:…`` of the FROM and ADAPTER blobs
 
     def key(self, suffix: str) -> Any:
         """``model_info["<arch>.<suffix>"]`` (``block_count``, ``embedding_length``, …)."""
@@ -68,11 +73,15 @@ class ModelInfo:
         details = data.get("details") or {}
         blob = None
         has_adapter = False
+        blobs = set()
         for line in (data.get("modelfile") or "").splitlines():
             word, _, rest = line.partition(" ")
             if word == "FROM" and blob is None and rest.strip().startswith("/"):
                 blob = Path(rest.strip())
             has_adapter = has_adapter or word == "ADAPTER"
+            named = _BLOB_NAME.search(rest.strip()) if word in ("FROM", "ADAPTER") else None
+            if named:
+                blobs.add("sha256:" + named.group(1))
         return cls(
             name=name,
             architecture=str(info.get("general.architecture") or details.get("family") or ""),
@@ -84,6 +93,7 @@ class ModelInfo:
             blob_path=blob,
             has_adapter=has_adapter,
             raw=data,
+            blobs=frozenset(blobs),
         )
 
 

@@ -46,6 +46,7 @@ class Publication:
     pruned: list[str] = field(default_factory=list)
     delivered: dict[str, float] | None = None  # merged: min and mean delivered share
     served: dict[str, Any] | None = None  # merged: llama.cpp's check (fidelity.ServedCheck)
+    blob: str | None = None  # the blob we sent (merged model or adapter): the tag's identity
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -72,6 +73,10 @@ def publish(
     merged_type: str = "q8_0",
 ) -> Publication:
     """Register ``adapter_dir`` as ``<base>-rltray:v<version>``; point ``latest`` at it.
+
+    ``make_latest=False`` leaves ``latest`` alone: the tray points it itself, under its
+    publish lock, at whatever version its store says is active by then (a rollback may
+    have happened while this export ran). ``active`` is the version prune never deletes.
 
     Raises :class:`OllamaError` (one sentence) when the server is down, the base is
     missing, the adapter does not fit the base's weights, or a disk is full.
@@ -149,6 +154,7 @@ def _publish_adapter(
         base_size=base_gguf.stat().st_size if base_gguf else None,
         server_version="",
         latest=False,
+        blob=digest,
     )
 
 
@@ -196,6 +202,7 @@ def _publish_merged(
         latest=False,
         delivered=report.delivered(),
         served=served,
+        blob=digest,
     )
 
 
@@ -242,6 +249,74 @@ def prune(client: Ollama, base: str, keep: int, active: int | None) -> list[str]
             client.delete(name)
             removed.append(name)
     return removed
+
+
+def ours(client: Ollama, base: str, version: int, blob: str | None) -> str | None:
+    """The blob ``<stem>:v<version>`` is made of when it is the one we recorded, else None.
+
+    Why: version numbers restart in a reset data folder (or differ in a second one), so
+    an existing tag may hold another folder's adapter; only a tag carrying the blob our
+    publication record names is trusted. ``blob="*"`` trusts the tag as it is (records
+    written before blobs were recorded) and returns what it carries, to record it now.
+    """
+    from .ollama_errors import ModelMissing
+
+    if blob is None or version not in published_versions(client, base):
+        return None
+    try:
+        info = client.show(version_tag(base, version))
+    except ModelMissing:
+        return None
+    if blob == "*":
+        return _main_blob(info)
+    return blob if blob in info.blobs else None
+
+
+def _main_blob(info: ModelInfo) -> str | None:
+    """The adapter blob when there is one (the adapter path), else the model blob."""
+    lines = (info.raw.get("modelfile") or "").splitlines()
+    for word in ("ADAPTER", "FROM"):
+        for line in lines:
+            head, _, rest = line.partition(" ")
+            name = Path(rest.strip()).name.replace("-", ":", 1)
+            if head == word and name in info.blobs:
+                return name
+    return None
+
+
+def serve(
+    client: Ollama,
+    base: str,
+    version: int | None,
+    *,
+    blob: str | None,
+    adapter_dir: Path | None,
+    workdir: Path | None,
+    keep: int = 3,
+    num_ctx: int = DEFAULT_NUM_CTX,
+    base_gguf: Path | None = None,
+    merged_type: str = "q8_0",
+) -> dict[str, Any]:
+    """Make ``latest`` serve ``version`` (``None``: the base): republish it first unless its
+    tag is ours (:func:`ours`); returns ``latest``, ``source``, ``blob``, ``republished``."""
+    republished = None
+    have = ours(client, base, version, blob) if version is not None else None
+    if version is not None and have is None:
+        if adapter_dir is None:
+            raise OllamaError(
+                f"{version_tag(base, version)} is missing or is not the version this data "
+                "folder published, and no adapter folder was given to publish it again."
+            )
+        pub = publish(
+            client, base, adapter_dir, version,
+            workdir=workdir or adapter_dir.parent / ".publish", make_latest=False,
+            keep=keep, active=version, num_ctx=num_ctx, base_gguf=base_gguf,
+            merged_type=merged_type,
+        )  # fmt: skip
+        republished, have = pub.as_dict(), pub.blob
+    source = point_latest(client, base, version)
+    return {"latest": latest_tag(base), "source": source, "blob": have,
+            "republished": republished}
 
 
 def point_latest(client: Ollama, base: str, version: int | None) -> str:

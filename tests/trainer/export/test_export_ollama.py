@@ -13,7 +13,7 @@ from rltray.trainer.export.ollama_client import Ollama, sha256_file
 from rltray.trainer.export.ollama_errors import AdapterRefused, DiskFull, ModelMissing, OllamaError
 from rltray.trainer.export.ollama_model import blob_from_manifests
 from rltray.trainer.export.ollama_names import adapter_era, latest_tag, version_tag
-from rltray.trainer.export.ollama_publish import Publication, point_latest, publish
+from rltray.trainer.export.ollama_publish import Publication, point_latest, publish, serve
 
 from tests.support.exportkit import BASE, BASE_PARAMS, start_fake
 from tests.support.fake_ollama import ADAPTERS_REFUSED, FakeOllama
@@ -207,6 +207,25 @@ def test_rollback_repoints_latest(new_ollama: FakeOllama, tmp_path: Path) -> Non
         assert models["tiny-1m-rltray:latest"].model_digest == models["tiny:1m"].model_digest
         with pytest.raises(ModelMissing, match="not installed"):
             point_latest(client, BASE, 9)
+
+
+def test_serve_trusts_a_version_tag_only_when_it_carries_the_recorded_blob(
+    new_ollama: FakeOllama, tmp_path: Path
+) -> None:
+    """Regression (review r5): a reset data folder's v1 is not the `:v1` on the server."""
+    ours_v1 = build_tiny_adapter(tmp_path / "ours", seed=1)
+    theirs = _publish(new_ollama, build_tiny_adapter(tmp_path / "theirs", seed=11), 1, tmp_path)
+    assert theirs.blob and theirs.blob == new_ollama.models["tiny-1m-rltray:v1"].model_digest
+    with _client(new_ollama) as client:
+        kept = serve(client, BASE, 1, blob=theirs.blob, adapter_dir=ours_v1, workdir=tmp_path / "k")
+        assert kept["republished"] is None and kept["blob"] == theirs.blob
+        assert serve(client, BASE, 1, blob="*", adapter_dir=None, workdir=None)["blob"] == (
+            theirs.blob)  # a record from before blobs: the tag as it is
+        fresh = serve(client, BASE, 1, blob=None, adapter_dir=ours_v1, workdir=tmp_path / "f")
+    assert fresh["republished"]["tag"] == "tiny-1m-rltray:v1"
+    assert fresh["blob"] != theirs.blob
+    models = new_ollama.models
+    assert models["tiny-1m-rltray:latest"].model_digest == fresh["blob"]
 
 
 # -- the errors, one sentence each --------------------------------------------------------

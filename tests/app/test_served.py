@@ -1,0 +1,254 @@
+"""Ollama's `latest` serves the store's active version: the publish lock, races, retries, trust.
+
+Each test pins a bug a review reproduced (/tmp/review-publish r1, r3, r5, r6) or the
+working-folder clash it found by reading publisher.py; all run the real export process
+against the fake Ollama.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from rltray.app import config
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+from rltray.app.training import served
+from rltray.app.training.publisher import OllamaPublisher
+
+pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
+pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
+
+from tests.support.fake_ollama import FakeOllama
+from tests.support.tinygguf import GO_TEMPLATE, build_tiny_adapter, build_tiny_gguf
+
+DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
+LATEST = "tiny-1m-rltray:latest"
+
+
+@pytest.fixture
+def fake(tmp_path: Path):
+    server = FakeOllama(tmp_path / "ollama", "0.35.0").start()
+    server.install(
+        "tiny:1m", build_tiny_gguf(tmp_path / "tiny.gguf"), template=GO_TEMPLATE,
+        parameters={"stop": ["<|im_end|>"]},
+    )  # fmt: skip
+    yield server
+    server.stop()
+
+
+def _service(fake: FakeOllama) -> Service:
+    paths = Paths.from_env()
+    config.set_value(paths, "ollama.model", "tiny:1m")
+    config.set_value(paths, "ollama.host", fake.url)
+    return Service(paths)
+
+
+def _accept(service: Service, version: int, *, seed: int | None = None) -> None:
+    """Register ``adapters/vNNNN`` and make it active, as an accepted round does."""
+    folder = build_tiny_adapter(
+        service.paths.adapters / f"v{version:04d}", seed=version if seed is None else seed
+    )
+    service.store.add_adapter("tiny", folder, parent_version=version - 1 or None)
+    service.store.set_adapter_status(version, "active")
+
+
+def _publisher(service: Service) -> OllamaPublisher:
+    publisher = service.runner().publisher
+    assert isinstance(publisher, OllamaPublisher)
+    return publisher
+
+
+def _serves(fake: FakeOllama, name: str) -> bool:
+    return fake.models[LATEST].model_digest == fake.models[name].model_digest
+
+
+def _host(service: Service, host: str) -> None:
+    config.set_value(service.paths, "ollama.host", host)
+
+
+def _poll_and_wait(service: Service, now: float) -> bool:
+    from rltray.app.autopublish import OllamaReturn
+
+    watch = OllamaReturn(service, clock=lambda: now)
+    started = watch.poll()
+    if watch.thread is not None:
+        watch.thread.join(120)
+    return started
+
+
+def test_a_publish_that_ends_after_a_rollback_does_not_take_latest_back(fake: FakeOllama) -> None:
+    """Regression (review r1): the auto-publish of v2 raced a rollback to v1; its export
+    ended last and copied v2 to `latest` for good while the store said v1."""
+    with _service(fake) as service:
+        _accept(service, 1)
+        _publisher(service).published(1)
+        _accept(service, 2)
+        _host(service, DOWN)
+        service.runner()._publish("published", 2)  # accepted while Ollama was down
+        _host(service, fake.url)
+        publisher = _publisher(service)
+        publisher.rollback_wait_s = 0.2
+        exporting, go = threading.Event(), threading.Event()
+
+        def slow(cmd: list[str], **kw):  # the v2 export takes a while
+            if "publish" in cmd and cmd[cmd.index("--version") + 1] == "2":
+                exporting.set()
+                go.wait(60)
+            return subprocess.run(cmd, **kw)
+
+        publisher._run = slow
+        background = threading.Thread(target=service.publish)  # the tray's retry, or the CLI
+        background.start()
+        assert exporting.wait(60)
+        result = service.rollback(1)
+        go.set()
+        background.join(120)
+        assert service.store.active_adapter().version == 1
+        assert _serves(fake, "tiny-1m-rltray:v1")
+        assert result == {"active": 1, "ollama": (
+            "another publish is running; Ollama's latest will serve v1 when it ends")}
+        assert "tiny-1m-rltray:v2" in fake.models  # its tag is registered all the same
+        assert service.store.get_adapter(2).ollama_tag == "tiny-1m-rltray:v2"
+        assert not served.needs_settling(service.store, service.paths, "tiny:1m")
+
+
+def test_prune_never_deletes_the_active_versions_tag(fake: FakeOllama) -> None:
+    """A version published while an older one is active (after a rollback) pruned with
+    itself as "the active one": keep_versions 1 deleted the tag `latest` came from."""
+    with _service(fake) as service:
+        config.set_value(service.paths, "ollama.keep_versions", 1)
+        _accept(service, 1)
+        _publisher(service).published(1)
+        _accept(service, 2)
+        service.store.set_adapter_status(1, "active")  # v2 kept aside, v1 stays active
+        line = _publisher(service).published(2)
+        assert "tiny-1m-rltray:v1" in fake.models and "tiny-1m-rltray:v2" in fake.models
+        assert _serves(fake, "tiny-1m-rltray:v1")
+        assert line == (
+            "published as tiny-1m-rltray:v2, no longer the active version; "
+            f"{LATEST} now serves tiny-1m-rltray:v1"
+        )
+
+
+def test_a_rollback_made_while_ollama_was_down_is_applied_once_it_answers(
+    fake: FakeOllama,
+) -> None:
+    """Regression (review r3): nothing re-pointed `latest` after Ollama came back."""
+    with _service(fake) as service:
+        for v in (1, 2):
+            _accept(service, v)
+            _publisher(service).published(v)
+        _host(service, DOWN)
+        assert "not reachable" in service.rollback(1)["ollama"]
+        row = next(r for r in service.versions() if r["version"] == 1)
+        assert row["published"].startswith("not published yet: Ollama's latest does not")
+        assert _poll_and_wait(service, 1e9) is False  # still down
+        _host(service, fake.url)
+        assert _poll_and_wait(service, 2e9) is True
+        assert _serves(fake, "tiny-1m-rltray:v1")
+        row = next(r for r in service.versions() if r["version"] == 1)
+        assert row["published"].startswith("tiny-1m-rltray:v1 (merged")
+        assert _poll_and_wait(service, 3e9) is False  # settled: no probe, no export
+
+
+def test_an_export_cut_short_is_shown_and_published_when_ollama_answers(
+    fake: FakeOllama,
+) -> None:
+    """Regression (review r6): a tray stopped during v2's export left it active, with no
+    publication record; nothing retried it and nothing warned."""
+    with _service(fake) as service:
+        _accept(service, 1)
+        _publisher(service).published(1)
+        _accept(service, 2)  # committed active; the tray stopped before it published
+        _host(service, DOWN)
+        assert _poll_and_wait(service, 1e9) is False
+        row = next(r for r in service.versions() if r["version"] == 2)
+        assert row["published"] == (
+            f"not published yet: Ollama is not running at {DOWN}; rltray sends it when "
+            "Ollama answers"
+        )
+        _host(service, fake.url)
+        assert _poll_and_wait(service, 2e9) is True
+        assert _serves(fake, "tiny-1m-rltray:v2")
+        assert service.store.get_adapter(2).ollama_tag == "tiny-1m-rltray:v2"
+
+
+def test_a_hard_failure_is_not_retried_every_minute(fake: FakeOllama) -> None:
+    calls: list[list[str]] = []
+
+    with _service(fake) as service:
+        _accept(service, 1)
+
+        def refused(cmd: list[str], **kw):
+            calls.append(cmd)
+            return subprocess.CompletedProcess(cmd, 1, '{"ok": false, "error": "no."}', "")
+
+        _publisher(service)._run = refused
+        service.runner()._publish("published", 1)
+        assert len(calls) == 1
+        assert _poll_and_wait(service, 1e9) is False and len(calls) == 1
+
+
+def test_nothing_is_settled_before_anything_was_published() -> None:
+    """A folder that never published stays out of Ollama (no `latest` copy of the base)."""
+    with Service(Paths.from_env()) as service:
+        assert not served.needs_settling(service.store, service.paths, "tiny:1m")
+        served.write_served(service.paths, "tiny:1m", 1)  # it once served v1, base now
+        assert served.needs_settling(service.store, service.paths, "tiny:1m")
+
+
+def test_rollback_does_not_trust_a_tag_another_data_folder_wrote(
+    fake: FakeOllama, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review r5): a reset data folder numbers from v1 again; rollback found
+    the old folder's `:v1` and pointed `latest` at an unrelated adapter."""
+    monkeypatch.setenv("RLTRAY_HOME", str(tmp_path / "old-home"))
+    with _service(fake) as old:
+        _accept(old, 1, seed=11)
+        _publisher(old).published(1)
+    old_v1 = fake.models["tiny-1m-rltray:v1"].model_digest
+    monkeypatch.setenv("RLTRAY_HOME", str(tmp_path / "new-home"))
+    with _service(fake) as new:
+        _accept(new, 1)
+        new.store.set_adapter_status(1, "candidate")  # kept, never published
+        _accept(new, 2)
+        _publisher(new).published(2)
+        new.rollback(1)
+        ours = new.store.get_adapter(1)
+    assert fake.models[LATEST].model_digest != old_v1
+    assert _serves(fake, "tiny-1m-rltray:v1")  # republished from this folder's v1
+    assert ours.ollama_tag == "tiny-1m-rltray:v1"
+    assert fake.models["tiny-1m-rltray:v1"].model_digest == ours.metrics["publication"]["blob"]
+
+
+def test_two_publishes_of_one_version_get_their_own_working_folders(fake: FakeOllama) -> None:
+    """Two exports of v1 shared publish/v0001 and could write one GGUF at once."""
+    with _service(fake) as service:
+        publisher = _publisher(service)
+        first, second = publisher._workdir(1), publisher._workdir(1)
+    assert first != second and first.parent == second.parent == service.paths.home / "publish"
+
+
+def test_the_publish_lock_excludes_threads_and_processes_alike(tmp_path: Path) -> None:
+    from filelock import Timeout
+
+    paths = Paths(tmp_path)
+    with served.publish_lock(paths):
+        assert served.publishing(paths)
+        outcome: list[str] = []
+
+        def other() -> None:
+            try:
+                served.publish_lock(paths).acquire(timeout=0.1)
+                outcome.append("acquired")
+            except Timeout:
+                outcome.append("waited")
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert outcome == ["waited"]
+    assert not served.publishing(paths)
