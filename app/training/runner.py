@@ -252,7 +252,9 @@ class TrainingRunner:
         """
         with self._lock:
             self._refuse_if_running("roll back")
-            target = adapterversions.rollback(self.store, self.paths, version)
+            target = adapterversions.rollback(
+                self.store, self.paths, version, base_model=self._training().base_model
+            )
         line = self._publish("rolled_back", target.version if target is not None else None)
         if line is not None and said is not None:
             said(line)

@@ -271,12 +271,16 @@ def retired_ratings(built: jobbuild.BuiltJob, done: Mapping[str, Any]) -> list[i
     return [i for i in built.fresh_ids if f"rating-{i}" not in left]
 
 
-def rollback(store: Store, paths: Paths, version: int | None = None) -> Adapter | None:
+def rollback(
+    store: Store, paths: Paths, version: int | None = None, base_model: str | None = None
+) -> Adapter | None:
     """Make ``version`` active: default the active one's parent, ``0`` the plain base model.
 
     The next round reads its EMA baseline from the active adapter, so switching
     restores the target's baseline (0 for the base model). Returns the adapter
-    now active.
+    now active. ``base_model``: the model set to train and serve; a version trained
+    on another one is refused, since publishing it would merge it onto a model it
+    was never trained or judged on (same-shaped siblings load without a complaint).
     """
     active = store.active_adapter()
     if version is None:
@@ -294,6 +298,13 @@ def rollback(store: Store, paths: Paths, version: int | None = None) -> Adapter 
             raise UserError(f"There is no usable adapter version {version}.")
         if not Path(target.path).is_dir():
             raise UserError(f"Adapter v{version}'s folder {target.path} is missing.")
+        if base_model and base_model.strip() and target.base_model != base_model.strip():
+            raise UserError(
+                f"v{version} was trained on {target.base_model}, but the model set up now is "
+                f"{base_model.strip()}: it would be served on a model it was never judged on. "
+                f"Set training.base_model back to {target.base_model} first, or pick a "
+                "version of the model set up now."
+            )
     if (active.version if active else None) == version:
         now = "the base model is already active" if version is None else (
             f"v{version} is already the active version"

@@ -87,7 +87,7 @@ def snapshot(runtime: Runtime) -> TrayState:
         paused=paused,
         training=running,
         snoozed_until=None if snoozed is None else _when(snoozed),
-        versions=tuple(_versions(versions, active)),
+        versions=tuple(_versions(versions, active, settings.training.base_model)),
     )
 
 
@@ -117,10 +117,15 @@ def _publish_problem(rows: list[dict[str, Any]]) -> list[str]:
     return []
 
 
-def _versions(rows: list[dict[str, Any]], active: int | None) -> list[VersionChoice]:
+def _versions(rows: list[dict[str, Any]], active: int | None, base_model: str = ""
+              ) -> list[VersionChoice]:
+    """The versions the tray offers: usable ones of the model set up now (one of another
+    base would be served on a model it was never judged on; rollback refuses it)."""
     choices = []
     for row in rows:
         if row.get("status") == "rejected":
+            continue
+        if base_model.strip() and row.get("base_model") != base_model.strip():
             continue
         metrics = row.get("metrics") or {}
         score = metrics.get("auroc_new")

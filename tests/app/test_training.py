@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from rltray.app.config import Config, TrainingSettings
-from rltray.app.errors import NothingToDo
+from rltray.app.errors import NothingToDo, UserError
 from rltray.app.paths import Paths
 from rltray.app.store import Store
 from rltray.app.training import jobbuild, outcome
@@ -565,6 +565,17 @@ def test_a_new_base_model_starts_a_new_line_that_becomes_active(
     assert store.get_run(run_id).metrics["new_line"] is False
     assert not untrained(store) & set(jobbuild.read_manifest(paths.runs / first.id).fresh_ids)
     assert publisher.calls == [("published", 1), ("published", 2), ("published", 3)]
+    # Regression: rolling back to v1 (trained on /models/tiny) merged it onto the model set
+    # up now, a pairing nothing judged; the tray offered it as one click.
+    with pytest.raises(UserError, match=r"v1 was trained on /models/tiny, but the model set up"):
+        runner.rollback(1)
+    assert store.active_adapter().version == 3 and len(publisher.calls) == 3
+    from rltray.app.tray.state import _versions
+
+    rows = [{"version": a.version, "status": a.status, "base_model": a.base_model}
+            for a in store.list_adapters()]  # fmt: skip
+    offered = [c.version for c in _versions(rows, 3, "/models/other")]
+    assert 1 not in offered and {2, 3, None} <= set(offered)
 
 
 def test_a_rollback_in_the_same_line_while_training_keeps_a_candidate(
