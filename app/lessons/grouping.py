@@ -41,6 +41,7 @@ class Evidence:
     cwd: str | None  # the turn's folder: the project
     agent: str
     tags: tuple[tuple[int, str], ...] = ()  # (tag id, name)
+    turn_key: str = ""  # a hash of the turn's source key: never reused (app/lessons/carry.py)
 
     @property
     def project(self) -> str | None:
@@ -64,6 +65,7 @@ class Evidence:
             cwd=row.get("cwd"),  # type: ignore[arg-type]
             agent=str(row["agent"]),
             tags=tuple(row.get("tags") or ()),  # type: ignore[arg-type]
+            turn_key=str(row.get("turn_key") or ""),
         )
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rltray.app.errors import UserError
 from rltray.app.hooks import lessonfiles, registry
-from rltray.app.lessons import book, grouping, render, rewrite, trend
+from rltray.app.lessons import book, carry, grouping, render, rewrite, trend
 from rltray.app.store import StoreError, utc_iso
 
 if TYPE_CHECKING:
@@ -287,6 +287,10 @@ class LessonIntents:
 
     def _assess(self, evidence: list[dict[str, Any]], rows: list[Any]) -> list[book.Lesson]:
         groups = grouping.group(grouping.Evidence.from_row(r) for r in evidence)
+        moves = carry.moves(groups, rows)
+        if moves:  # decisions follow their lesson's group (and record the turns behind it)
+            self.host.store.carry_lessons(moves)
+            rows = self.host.store.lesson_rows()
         return book.assess(groups, rows, self.clock())
 
 

@@ -9,15 +9,17 @@ resolved) under the group's key, or a lesson the user added in words.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from rltray.app.store.base import StoreBase, StoreError, utc_iso
+from rltray.app.store.turns import key_hash
 
 MAX_LESSON_CHARS = 500
 _COLS = (
     "key, user_added, text, project, polarity, scope, muted, pinned, deleted_at, created_at,"
-    " updated_at"
+    " updated_at, members"
 )
 #: The columns a user's decision may change (``set_lesson``).
 CHANGEABLE = ("text", "polarity", "scope", "muted", "pinned", "deleted_at")
@@ -36,6 +38,8 @@ class LessonRow:
     deleted_at: str | None
     created_at: str
     updated_at: str
+    # the turns behind the lesson when last seen (source-key hashes; app/lessons/carry.py)
+    members: tuple[str, ...] = ()
 
 
 def clean_lesson(text: str) -> str:
@@ -63,7 +67,16 @@ def _row(values: tuple[Any, ...]) -> LessonRow:
         deleted_at=values[8],
         created_at=values[9],
         updated_at=values[10],
+        members=_members(values[11]),
     )
+
+
+def _members(text: Any) -> tuple[str, ...]:
+    try:
+        found = json.loads(text) if text else []
+    except ValueError:
+        return ()
+    return tuple(str(m) for m in found) if isinstance(found, list) else ()
 
 
 class Lessons(StoreBase):
@@ -77,6 +90,7 @@ class Lessons(StoreBase):
         """
         rows = self._read(
             "SELECT r.id, t.id, r.value, r.score, r.comment, r.rated_at, t.cwd, t.agent,"
+            " t.source_key,"
             " (SELECT group_concat(g.id || ':' || g.name, char(10)) FROM turn_tags tt"
             "  JOIN tags g ON g.id = tt.tag_id WHERE tt.turn_id = t.id)"
             " FROM ratings r JOIN turns t ON t.id = r.turn_id"
@@ -85,7 +99,7 @@ class Lessons(StoreBase):
             " ORDER BY t.id"
         )
         out = []
-        for rating_id, turn_id, value, score, comment, rated_at, cwd, agent, tags in rows:
+        for rating_id, turn_id, value, score, comment, rated_at, cwd, agent, key, tags in rows:
             pairs = [line.split(":", 1) for line in (tags or "").split("\n") if line]
             out.append(
                 {
@@ -97,6 +111,7 @@ class Lessons(StoreBase):
                     "rated_at": rated_at,
                     "cwd": cwd,
                     "agent": agent,
+                    "turn_key": key_hash(key)[:16],
                     "tags": sorted(((int(i), n) for i, n in pairs), key=lambda p: p[1].lower()),
                 }
             )
@@ -148,6 +163,26 @@ class Lessons(StoreBase):
                 )
             row = conn.execute(f"SELECT {_COLS} FROM lessons WHERE key = ?", (key,)).fetchone()
         return _row(row)
+
+    def carry_lessons(self, moves: list[tuple[str, str, tuple[str, ...]]]) -> int:
+        """Apply ``(key, new key, members)`` moves in one transaction; how many rows changed.
+
+        The same key records the turns behind a lesson; another key moves the user's
+        decisions to the group the lesson lives on as (never over a row already there).
+        """
+        changed = 0
+        with self._write() as conn:
+            for key, new, members in moves:
+                taken = new != key and conn.execute(
+                    "SELECT 1 FROM lessons WHERE key = ?", (new,)).fetchone()  # fmt: skip
+                if taken:
+                    continue
+                cur = conn.execute(
+                    "UPDATE lessons SET key = ?, members = ? WHERE key = ? AND user_added = 0",
+                    (new, json.dumps(list(members)), key),
+                )
+                changed += cur.rowcount
+        return changed
 
     def lesson_agents(self) -> dict[str, str]:
         """Agent -> since when its lessons are on (agents whose lessons are off are absent)."""

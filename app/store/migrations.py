@@ -263,6 +263,17 @@ def m009_turn_messages(conn: sqlite3.Connection) -> None:
     )
 
 
+def m010_lesson_members(conn: sqlite3.Connection) -> None:
+    """Which turns were behind a lesson when the user last decided about it or it was seen.
+
+    A lesson drawn from comments is keyed by its first turn (``c<id>``); when that rating
+    is withdrawn the group lives on under its next turn's key, and the user's decision
+    (muted, deleted, edited words) must follow it there (app/lessons/carry.py). A JSON
+    list of the turns' source-key hashes: never reused, unlike a turn id, and no text.
+    """
+    _run(conn, "ALTER TABLE lessons ADD COLUMN members TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -273,6 +284,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m007_graded_ratings,
     m008_lessons,
     m009_turn_messages,
+    m010_lesson_members,
 )
 
 

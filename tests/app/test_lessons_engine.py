@@ -277,3 +277,25 @@ def test_still_happening_compares_bad_ratings_per_week_before_and_after_switchin
     assert happening is not None
     assert (round(happening.before, 2), round(happening.after, 2)) == (1.0, 0.5)
     assert trend.still_happening(lesson, {}, NOW) is None
+
+
+def test_carry_parks_a_row_whose_key_names_a_group_of_other_turns() -> None:
+    """The key ``c5`` may name another lesson after turn 5 was deleted and its id given
+    again; its row is set aside, and a row whose group moved goes to the new key."""
+    from rltray.app.lessons import carry
+    from rltray.app.lessons.grouping import Evidence, Group
+    from rltray.app.store.lessons import LessonRow
+
+    def ev(turn: int, key: str) -> Evidence:
+        return Evidence(rating_id=turn, turn_id=turn, value=-1, score=None, comment="x",
+                        rated_at="2026-01-01T00:00:00Z", cwd=None, agent="codex",
+                        turn_key=key)  # fmt: skip
+
+    def row(key: str, members: tuple[str, ...], at: str = "2026-01-02") -> LessonRow:
+        return LessonRow(key=key, user_added=False, text=None, project=None, polarity=None,
+                         scope=None, muted=True, pinned=False, deleted_at=None,
+                         created_at=at, updated_at=at, members=members)  # fmt: skip
+
+    groups = [Group("c5", [ev(5, "new")]), Group("c7", [ev(7, "b"), ev(8, "c")])]
+    rows = [row("c5", ("old",)), row("c6", ("a", "b"))]
+    assert carry.moves(groups, rows) == [("c5", "was-c5", ("old",)), ("c6", "c7", ("b", "c"))]

@@ -252,3 +252,47 @@ def test_a_deleted_turns_lesson_decisions_go_with_it(service: Service, make_turn
     told_now = told(service, BLOG) or ""
     assert "too verbose" in told_now and "Falcon" not in told_now  # ... its decisions are not
     assert "Falcon" not in (told(service, SHOP) or "")
+
+
+def test_a_decision_follows_its_lesson_when_the_first_rating_is_withdrawn(
+    service: Service, make_turn
+) -> None:
+    """Regression: decisions are kept under the group's first turn ("c<id>"); withdrawing
+    that rating moved the group to its next turn's key, and a lesson the user had deleted
+    (or muted, or reworded) was told to the agent again."""
+    service.set_setting("lessons.codex", True)
+    ids = [turn(service, make_turn) for _ in range(3)]
+    for i in ids:
+        service.rate(i, -1, comment="ran the whole test suite when asked for one test")
+    (key,) = [lesson["id"] for lesson in service.lessons.listing()]
+    service.lessons.edit(key, "Run only the test the user names")
+    service.unrate(ids[0])
+    (moved,) = service.lessons.listing()
+    assert moved["id"] == f"c{ids[1]}" and moved["words"] == "Run only the test the user names"
+    service.lessons.delete(moved["id"])
+    service.unrate(ids[1])
+    assert service.lessons.listing() == [] and told(service, SHOP) is None
+    service.rate(ids[0], -1, comment="ran the whole test suite when asked for one test")
+    assert service.lessons.listing() == []  # the group is back under c<first>: still deleted
+
+
+def test_a_row_left_by_a_withdrawn_group_never_lands_on_another_lesson(
+    service: Service, make_turn
+) -> None:
+    """A decided row whose turns are all withdrawn waits, set aside, for them; a new lesson
+    on other turns does not inherit it even under the same key."""
+    from rltray.app.lessons import carry
+
+    service.set_setting("lessons.codex", True)
+    first = turn(service, make_turn)
+    service.rate(first, -1, comment="wrote a migration without a down step")
+    (key,) = [lesson["id"] for lesson in service.lessons.listing()]
+    service.lessons.mute(key)
+    service.unrate(first)
+    assert service.lessons.listing() == []
+    rows = service.store.lesson_rows()
+    groups = []  # nothing left: the row keeps its key until a group needs it
+    assert carry.moves(groups, rows) == []
+    service.rate(first, -1, comment="wrote a migration without a down step")
+    (back,) = service.lessons.all(include_deleted=True)
+    assert back.key == key and back.muted  # its own turns came back: so did the decision

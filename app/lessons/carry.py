@@ -1,0 +1,70 @@
+"""The user's decisions about a lesson follow its group when the group's key moves.
+
+A lesson drawn from comments is keyed by its first turn (``c42``, app/lessons/grouping.py).
+When that rating is withdrawn, its comment cleared or its turn deleted, the group lives
+on under its next turn's key, and the row holding what the user decided (muted, deleted,
+pinned, edited words, scope) was left behind under the old one: a lesson the user had
+deleted came back and was told to the agent again. Each decided row records the turns
+behind its lesson (``members``: hashes of their source keys, which are never reused,
+unlike turn ids); a row whose key no longer names a group moves to the group that holds
+most of its turns and has no row of its own.
+
+A row is also not taken by a group under its key that shares none of its turns: SQLite
+gives a deleted newest turn's id to the next turn, whose new lesson is another one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rltray.app.lessons.grouping import Group
+    from rltray.app.store.lessons import LessonRow
+
+#: (row's key, key it moves to, the turns behind it now)
+Move = tuple[str, str, tuple[str, ...]]
+
+#: Prefix of a row set aside: no group is keyed so, so it waits for its turns to come back.
+PARKED = "was-"
+
+
+def members(group: Group) -> tuple[str, ...]:
+    """The turns behind a group, as the row records them."""
+    return tuple(sorted({e.turn_key for e in group.evidence if e.turn_key}))
+
+
+def moves(groups: Sequence[Group], rows: Iterable[LessonRow]) -> list[Move]:
+    """What to write so every decided row names its group and the turns behind it.
+
+    In the order to apply: rows set aside first (their key names a group of other turns:
+    ``PARKED`` + key, found again by their turns if those come back), then rows moving
+    to their group's new key, then rows recording the turns behind them now.
+    """
+    now = {g.key: members(g) for g in groups}
+    decided = {r.key: r for r in rows if not r.user_added}
+    parked: list[Move] = []
+    moved: list[Move] = []
+    kept: list[Move] = []
+    orphans = []
+    claimed = set()
+    for key, row in decided.items():
+        turns = now.get(key)
+        if turns is not None and (not row.members or set(row.members) & set(turns)):
+            claimed.add(key)
+            if tuple(row.members) != turns:
+                kept.append((key, key, turns))
+        elif row.members:
+            orphans.append(row)
+    for row in sorted(orphans, key=lambda r: r.updated_at, reverse=True):  # newest first
+        best, most = None, 0
+        for key, turns in now.items():
+            shared = len(set(row.members) & set(turns))
+            if key not in claimed and shared > most:
+                best, most = key, shared
+        if best is not None:
+            claimed.add(best)
+            moved.append((row.key, best, now[best]))
+        elif row.key in now:
+            parked.append((row.key, PARKED + row.key, row.members))
+    return parked + moved + kept
