@@ -335,8 +335,10 @@ class Runtime:
         return started
 
     def manual_run_going(self) -> bool:
+        """The round Train now started is running, in that very launch: paused and later
+        resumed by the scheduler while the user was away, it is the scheduler's round."""
         runner = self.service.runner()
-        return runner.running() and runner.progress.get("run_id") == self._manual_run
+        return runner.running_for_the_user() and runner.progress.get("run_id") == self._manual_run
 
     # -- what only the running rltray knows ------------------------------------------------
 

@@ -85,6 +85,7 @@ class _Child:
     finished: threading.Event = field(default_factory=threading.Event)
     reader: threading.Thread | None = None
     remote: bool = False  # a remote stand-in (app/training/remote), not the trainer
+    user_away: bool = False  # the scheduler started (or resumed) it while the user was away
 
 
 def failure_text(error: Mapping[str, Any] | None, code: int, tail: str) -> str:
@@ -225,6 +226,12 @@ class TrainingRunner:
     def running(self) -> bool:
         with self._lock:
             return self._child is not None
+
+    def running_for_the_user(self) -> bool:
+        """A round runs that the user asked for, not one the scheduler started (or resumed)
+        because the user was away: only those may go on on battery or while they work."""
+        with self._lock:
+            return self._child is not None and not self._child.user_away
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the current round is finished and recorded; True when idle."""
@@ -402,7 +409,8 @@ class TrainingRunner:
             "message": "resuming from the checkpoint" if resumed else "starting",
             "resumed": resumed,
         }
-        child = _Child(run_id, built, proc, progress, metrics=metrics, remote=remote_round)
+        child = _Child(run_id, built, proc, progress, metrics=metrics, remote=remote_round,
+                       user_away=user_away)
         child.reader = threading.Thread(
             target=self._read, args=(child,), name=f"trainer-reader-{run_id}", daemon=True
         )

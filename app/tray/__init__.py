@@ -308,7 +308,11 @@ class Tray:
 
     def _stop_training(self) -> str:
         self.service.runner().stop(pause=True)
-        return "Training paused; it resumes from its checkpoint at the next idle time."
+        said = "Training paused at its checkpoint; Train now resumes it"
+        automatic = self.service.settings().training.automatic
+        if automatic and not self.runtime.training_status().get("stopped"):
+            return said + ", and so does the next idle time."
+        return said + " (automatic training is off, so nothing else will)."
 
     def _toggle_automatic(self) -> str:
         paused = not self.service.settings().training.automatic

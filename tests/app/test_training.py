@@ -624,6 +624,24 @@ def test_a_resumed_round_says_so_and_train_now_marks_it_by_hand(
     assert metrics["by_hand"] is True and metrics["resumes"] == 2  # Train now stays recorded
 
 
+def test_a_train_now_round_resumed_by_the_scheduler_is_the_schedulers_round(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: Train now, Stop training, and the scheduler resumed the run while the user
+    was away; the gate still took it for Train now (same run id) and let it go on on battery
+    and while the user worked, with the trainer told it could take every core."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 48)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start(reason="manual")
+    assert runner.running_for_the_user()
+    wait_for_a_step(runner, changes)
+    runner.stop(pause=True, timeout=20)
+    assert runner.start(reason="scheduled") == run_id
+    assert runner.running() and not runner.running_for_the_user()
+    runner.stop(pause=True, timeout=20)
+
+
 # -- the real trainer on a tiny model -----------------------------------------
 
 

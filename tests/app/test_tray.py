@@ -273,7 +273,15 @@ def test_training_shows_percent_in_the_icon_and_a_stop_item(
     wait_until(lambda: not service.runner().running())
     runs = service.runs(limit=1)
     assert runs[0]["status"] == "paused"
-    assert events(service)[0].startswith("Training paused")
+    assert events(service)[0] == ("Training paused at its checkpoint; Train now resumes it, "
+                                  "and so does the next idle time.")  # fmt: skip
+    # Regression: it promised the next idle time would resume it when nothing would
+    click(tray, "Pause automatic training")
+    click(tray, "Train now")
+    wait_until(lambda: service.runner().running())
+    click(tray, "Stop training")
+    wait_until(lambda: not service.runner().running())
+    assert "automatic training is off, so nothing else will" in events(service)[0]
 
 
 def test_the_refresher_redraws_when_the_state_changes(tray: Tray) -> None:
