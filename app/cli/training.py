@@ -16,18 +16,43 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rltray.app.errors import ExitCode
+from rltray.app.errors import ExitCode, UserError
 
 if TYPE_CHECKING:
     from rltray.app.api.client import ApiClient
     from rltray.app.cli.context import Context
 
+#: How long a command waits for a starting rltray's API (its start may settle a killed
+#: tray's trainer first: up to the runner's one-minute stop timeout).
+SERVICE_START_WAIT_S = 90.0
 
 def _client(ctx: Context) -> ApiClient | None:
+    """The running rltray's client; None when none runs, so this process does the work.
+
+    A service that holds its lock but has not published its endpoint yet is starting
+    (settling a killed tray's trainer can take a minute): wait for it rather than train
+    here beside it, since two trainers must never share one folder's ratings.
+    """
+    from rltray.app import instance
     from rltray.app.api.client import ApiClient
     from rltray.app.paths import Paths
 
-    return ApiClient.find(Paths.from_env(ctx.env))
+    paths = Paths.from_env(ctx.env)
+    client = ApiClient.find(paths)
+    deadline = time.monotonic() + SERVICE_START_WAIT_S
+    told = False
+    while client is None and instance.service_running(paths):
+        if time.monotonic() >= deadline:
+            raise UserError(
+                "rltray is running for this data folder but its API does not answer yet; "
+                "nothing was done here. Try again in a minute."
+            )
+        if not told:
+            ctx.say("Waiting for the running rltray to finish starting…")
+            told = True
+        time.sleep(0.25)
+        client = ApiClient.find(paths)
+    return client
 
 
 def _started(run: dict[str, Any]) -> str:
@@ -44,6 +69,9 @@ def cmd_train(ctx: Context, args: argparse.Namespace) -> int:
             return _wait_remote(ctx, client, started["run"])
         return ExitCode.OK
     service = ctx.service()
+    # No rltray runs: a round a killed tray or `rltray train` left behind is settled first
+    # (its trainer stopped, its run paused or failed), as the tray does when it starts.
+    service.runner().reconcile()
     run = service.train_now(wait=False)
     ctx.say(
         f"Training run {run['run']} {_started(run)} (Ctrl+C pauses it; `rltray train` resumes)."

@@ -408,6 +408,18 @@ class TurnsAndRatings(StoreBase):
             found.update(int(r[0]) for r in rows)
         return found
 
+    def trained_of(self, rating_ids: Iterable[int]) -> set[int]:
+        """Which of these ratings a round has trained on (``trained_run_id`` set)."""
+        ids = sorted({int(i) for i in rating_ids})
+        found: set[int] = set()
+        for chunk, marks in in_chunks(ids):
+            rows = self._read(
+                f"SELECT id FROM ratings WHERE trained_run_id IS NOT NULL AND id IN ({marks})",
+                chunk,
+            )
+            found.update(int(r[0]) for r in rows)
+        return found
+
     def rating_ids_of(self, turn_ids: Iterable[int]) -> list[int]:
         """Every rating these turns ever had (withdrawn ones too): what a job file names."""
         ids = sorted({int(i) for i in turn_ids})

@@ -95,13 +95,28 @@ def resumable_run(store: Store, paths: Paths, base_model: str) -> str | None:
         if manifest is None or manifest.base_model != base_model.strip():
             cancel_run(store, paths, run.id, "the model to train changed while it was paused")
             continue
-        changed = len(set(manifest.rating_ids) - store.active_of(manifest.rating_ids))
-        if changed:
-            cancel_run(store, paths, run.id, f"{changed} of its ratings were changed or deleted "
-                       "while it was paused; the next round starts afresh with them as they are")
+        why = _stale_since(store, manifest)
+        if why:
+            cancel_run(store, paths, run.id, why)
         elif keep is None:
             keep = run.id
     return keep
+
+
+def _stale_since(store: Store, manifest: jobbuild.BuiltJob) -> str | None:
+    """Why a paused round (of the model set up now) must not resume, if it must not."""
+    changed = len(set(manifest.rating_ids) - store.active_of(manifest.rating_ids))
+    if changed:
+        return (f"{changed} of its ratings were changed or deleted while it was paused; the "
+                "next round starts afresh with them as they are")
+    now = jobbuild.line_parent(store.active_adapter(), manifest.base_model)
+    if (now.version if now is not None else None) != manifest.parent_version:
+        # it would end as a candidate, never active (a run a killed tray or CLI left
+        # running, settled as paused later, missed the cancel an accepted round makes)
+        return "another version became active while it was paused"
+    if store.trained_of(manifest.fresh_ids):
+        return "a later round trained its ratings while it was paused"
+    return None
 
 
 def cancel_paused_holding(store: Store, paths: Paths, rating_ids: Iterable[int]) -> list[str]:

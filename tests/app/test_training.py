@@ -395,6 +395,35 @@ def test_a_paused_run_whose_ratings_changed_is_built_afresh(
                    for x in lines)  # fmt: skip
 
 
+@pytest.mark.parametrize("meanwhile", ["a version became active", "its ratings were trained"])
+def test_a_paused_run_overtaken_by_another_round_is_not_resumed(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch,
+    meanwhile: str,
+) -> None:
+    """Regression: a run left "running" by a killed `rltray train` was settled as paused by a
+    later start, missing the cancel an accepted round makes; resumed, it re-trained
+    ratings already in the active version and ended as a useless candidate."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 8)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    old = runner.start()
+    wait_for_a_step(runner, changes)
+    runner.stop(pause=True, timeout=20)
+    built = jobbuild.read_manifest(paths.runs / old)
+    if meanwhile == "a version became active":
+        folder = paths.adapters / "v0001"
+        folder.mkdir(parents=True)
+        store.add_adapter("/models/tiny", folder, parent_version=None, baseline=0.0)
+        store.set_adapter_status(1, "active")
+        why = "another version became active while it was paused"
+    else:
+        store.add_run("other")
+        store.mark_trained(built.fresh_ids[:1], "other")
+        why = "a later round trained its ratings while it was paused"
+    assert adapterversions.resumable_run(store, paths, "/models/tiny") is None
+    assert store.get_run(old).status == "cancelled" and store.get_run(old).error == why
+
+
 def test_rollback_restores_the_parent_and_its_baseline(
     store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

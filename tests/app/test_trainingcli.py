@@ -324,3 +324,33 @@ def test_status_shows_why_automatic_training_stopped(
         assert runner.wait(30)
         assert service.training_status()["stopped"] is None
         assert "stopped after" not in autotrain.decide(runtime).reason
+
+
+def test_train_waits_for_a_starting_rltray_and_never_trains_beside_it(
+    rltray_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: while a tray held its lock but had not published its API yet (a killed
+    tray's trainer being settled takes up to a minute), `rltray train` trained on its own,
+    and the tray's first tick started a second trainer on the same ratings."""
+    import subprocess
+    import sys
+
+    from rltray.app.cli import training
+
+    paths = Paths.from_env()
+    paths.ensure()
+    holder = subprocess.Popen(  # another process holds the service lock, with no endpoint
+        [sys.executable, "-c", "import sys, filelock; l = filelock.FileLock(sys.argv[1]); "
+         "l.acquire(); print('held', flush=True); sys.stdin.read()", str(paths.lock)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(training, "SERVICE_START_WAIT_S", 0.5)
+        code, out, err = cli("train")
+        assert code != ExitCode.OK
+        assert "does not answer yet; nothing was done here" in err, (out, err)
+        assert "Waiting for the running rltray to finish starting" in out
+        with Store.open(paths) as store:
+            assert store.list_runs() == []
+    finally:
+        holder.communicate("", timeout=10)
