@@ -35,10 +35,13 @@ listed when a text-model class writing it permutes ``q_proj``/``k_proj`` rows:
 Not listed, because their converter leaves q/k rows alone: ``llama4`` and
 ``apertus`` (``undo_permute = False``), ``afmoe`` (skips LlamaModel's
 ``modify_tensors``) and every architecture outside the LlamaModel family (qwen2,
-qwen3, gemma, phi3, ...). Architectures that permute inside a *fused* q/k/v weight
-(``baichuan`` W_pack, ``internlm2`` wqkv, ``bailingmoe`` query_key_value,
-``graniteswitch`` qkv_proj) are in :data:`FUSED_QKV`: an adapter on that fused
-layer is refused rather than written with rows we do not place.
+qwen3, gemma, phi3, ...). Architectures that reorder rows inside a *fused* q/k/v
+weight (``baichuan`` W_pack, ``internlm2`` wqkv, ``bailingmoe`` query_key_value,
+``graniteswitch`` qkv_proj; and, with no rotary permutation but a regrouping of q, k
+and v, ``falcon``, ``bloom`` and ``gptneox`` query_key_value: a review found their
+deltas on the wrong rows, cosine 0.36 on a tiny Falcon with two kv heads) are in
+:data:`FUSED_QKV`: an adapter on that fused layer is refused rather than written
+with rows we do not place.
 """
 
 from __future__ import annotations
@@ -74,12 +77,18 @@ PERMUTED_ARCHS: dict[str, str] = {
 #: Architectures whose converter counts k's row groups as ``n_head // n_head_kv``.
 K_GROUPS_BY_RATIO = frozenset({"xverse"})
 
-#: Architectures that permute q/k inside one fused weight: GGUF name -> the HF layer.
+#: Architectures whose converter reorders rows inside one fused q/k/v weight: GGUF name ->
+#: the HF layer. The first four permute q/k for rotary; ``falcon`` regroups its
+#: ``n_head_kv`` groups into all q, then k, then v (FalconModel.modify_tensors), and
+#: ``bloom`` and ``gptneox`` turn per-head [q, k, v] into [Q, K, V].
 FUSED_QKV: dict[str, str] = {
     "baichuan": "W_pack",
     "internlm2": "wqkv",
     "bailingmoe": "query_key_value",
     "graniteswitch": "qkv_proj",
+    "falcon": "query_key_value",
+    "bloom": "query_key_value",
+    "gptneox": "query_key_value",
 }
 
 
@@ -133,7 +142,7 @@ def fused_problem(arch: str, module_path: str) -> str | None:
     fused = FUSED_QKV.get(arch)
     if fused is not None and module_path.rsplit(".", 1)[-1] == fused:
         return (
-            f"llama.cpp permutes the q/k rows inside {arch}'s fused {fused} layer, which "
+            f"llama.cpp reorders the rows inside {arch}'s fused {fused} layer, which "
             "rltray cannot place yet: train without that layer in the LoRA targets"
         )
     return None

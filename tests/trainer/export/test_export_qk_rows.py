@@ -129,6 +129,19 @@ def test_an_adapter_on_a_fused_permuted_qkv_layer_is_refused(tmp_path: Path) -> 
         gguf_adapter.oriented_delta_factors("model.layers.0.self_attn.W_pack", a, b, info)
 
 
+@pytest.mark.parametrize("arch", ["falcon", "bloom", "gptneox"])
+def test_an_adapter_on_a_regrouped_fused_qkv_layer_is_refused(arch: str) -> None:
+    """Regression (a review): llama.cpp's converter regroups these fused query_key_value
+    rows (Falcon by kv group, Bloom and GPT-NeoX per head into Q, K, V); the delta was
+    added in Hugging Face row order, onto the wrong rows, and the fidelity check, reading
+    the same file, agreed."""
+    info = gguf_adapter.ArchInfo(arch, 1, HEADS, KV_HEADS)
+    a, b = np.zeros((RANK, HIDDEN), np.float32), np.zeros((3 * HIDDEN, RANK), np.float32)
+    path = "transformer.h.0.self_attention.query_key_value"
+    with pytest.raises(ValueError, match="fused query_key_value"):
+        gguf_adapter.oriented_delta_factors(path, a, b, info)
+
+
 def test_an_arctic_name_lookup_leaves_every_other_architecture_s_names_alone() -> None:
     """gguf's own map for Arctic rewrites the class-wide block table; ours must not, or
     a Llama base materialized later in the same process loses its ffn norms."""
