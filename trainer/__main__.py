@@ -255,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(EXIT_PAUSED)
         stop.set()
 
-    for name in ("SIGTERM", "SIGINT", "SIGBREAK"):
+    # SIGHUP: `rltray train` in a terminal that is closed; pause at a checkpoint, not die
+    for name in ("SIGTERM", "SIGINT", "SIGBREAK", "SIGHUP"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), on_signal)
 

@@ -59,6 +59,12 @@ def _stop_with_sigterm(proc: subprocess.Popen[str], _job: Path) -> None:
     proc.send_signal(signal.SIGTERM)
 
 
+def _stop_with_sighup(proc: subprocess.Popen[str], _job: Path) -> None:
+    """The terminal `rltray train` ran in was closed (regression: the trainer died at once,
+    with nothing kept since its last periodic checkpoint)."""
+    proc.send_signal(signal.SIGHUP)
+
+
 def _stop_by_closing_stdin(proc: subprocess.Popen[str], _job: Path) -> None:
     assert proc.stdin is not None
     proc.stdin.close()
@@ -70,7 +76,8 @@ def _stop_with_the_stop_file(_proc: subprocess.Popen[str], job: Path) -> None:
 
 
 @pytest.mark.parametrize("stop_it", [_stop_with_sigterm, _stop_by_closing_stdin,
-                                     _stop_with_the_stop_file], ids=["sigterm", "stdin", "file"])
+                                     _stop_with_the_stop_file, _stop_with_sighup],
+                         ids=["sigterm", "stdin", "file", "sighup"])
 def test_a_stop_pauses_and_resume_matches_an_uninterrupted_run(
     stop_it: Any, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,7 +105,7 @@ def test_a_stop_pauses_and_resume_matches_an_uninterrupted_run(
     rest, stderr = proc.communicate(timeout=120)
     lines += [json.loads(x) for x in rest.splitlines() if x.strip()]
     assert proc.returncode == 3, stderr[-2000:]
-    if stop_it is not _stop_with_sigterm:
+    if stop_it not in (_stop_with_sigterm, _stop_with_sighup):
         said = {"stdin": "stopping: stdin was closed",
                 "file": f"stopping: the stop file {tmp_path / 'cli' / 'stop'} appeared"}
         assert said["stdin" if by_stdin else "file"] in [x.get("message") for x in lines]
