@@ -491,7 +491,9 @@ class TrainingRunner:
             adapterversions.cancel_run(
                 self.store, self.paths, child.run_id, "stopped by the user", metrics
             )
-        elif child.paused or code == EXIT_PAUSED or child.stop_mode == "pause":
+        elif child.paused or code == EXIT_PAUSED or (
+            child.stop_mode == "pause" and child.error is None  # a pause that failed failed
+        ):
             self.store.set_run_metrics(child.run_id, metrics)
             self.store.set_run_status(child.run_id, "paused")
         else:

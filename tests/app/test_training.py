@@ -85,6 +85,10 @@ if mode == "slow":  # stops as the real trainer does: on the job folder's stop f
         start = json.load(open(os.path.join(ck, "state.json")))["step"] + 1
         emit({{"type": "log", "message": "resumed"}})
     for step in range(start, 41):
+        if os.path.exists(stop_file) and os.environ.get("FAKE_STOP") == "fails":
+            emit({{"type": "error", "message": "disk full while saving the checkpoint",
+                   "kind": "internal"}})
+            sys.exit(1)
         if os.path.exists(stop_file):
             os.makedirs(ck, exist_ok=True)
             json.dump({{"step": step - 1}}, open(os.path.join(ck, "state.json"), "w"))
@@ -315,6 +319,22 @@ def test_pause_then_resume_continues_the_same_job(
     log = (paths.runs / run_id / "trainer.log").read_text()
     assert log.count("--- ") == 2 and "resume" in log
     assert store.get_run(run_id).status == "done"
+
+
+def test_a_pause_that_fails_is_a_failure_not_a_pause(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a trainer asked to pause that then failed (an error line, exit 1) was
+    recorded as paused: its cause dropped, the failure budget not counting it."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    monkeypatch.setenv("FAKE_STOP", "fails")
+    rate_many(store, make_turn, 8)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    wait_for_a_step(runner, changes)
+    runner.stop(pause=True, timeout=20)
+    run = store.get_run(run_id)
+    assert run.status == "failed" and run.error.startswith("disk full while saving")
 
 
 def test_stop_without_pause_cancels(
