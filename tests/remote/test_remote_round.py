@@ -209,6 +209,22 @@ def test_cancel_cleans_the_remote_folder_and_no_gpu_waits(
     assert not (tmp_path / "remote" / "runs" / run_id).exists(), said
 
 
+def test_a_failed_remote_round_leaves_no_copy_of_the_ratings_there(
+    sshd, ray_head, store, paths, tiny_model, tmp_path
+) -> None:
+    """Regression (a privacy review): only a done or cancelled round removed its remote run
+    folder; a failed one kept the examples and held-out files on the GPU box for good."""
+    rate(store, 4)
+    keep_secrets(sshd, ray_head)
+    training = remote_training(sshd, ray_head, tiny_model, tmp_path)
+    runner = runner_for(store, paths, training, max_seq_len=8)  # no answer token fits
+    run_id = runner.start()
+    assert runner.wait(180)
+    run = store.get_run(run_id)
+    assert run.status == "failed" and "max_seq_len" in run.error.splitlines()[0], run.error
+    assert not (tmp_path / "remote" / "runs" / run_id).exists()
+
+
 TRAY = """\
 import json, sys, time
 from rltray.app.config import Config, TrainingSettings

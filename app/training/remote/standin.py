@@ -326,6 +326,17 @@ class StandIn:
             else:
                 self.emit(line)
 
+    def _forget_run(self, run_dir: str) -> None:
+        """Remove a run folder on the remote machine; a failure to is said, not raised."""
+        if not run_dir or self.conn is None:
+            return
+        try:
+            self.conn.rmtree(run_dir)
+            self.emit({"type": "log", "message": f"removed {run_dir} on {self.cfg.host}"})
+        except Exception as exc:  # the round's own outcome matters more than its cleanup
+            self.emit({"type": "log", "message": f"could not remove {run_dir} on "
+                       f"{self.cfg.host}: {exc}"})  # fmt: skip
+
     def _conclude(self, sid: str, state: dict[str, Any]) -> int:
         assert self.conn is not None
         final, run_dir = self.final, str(state.get("remote_run") or "")
@@ -372,6 +383,9 @@ class StandIn:
                 self.emit({"type": "log", "message": f"removed {run_dir} on {self.cfg.host}"})
             self.emit(dict(final or {}))
             return EXIT_PAUSED
+        # A failed round is never resumed (the next one is built afresh), and its folder
+        # holds a copy of the user's ratings: it does not stay on the remote machine.
+        self._forget_run(run_dir)
         if kind == "error":
             self.emit(dict(final or {}))
             return EXIT_BAD_INPUT if final and final.get("kind") == "job" else EXIT_FAILED
