@@ -29,11 +29,15 @@ def service_lock(paths: Paths) -> BaseFileLock:
 
 def service_running(paths: Paths) -> bool:
     """Whether another process holds the service lock right now."""
-    from filelock import Timeout
-
     if not paths.lock.exists():
         return False
-    lock = service_lock(paths)
+    return held(service_lock(paths))
+
+
+def held(lock: BaseFileLock) -> bool:
+    """Whether someone else holds ``lock`` right now (a fresh lock object: not us)."""
+    from filelock import Timeout
+
     try:
         lock.acquire(timeout=0)
     except Timeout:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rltray.app import fileio
+from rltray.app import fileio, instance
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -110,14 +110,4 @@ def needs_settling(store: Store, paths: Paths, model: str) -> bool:
 def publishing(paths: Paths) -> bool:
     """Whether a publish or rollback of this data folder holds the lock right now (it ends
     by pointing ``latest`` at the active version, so a retry would only queue behind it)."""
-    from filelock import Timeout
-
-    lock = publish_lock(paths)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return True
-    except OSError:
-        return False
-    lock.release()
-    return False
+    return instance.held(publish_lock(paths))

@@ -21,8 +21,8 @@ from rltray.app.training.publisher import OllamaPublisher
 pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
 pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
 
-from tests.support.fake_ollama import FakeOllama
-from tests.support.tinygguf import GO_TEMPLATE, build_tiny_adapter, build_tiny_gguf
+from tests.support.fake_ollama import FakeOllama, serving_tiny
+from tests.support.tinygguf import build_tiny_adapter
 
 DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
 LATEST = "tiny-1m-rltray:latest"
@@ -30,11 +30,7 @@ LATEST = "tiny-1m-rltray:latest"
 
 @pytest.fixture
 def fake(tmp_path: Path):
-    server = FakeOllama(tmp_path / "ollama", "0.35.0").start()
-    server.install(
-        "tiny:1m", build_tiny_gguf(tmp_path / "tiny.gguf"), template=GO_TEMPLATE,
-        parameters={"stop": ["<|im_end|>"]},
-    )  # fmt: skip
+    server = serving_tiny(tmp_path)
     yield server
     server.stop()
 
