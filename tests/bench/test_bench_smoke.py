@@ -106,3 +106,14 @@ def test_attention_cost_times_both_attention_forms_and_the_decoding_matmuls() ->
     assert "0.1 MiB of probabilities" in proc.stdout  # 9 x 48 x 48 x 6 bytes
     last = proc.stdout.strip().splitlines()[-1]
     assert float(last.rsplit(":", 1)[1].split()[0]) > 0
+
+
+def test_round_phases_times_every_phase_of_a_real_round(tmp_path: Path) -> None:
+    got = _run([str(BENCH / "round_phases.py"), "--shape", "quick", "--examples", "4",
+                "--out", str(tmp_path)], 600)  # fmt: skip
+    (round_,) = got["rounds"]
+    phases = round_["phases"]
+    for phase in ("load the model", "round start", "optimisation loop", "end of the round",
+                  "  broken-answer check"):
+        assert phases[phase] > 0, phase
+    assert round_["main_s"] >= phases["optimisation loop"] + phases["end of the round"]
