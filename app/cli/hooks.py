@@ -29,22 +29,34 @@ def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False,
         return _status(ctx, agents)
     if action == "install":
         _refuse_when_nothing_to_install(agents, agent_name)
+    failed: list[tuple[Agent, UserError]] = []
     for agent in agents:
         if action == "install" and getattr(agent, "consent", None) and agent.detect():
             agent.accepted = accept or _accepts(ctx, agent)  # type: ignore[attr-defined]
         if reply_buttons is not None:
             agent.reply_buttons = reply_buttons == "on"  # type: ignore[attr-defined]
-        report = (
-            agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
-        )
+        try:  # one agent's unreadable file must not leave the others as they were
+            report = (agent.install(service.paths) if action == "install"
+                      else agent.uninstall(service.paths))  # fmt: skip
+        except UserError as exc:
+            if len(agents) == 1:
+                raise
+            failed.append((agent, exc))
+            continue
         if lessons_file:
             report.lines += _lessons_file(agent, service.paths)
         ctx.say((agent.display_name, "bold"))
         for line in report.lines:
             ctx.say(f"  {line}")
     service.store.log_event("hooks", f"hooks {action} for {agent_name}")
-    if action == "install":
+    if action == "install" and len(failed) < len(agents):
         _say_where_the_hooks_point(ctx, agents[0].command("claude-stop", service.paths))
+    for agent, exc in failed:
+        ctx.warn(f"{agent.display_name}: {exc}")
+    if failed:
+        names = ", ".join(agent.display_name for agent, _ in failed)
+        raise UserError(f"{action} did not finish for {names} (said above); every other "
+                        "agent is done.", failed[0][1].exit_code)
     return ExitCode.OK
 
 

@@ -231,9 +231,19 @@ def command_argv(command: object, shell: str = shellcommand.CMD) -> list[str]:
 
 
 def is_rltray_command(command: object) -> bool:
-    """True when a command string or argv list runs rltray's capture.py hook."""
+    """True when a command string or argv list runs rltray's capture.py hook.
+
+    The marker ``capture.py --home`` and, last, one of the hook program's own event
+    names: a user's own script that happens to be called capture.py and take a --home
+    (a notes tool, say) is theirs, never replaced or removed as ours.
+    """
+    from rltray.app.hooks import capture_core
+
     if isinstance(command, (list, tuple)):
         if not all(isinstance(part, str) for part in command):
             return False
         command = " ".join(command)
-    return isinstance(command, str) and _OURS.search(command) is not None
+    if not isinstance(command, str) or _OURS.search(command) is None:
+        return False
+    words = command.split()
+    return bool(words) and capture_core.is_event(words[-1].strip("'\""))

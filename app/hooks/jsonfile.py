@@ -37,11 +37,40 @@ def parse(data: bytes, path: Path | str) -> Any:
     if not text.strip():
         return {}
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_twice, parse_constant=_no_constant,
+                          parse_float=_finite)  # fmt: skip
     except json.JSONDecodeError as exc:
         raise JSONFileError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})."
         ) from exc
+    except _Unfaithful as exc:  # written back, it would say something else
+        raise JSONFileError(f"{path} {exc}; rltray would not write it back the same.") from exc
+
+
+class _Unfaithful(ValueError):
+    """A file json.loads reads but json.dumps would not write back with the same meaning."""
+
+
+def _no_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object; a key given twice is refused (all but the last would be dropped)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Unfaithful(f"has the key {key!r} twice in one object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _Unfaithful(f"holds {name}, which JSON does not allow")
+
+
+def _finite(text: str) -> float:
+    """A number; one too large for a float (read as infinity, written as Infinity) is refused."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _Unfaithful(f"holds the number {text}, too large to write back")
+    return value
 
 
 def parse_object(data: bytes, path: Path | str) -> dict[str, Any]:

@@ -66,3 +66,23 @@ def test_doctor_fails_when_the_installed_hooks_start_a_missing_program(
     assert cli("hooks", "install")[0] == ExitCode.OK  # the fix it names works
     assert hook_program().state == doctor.OK
     assert MOVED not in json.dumps(json.loads(settings.read_text()))
+
+
+def test_uninstall_goes_on_past_an_agent_whose_file_it_cannot_read(
+    agents_present: Path,
+) -> None:
+    """Regression: `rltray hooks uninstall` stopped at the first unreadable file and left
+    every later agent as it was: Codex kept rltray's notify wrapped around the user's own,
+    which stops running once rltray's environment is gone."""
+    config = agents_present / ".codex" / "config.toml"
+    config.write_text('model = "o3"\nnotify = ["notify-send", "Codex done"]\n')
+    before = config.read_text()
+    assert cli("hooks", "install")[0] == ExitCode.OK
+    assert "capture.py" in config.read_text()
+    settings = agents_present / ".claude" / "settings.json"
+    settings.write_text(settings.read_text().replace("{", "{,", 1))  # now broken by hand
+    code, _, err = cli("hooks", "uninstall")
+    assert code != ExitCode.OK
+    assert "Claude Code: " in err and "is not valid JSON" in err
+    assert "uninstall did not finish for Claude Code (said above)" in err
+    assert config.read_text() == before  # Codex's was undone all the same

@@ -93,14 +93,18 @@ def test_our_commands_are_recognised_in_every_spelling():
         r"C:\Program Files\rltray\capture.py",
         "--home",
         "D",
-        "x",
+        "claude-stop",
     ]
     assert is_rltray_command(subprocess.list2cmdline(win))
 
 
 @pytest.mark.parametrize(
     "other",
-    ["echo hi", "python mycapture.py --home x", "capture.py", ["notify-send", "done"], 42, None],
+    ["echo hi", "python mycapture.py --home x", "capture.py", ["notify-send", "done"], 42, None,
+     # regression: a user's own capture.py taking --home was taken for ours, replaced on
+     # install and deleted on uninstall; ours always ends with one of its events
+     "python3 ~/bin/capture.py --home ~/notes/inbox",
+     ["python3", "/home/me/bin/capture.py", "--home", "/home/me/notes"]],
 )
 def test_other_commands_are_not_ours(other):
     assert not is_rltray_command(other)
@@ -161,6 +165,19 @@ def test_parse_errors_name_the_file_and_position():
     with pytest.raises(jsonfile.JSONFileError, match="JSON object at the top level, not an array"):
         jsonfile.parse_object(b"[]", "/x/s.json")
     assert jsonfile.parse(b"  \n", "f") == {}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (b'{"hooks": {"Stop": []}, "hooks": {}}', "has the key 'hooks' twice in one object"),
+    (b'{"z": 1e400}', "holds the number 1e400, too large to write back"),
+    (b'{"z": NaN}', "holds NaN, which JSON does not allow"),
+])  # fmt: skip
+def test_a_file_that_would_not_come_back_the_same_is_refused(text: bytes, said: str) -> None:
+    """Regression: a duplicate key lost all but its last copy when written back, and a huge
+    number came back as Infinity, which Claude Code rejects with the whole file."""
+    with pytest.raises(jsonfile.JSONFileError, match=said):
+        jsonfile.parse(text, "/x/settings.json")
+    assert jsonfile.parse(b'{"n": 1e3, "m": -2.5e-3}', "f") == {"n": 1000.0, "m": -0.0025}
 
 
 # -- manifest and backups -------------------------------------------------------
