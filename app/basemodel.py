@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rltray.app import modelfiles
+from rltray.app.errors import UserError
+from rltray.app.userpath import user_path
 
 KEY = "training.base_model"
 KINDS = "a model folder (with config.json), a .gguf file, or a Hugging Face id in the local cache"
@@ -65,7 +67,10 @@ def problem(value: str, env: Mapping[str, str] | None = None) -> str | None:
     text = value.strip()
     if not text:
         return None
-    path = Path(text).expanduser()
+    try:
+        path = user_path(text)
+    except UserError as exc:
+        return f"{KEY}: {exc}"
     if path.is_dir():
         if (path / "config.json").is_file():
             return None

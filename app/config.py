@@ -589,7 +589,9 @@ def save_config(paths: Paths, config: Config) -> None:
             if fresh:
                 for line in _help_lines(setting):
                     table.add(tomlkit.comment(line))
-            table.add(setting.name, value)
+                table.add(setting.name, value)
+            else:  # item assignment: a section split in two (``[training.hyper]`` after
+                table[setting.name] = value  # another table) is a proxy with no ``add``
     paths.ensure()
     write_private_atomic(paths.config, tomlkit.dumps(doc).encode("utf-8"), mode=0o600)
 

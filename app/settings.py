@@ -111,6 +111,26 @@ class Settings:
         errors: dict[str, str] = {}
         changed: list[str] = []
         snapshot = config.load_config(self._paths)
+        try:
+            self._set_each(values, refuse, known, snapshot, errors, changed)
+        except BaseException:  # an unexpected failure must not leave half of a request saved
+            if all_or_nothing and changed:
+                with self._lock:
+                    config.save_config(self._paths, snapshot)
+                    self._stamp = ("written",)
+            raise
+        if errors and all_or_nothing and changed:
+            with self._lock:
+                config.save_config(self._paths, snapshot)
+                self._stamp = ("written",)
+            changed = []
+        return errors, changed
+
+    def _set_each(self, values: Mapping[str, Any], refuse: Any, known: set[str], snapshot: Any,
+                  errors: dict[str, str], changed: list[str]) -> None:
+        """The loop of :meth:`set_many`: fills ``errors`` and ``changed`` as it goes."""
+        from rltray.app import config
+
         for key, value in values.items():
             if key not in known:
                 errors[key] = f"There is no setting {key[:60]!r}."
@@ -130,12 +150,6 @@ class Settings:
                 continue
             if snapshot.get(key) != after:  # each key once: the snapshot holds its old value
                 changed.append(key)
-        if errors and all_or_nothing and changed:
-            with self._lock:
-                config.save_config(self._paths, snapshot)
-                self._stamp = ("written",)
-            changed = []
-        return errors, changed
 
     def _report(self, problem: str) -> None:
         if problem == self._problem:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request
@@ -43,7 +43,13 @@ def _local_day_start(text: str, field: str) -> str:
         day = date.fromisoformat(text)
     except ValueError:
         raise UserError(f"The {field} date must look like 2025-03-01, not {text!r}.") from None
-    return utc_iso(datetime.combine(day, time()).astimezone())
+    try:  # the first and last days a date can name have no local start in UTC, or no next day
+        start = datetime.combine(day, time()).astimezone()
+        (start + timedelta(days=1)).astimezone(timezone.utc)
+        return utc_iso(start)
+    except (ValueError, OverflowError):
+        raise UserError(f"The {field} date {text} is out of range; give a date "
+                        "between the years 1 and 9999.") from None
 
 
 def current_filter(query: TurnQuery) -> TurnFilter:

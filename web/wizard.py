@@ -18,6 +18,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify, render_template, request
 from rltray.app.errors import UserError
+from rltray.app.userpath import user_path
 from rltray.web import lessons_view, machine, models, ollama_models
 from rltray.web.settings import save_values
 from rltray.web.state import state
@@ -179,7 +180,7 @@ def api_models() -> Any:
     folder = (request.get_json(silent=True) or {}).get("folder")  # a JSON object or none
     folder = folder.strip() if isinstance(folder, str) else ""
     if folder:
-        path = Path(folder).expanduser()
+        path = user_path(folder)
         if not path.exists():
             raise UserError(f"{folder} is not on this machine.")
         roots.append(str(path))

@@ -162,3 +162,61 @@ def test_well_formed_requests_still_work(client, service, rated) -> None:
     assert service.store.active_rating(rated).comment == "kept"
     listed = client.get("/api/turns?limit=5&offset=0&rating=bad&q=&agent=&tag=")
     assert listed.status_code == 200 and [t["id"] for t in listed.get_json()["turns"]] == [rated]
+
+
+# -- inputs that still answered 500 (a review of the web app) ------------------------------
+
+
+@pytest.mark.parametrize("query", ["until=9999-12-31", "since=0001-01-01"])
+def test_a_date_at_the_edge_of_the_calendar_is_refused_in_one_sentence(client, query) -> None:
+    response = client.get(f"/api/turns?{query}")
+    assert_error(response, 400, "UserError")
+    assert "is out of range; give a date between the years 1 and 9999" in (
+        response.get_json()["error"]["message"])  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "said"), [
+    ("~nosuchuser/models/m", "there is no user 'nosuchuser' on this machine"),
+    ("/tmp/a\x00b", "is not a path: it holds a NUL character"),
+])  # fmt: skip
+def test_a_path_that_cannot_be_one_is_refused_and_nothing_is_saved(
+    client, service, path: str, said: str
+) -> None:
+    """It answered 500 (RuntimeError from expanduser), with the request's other keys saved,
+    though /api/settings saves all or nothing."""
+    body = {"notify.every_nth": 7, "training.base_model": path}
+    before = service.settings().notify.every_nth
+    response = post_json(client, "/api/settings", body)
+    assert response.status_code == 400 and said in response.get_json()["error"]["message"]
+    assert service.settings().notify.every_nth == before
+    message = refused(service, send(client, "/api/setup/models", {"folder": path}))
+    assert said in message
+
+
+def test_a_training_section_split_in_two_is_written_not_a_500(client, service) -> None:
+    """Regression: ``[training.hyper]`` after another table (how the custom preset is
+    written by hand) made ``[training]`` a proxy tomlkit cannot ``add`` to."""
+    service.paths.config.write_text('[training]\npreset = "custom"\n\n[notify]\nevery_nth = 5\n'
+                                    '\n[training.hyper]\nlr = 5e-5\n')  # fmt: skip
+    response = post_json(client, "/api/settings", {"training.min_ratings": 40,
+                                                   "notify.every_nth": 3})  # fmt: skip
+    assert response.status_code == 200, response.get_json()
+    written = config.load_config(service.paths)
+    assert (written.training.min_ratings, written.notify.every_nth) == (40, 3)
+    assert written.training.hyper == {"lr": 5e-5}
+
+
+def test_an_ssh_key_file_is_read_only_as_far_as_a_key_can_be(client, service, tmp_path) -> None:
+    """Regression: the file was read whole before the check; /dev/zero took the process to
+    22.8 GB and the kernel's OOM killer."""
+    big = tmp_path / "id_ed25519"
+    with big.open("wb") as fh:
+        fh.truncate(4 * 2**30)  # sparse: 4 GiB on paper, nothing on disk
+    message = refused(service, send(client, "/api/setup/remote/key", {"path": str(big)}))
+    assert "is not a private key (it is larger than any is)" in message
+    fifo = tmp_path / "fifo"
+    import os
+
+    os.mkfifo(fifo)
+    assert "is not a file" in refused(service, send(client, "/api/setup/remote/key",
+                                                    {"path": str(fifo)}))  # fmt: skip

@@ -12,11 +12,17 @@ the runner re-attaches to it after a tray restart (:func:`attachable`).
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 from rltray.app.errors import UserError
+from rltray.app.userpath import user_path
+
+#: The most a private key file may hold (an RSA-16384 key in PEM is under 13 kB).
+KEY_FILE_LIMIT = 64 * 1024
 
 STATE_FILE = "remote.json"
 SSH_KEY_SECRET = "remote-ssh-key"
@@ -39,8 +45,17 @@ def read_private_key(name: str) -> str:
     CLI's `rltray remote key` and the wizard both read it here."""
     if not name.strip():
         raise UserError("Name the private key file, e.g. ~/.ssh/id_ed25519.")
-    try:
-        text = Path(name.strip()).expanduser().read_text(encoding="utf-8")
+    path = user_path(name.strip())
+    try:  # a key is a few kB: a mistyped path to a model file, /dev/zero or a FIFO is not
+        # (non-blocking: opening a FIFO would wait for a writer)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise UserError(f"{name.strip()} is not a file.")
+            raw = fh.read(KEY_FILE_LIMIT + 1)
+        if len(raw) > KEY_FILE_LIMIT:
+            raise UserError(f"{name.strip()} is not a private key (it is larger than any is).")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise UserError(f"Cannot read the key file {name.strip()}: {reason}.") from None

@@ -69,6 +69,8 @@ def server_fingerprint(host: str, port: int) -> str:
         raise RemoteError(
             f"Cannot reach {host}:{port} over SSH: {exc or type(exc).__name__}."
         ) from None
+    except (ValueError, UnicodeError):  # a NUL, a label over 63 characters: no host name
+        raise RemoteError(f"{host!r} is not a host name or an address.") from None
     if key is None:
         raise RemoteError(f"{host}:{port} showed no host key.")
     return str(key.get_fingerprint("sha256"))
