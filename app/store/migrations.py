@@ -274,6 +274,20 @@ def m010_lesson_members(conn: sqlite3.Connection) -> None:
     _run(conn, "ALTER TABLE lessons ADD COLUMN members TEXT")
 
 
+def m011_id_marks(conn: sqlite3.Connection) -> None:
+    """The highest turn and rating id ever given, so a deleted one's id is never given again.
+
+    ``turns.id`` and ``ratings.id`` are INTEGER PRIMARY KEYs without AUTOINCREMENT:
+    SQLite gives the newest deleted row's id to the next row. An id held anywhere (a
+    browser tab, an API client, a notification, `rltray rate 42` copied from a listing,
+    a lesson's key) then named another turn: a rating by it landed there. Rebuilding the
+    tables with AUTOINCREMENT would move every row of a user's file; this one table,
+    written when turns are deleted (``turns.forget``) and read when one is added, does
+    the same for new ids.
+    """
+    _run(conn, "CREATE TABLE id_marks (name TEXT PRIMARY KEY, high INTEGER NOT NULL)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -285,6 +299,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m008_lessons,
     m009_turn_messages,
     m010_lesson_members,
+    m011_id_marks,
 )
 
 

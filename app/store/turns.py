@@ -83,6 +83,15 @@ def forget(conn: sqlite3.Connection, source_keys: list[str]) -> int:
             )
         if "turn_tags" in have:
             conn.execute(f"DELETE FROM turn_tags WHERE turn_id IN ({ids})", chunk)
+        if "id_marks" in have:  # the deleted ids are never given again (migration m011)
+            for table, ids_of in (("turns", ids), ("ratings", f"SELECT id FROM ratings "
+                                                   f"WHERE turn_id IN ({ids})")):
+                conn.execute(
+                    f"INSERT INTO id_marks (name, high) SELECT ?, MAX(id) FROM {table}"
+                    f" WHERE id IN ({ids_of}) HAVING MAX(id) IS NOT NULL"
+                    " ON CONFLICT (name) DO UPDATE SET high = MAX(high, excluded.high)",
+                    (table, *chunk),
+                )
         if "lessons" in have:
             # A lesson drawn from comments is keyed by its first turn's id ("c<id>"): the
             # decisions kept under a deleted turn's key (the user's edited words, pinned,
@@ -99,6 +108,13 @@ def forget(conn: sqlite3.Connection, source_keys: list[str]) -> int:
         deleted += conn.execute(f"DELETE FROM turns WHERE source_key IN ({marks})", chunk).rowcount
     return deleted
 
+
+#: The next id of a table: above every row's and every deleted row's (``id_marks``).
+_NEXT_ID = (
+    "(SELECT MAX(COALESCE((SELECT MAX(id) FROM {0}), 0),"
+    " COALESCE((SELECT high FROM id_marks WHERE name = '{0}'), 0)) + 1)"
+)
+_NEXT_TURN, _NEXT_RATING = _NEXT_ID.format("turns"), _NEXT_ID.format("ratings")
 
 _RATING_COLS = (
     "id, turn_id, value, comment, source, rated_at, withdrawn_at, withdrawn_by, trained_run_id, "
@@ -172,9 +188,9 @@ class TurnsAndRatings(StoreBase):
             ).fetchone():
                 return 0, False  # the user deleted this turn: a re-report must not revive it
             cur = conn.execute(
-                "INSERT INTO turns (source_key, agent, session, turn, prompt, response, context,"
-                " cwd, model, captured_at, ingested_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-                " ON CONFLICT (source_key) DO NOTHING",
+                "INSERT INTO turns (id, source_key, agent, session, turn, prompt, response,"
+                f" context, cwd, model, captured_at, ingested_at) VALUES ({_NEXT_TURN},"
+                " ?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (source_key) DO NOTHING",
                 (key, agent, session, turn, *values, utc_iso(rec.get("captured_at")), utc_iso()),
             )
             if cur.rowcount == 1:
@@ -318,8 +334,8 @@ class TurnsAndRatings(StoreBase):
                 (when, source, turn_id),
             )
             cur = conn.execute(
-                "INSERT INTO ratings (turn_id, value, comment, source, rated_at, score)"
-                " VALUES (?,?,?,?,?,?)",
+                "INSERT INTO ratings (id, turn_id, value, comment, source, rated_at, score)"
+                f" VALUES ({_NEXT_RATING}, ?,?,?,?,?,?)",
                 (turn_id, value, comment or None, source, when, score),
             )
             row = conn.execute(f"SELECT {_RATING_COLS} FROM ratings WHERE id = ?", (cur.lastrowid,))

@@ -235,8 +235,9 @@ def test_an_agent_that_cannot_be_told_lessons_gets_no_switch(service: Service) -
 
 def test_a_deleted_turns_lesson_decisions_go_with_it(service: Service, make_turn) -> None:
     """Regression: a lesson's decisions are kept under its first turn's id ("c<id>"); the
-    row outlived the deleted turn, and the next turn given that id (SQLite reuses the
-    newest id) inherited its edited words, pinned and global, told in every project."""
+    row outlived the deleted turn, and the next turn given that id (SQLite reused the
+    newest id; migration m011 stops that) inherited its edited words, pinned and global,
+    told in every project."""
     service.set_setting("lessons.codex", True)
     first = turn(service, make_turn)
     service.rate(first, -1, comment="mentioned the acquisition codename in a commit")
@@ -247,10 +248,10 @@ def test_a_deleted_turns_lesson_decisions_go_with_it(service: Service, make_turn
     service.delete_turns([first], "a test")
     assert service.store.lesson_row(key) is None
     again = turn(service, make_turn, cwd=BLOG)
-    assert f"c{again}" == key  # the id is given again ...
+    assert f"c{again}" != key  # the id is not given again
     service.rate(again, -1, comment="too verbose")
     told_now = told(service, BLOG) or ""
-    assert "too verbose" in told_now and "Falcon" not in told_now  # ... its decisions are not
+    assert "too verbose" in told_now and "Falcon" not in told_now
     assert "Falcon" not in (told(service, SHOP) or "")
 
 

@@ -150,6 +150,21 @@ def test_marking_a_selection_good_keeps_a_graded_answer_and_its_training(
     assert service.store.active_rating(plain).value == 1  # type: ignore[union-attr]
 
 
+def test_a_deleted_turns_id_is_never_given_again(service: Service) -> None:
+    """Regression: SQLite gave the newest deleted turn's id (and its ratings' ids) to the
+    next ones, so `rltray rate 3` copied from an old listing, an open browser tab or an API
+    client rated another agent's answer without a word."""
+    first, second = add_turn(service, "a"), add_turn(service, "b")
+    service.rate(second, 1)
+    old_rating = service.store.active_rating(second).id  # type: ignore[union-attr]
+    service.delete_turns([second], "a test")
+    third = add_turn(service, "c")
+    assert third > second > first
+    with pytest.raises(UserError, match=f"There is no turn {second}"):
+        service.rate(second, -1)
+    assert service.rate(third, -1).rating.id > old_rating
+
+
 def test_ratings_record_where_they_came_from(service: Service) -> None:
     turn = add_turn(service)
     service.rate(turn, 1, source="api")
