@@ -45,3 +45,25 @@ def test_the_model_step_offers_ollamas_models_and_gguf_files(
     assert errors == []  # the old step left an uncaught promise rejection here
     current = config.load_config(service.paths)
     assert (current.training.base_model, current.ollama.model) == (str(blob), "tiny:latest")
+
+
+def test_saving_the_model_step_keeps_the_ollama_model_ollama_does_not_list(
+    page, server, service, tmp_path  # noqa: F811
+) -> None:
+    """Regression: with Ollama down its menu held only "(none)", so saving the step set
+    ollama.model to "" and publishing stopped without the user choosing that."""
+    from tests.web.webtesting import write_model_folder
+
+    service.set_setting("ollama.model", "qwen2.5-coder:7b")
+    folder = write_model_folder(tmp_path / "models" / "tiny-llama")
+    page.goto(server.launch_url("setup") + "#model")
+    page.wait_for_selector("#model-list >> text=Models Ollama serves")
+    page.fill("#model-folder", str(folder.parent))
+    page.click("#model-look")
+    page.check(f"input[name='model-pick'][value='{folder}']")
+    assert page.input_value("#ollama-pick") == "qwen2.5-coder:7b"
+    assert "does not list it at the moment" in page.inner_text("#ollama-pick")
+    page.click("#model-save")
+    page.wait_for_selector("#model-result p")
+    current = config.load_config(service.paths)
+    assert (current.training.base_model, current.ollama.model) == (str(folder), "qwen2.5-coder:7b")

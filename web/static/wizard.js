@@ -148,6 +148,12 @@
       select.append(el("option", { value: o.name, selected: o.name === data.chosen.ollama },
         `${o.name} — ${o.architecture || "?"}, ${o.layers ?? "?"} layers, hidden ${o.hidden_size ?? "?"}`));
     }
+    // The model set now stays on offer when Ollama does not list it (not running, say):
+    // saving the step must not quietly stop publishing.
+    if (data.chosen.ollama && !served.some((o) => o.name === data.chosen.ollama)) {
+      select.append(el("option", { value: data.chosen.ollama, selected: true },
+        `${data.chosen.ollama} (set now; Ollama does not list it at the moment)`));
+    }
     ollama.append(el("label", { for: "ollama-pick" }, "Publish trained versions to this Ollama model: "), select);
     chosenModel = chosen || null;
     document.getElementById("model-save").disabled = !chosenModel;
