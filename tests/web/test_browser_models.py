@@ -65,5 +65,6 @@ def test_saving_the_model_step_keeps_the_ollama_model_ollama_does_not_list(
     assert "does not list it at the moment" in page.inner_text("#ollama-pick")
     page.click("#model-save")
     page.wait_for_selector("#model-result p")
+    shot(page, "wizard-2-model-ollama-down", "Setup")
     current = config.load_config(service.paths)
     assert (current.training.base_model, current.ollama.model) == (str(folder), "qwen2.5-coder:7b")
