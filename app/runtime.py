@@ -101,6 +101,7 @@ class Runtime:
         self._stopping = threading.Event()
         self._worker = threading.Thread(target=self._run, name="rltray-worker", daemon=True)
         self._ordinal = 0  # turns seen, for "ask about every Nth turn"
+        self._asked_through: int | None = None  # the newest turn id considered for a question
         self._rating_mark: tuple[int, str] | None = None  # store.rating_changes' last mark
         self._runs_told: set[str] | None = None  # finished runs already told (None: not read)
         self.snoozed_until: datetime | None = None
@@ -228,10 +229,16 @@ class Runtime:
                 self.service.store.log_event("service", f"{type(exc).__name__}: {exc}")
 
     def _ingest(self) -> None:
+        store = self.service.store
+        if self._asked_through is None:  # turns stored before this start are not asked about
+            self._asked_through = next(iter(store.turn_ids_after(None)), 0)
         report = self.service.ingest()
         if self.on_ingest is not None:
             self.on_ingest(report)
-        for turn_id in report.new_turns:
+        # Every turn stored since the last pass, whoever ingested it: this worker, the API's
+        # POST /api/ingest, or a CLI command that drained the spool while the tray was busy.
+        for turn_id in store.turn_ids_after(self._asked_through):
+            self._asked_through = turn_id
             self._ordinal += 1
             self._maybe_ask(turn_id, report.durations.get(turn_id))
 

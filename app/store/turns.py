@@ -218,6 +218,15 @@ class TurnsAndRatings(StoreBase):
         rows = self._read(f"{_TURN_SELECT} WHERE t.source_key = ?", (key,))
         return _turn(rows[0]) if rows else None
 
+    def turn_ids_after(self, after: int | None) -> list[int]:
+        """Ids of turns stored after id ``after`` (ids only grow: migration m011), oldest
+        first; ``None``: none, only the mark to start from (``[max id]``, or ``[]``)."""
+        if after is None:
+            rows = self._read("SELECT MAX(id) FROM turns")
+            return [int(rows[0][0])] if rows and rows[0][0] is not None else []
+        return [int(r[0]) for r in self._read("SELECT id FROM turns WHERE id > ? ORDER BY id",
+                                              (int(after),))]  # fmt: skip
+
     def newest_turn(self, agent: str | None = None) -> Turn | None:
         """The turn captured last (rated or not): the answer the user just read."""
         turns = self.list_turns(limit=1, agent=agent)

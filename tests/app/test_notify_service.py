@@ -86,6 +86,24 @@ def test_a_turn_rated_with_rl_before_the_service_saw_it_is_not_asked_about(
     assert rating is not None and rating.source == "agent"
 
 
+def test_a_turn_another_process_stored_is_asked_about_too(
+    service: Service, notification_server: NotificationServer, start_runtime: Any
+) -> None:
+    """Regression: the tray asked only about the turns its own worker ingested; a turn
+    stored by POST /api/ingest (or a CLI command that drained the spool while the tray was
+    busy) was never asked about, and nothing said why."""
+    config.set_value(service.paths, "notify.ask", "every")
+    start_runtime(service, scheduler=False, api=False)
+    other = Service(service.paths)  # the API's thread or a CLI process, storing on its own
+    try:  # stored without the spool the worker watches: only the ids show it
+        other.store.add_turn({"agent": "codex", "session": "s9", "turn": "t9", "prompt": "q",
+                              "response": "stored by someone else"})  # fmt: skip
+    finally:
+        other.close()
+    notification_server.wait_for_calls(1, timeout=30)
+    assert asked(notification_server) == ["stored by someone else"]
+
+
 def wait_closed(server: NotificationServer, notification_id: int, timeout: float = 15.0) -> None:
     with server.service.changed:
         assert server.service.changed.wait_for(
