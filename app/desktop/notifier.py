@@ -450,6 +450,9 @@ class Notifier:
             logger.exception("on_rating failed for turn %s", turn_id)
 
     async def _shutdown(self) -> None:
+        # A rating bubble left on screen would outlive this process with buttons nothing
+        # answers (the server keeps it; a press just closes it): take them all down.
+        await self._withdraw(list(self._shown))
         bus = getattr(getattr(self._desktop, "_backend", None), "bus", None)
         if bus is not None:
             bus.disconnect()

@@ -194,6 +194,18 @@ def test_an_older_notification_rates_its_own_turn_not_the_newest(
     assert recorder.wait_ratings(2) == [(1, -1, None), (2, 1, None)]
 
 
+def test_closing_takes_its_rating_notifications_down(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    """Regression: bubbles left on screen after rltray quit (or restarted) kept Good / Bad
+    buttons nothing answered: a press closed the bubble and rated nothing, said nothing."""
+    notifier = make_notifier()
+    first = ask_and_wait(notifier, recorder, notification_server, 10)
+    second = ask_and_wait(notifier, recorder, notification_server, 11)
+    notifier.close()
+    assert {first, second} <= set(notification_server.service.closed)
+
+
 def test_dismissed_or_expired_rates_nothing(
     notification_server: NotificationServer, make_notifier, recorder: Recorder
 ) -> None:
