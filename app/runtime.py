@@ -167,7 +167,6 @@ class Runtime:
             return
         self._stopping.set()
         self._wake.set()
-        self._work.put(None)
         self._unpublish()  # first: a CLI must not find a service that is going away
         with contextlib.suppress(ValueError):
             self.service.listeners.remove(self._gate_changed)
@@ -182,6 +181,9 @@ class Runtime:
             if part is not None:
                 with contextlib.suppress(Exception):
                     getattr(part, how)()
+        # The worker's end comes after the notifier closed: a Good pressed while the
+        # scheduler wound down is a job queued before it, not thrown away behind it.
+        self._work.put(None)
         if self._worker.is_alive():
             self._worker.join(timeout=10)
         runner = self.service.runner_if_started()
@@ -201,7 +203,9 @@ class Runtime:
     # -- the worker ----------------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
+        # Ends at the queue's end marker (``stop`` puts it last), not when stopping begins:
+        # the jobs queued before it (a rating pressed while rltray quits) still run.
+        while True:
             self._wake.wait(POLL_SECONDS)
             self._wake.clear()
             while True:

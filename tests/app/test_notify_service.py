@@ -197,3 +197,30 @@ def test_the_end_of_a_training_round_is_told_quietly(
     notification_server.wait_for_calls(3)
     time.sleep(0.5)
     assert len([c for c in notification_server.calls if "training" in c.summary]) == 1
+
+
+def test_a_good_pressed_while_rltray_quits_is_kept(
+    service: Service, notification_server: NotificationServer, start_runtime: Any
+) -> None:
+    """Regression: stop() put the worker's end first and closed the notifier later, and the
+    worker left as soon as stopping began: a press in between (while the scheduler waited
+    for a gate tick) was accepted by the server, queued, and never run."""
+    import threading
+
+    config.set_value(service.paths, "notify.ask", "every")
+    runtime = start_runtime(service, scheduler=False, api=False)
+    spool(service.paths.home, "t1", "an answer")
+    (call,) = notification_server.wait_for_calls(1, timeout=15)
+
+    class SlowScheduler:  # Scheduler.shutdown(wait=True) waiting for a gate tick to end
+        def shutdown(self) -> None:
+            time.sleep(1.5)
+
+    runtime.scheduler = SlowScheduler()
+    quitting = threading.Thread(target=runtime.stop)
+    quitting.start()
+    time.sleep(0.5)
+    notification_server.invoke_action(call.id, "good")
+    quitting.join(15)
+    rating = service.store.turn_by_source_key("codex:s1:t1").rating  # type: ignore[union-attr]
+    assert rating is not None and (rating.value, rating.source) == (1, "notification")
