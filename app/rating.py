@@ -13,7 +13,8 @@ same way wherever the rating comes from:
   the new one keeps the earlier comment unless a new comment is given;
 * a notification's button never overrides a rating given anywhere else: the
   notification may have sat on screen for an hour, and a click on it must not
-  undo what the user said since in the CLI or the agent.
+  undo what the user said since in the CLI or the agent (its reply, giving the
+  same verdict a reason that rating lacks, is kept as the comment).
 
 Graded ratings: a 1-5 score instead of one click (``rltray rate 42 4``, ``/rl 4``,
 keys 1-5 in the ratings browser). 4 and 5 are good, 1 and 2 bad, and the
@@ -112,6 +113,11 @@ def apply(
         current = store.active_rating(turn_id)
         if current is not None:
             if source == NOTIFICATION and current.source != NOTIFICATION:
+                # A reply that only says why, to the very verdict given elsewhere, is kept
+                # as that verdict's comment; anything else from an old bubble is refused.
+                if (current.value == value and current.score == score and comment
+                        and not current.comment):  # fmt: skip
+                    return Applied(store.set_comment(turn_id, comment), changed=True)
                 return Applied(current, changed=False, stale=True)
             if current.value == value and current.score == score:
                 if comment is None or comment == current.comment:

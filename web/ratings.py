@@ -206,6 +206,8 @@ def api_rate(turn_id: int, body: RateTurnBody) -> Any:
         kind = rating.label(value, None)
         raise UserError(f"A score of {body.score} is {kind}, not {body.value}.")
     if value == 0:
+        if body.comment:  # it would be dropped without a word: a withdrawal keeps no comment
+            raise UserError("A withdrawn rating keeps no comment; rate the turn to say why.")
         service.unrate(turn_id, rating_source())
     else:
         service.rate(

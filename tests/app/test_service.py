@@ -99,6 +99,10 @@ def test_a_notification_click_never_overrides_a_rating_given_since(service: Serv
     assert outcome.stale and not outcome.changed
     assert history(service, turn) == [(-1, None, "cli", True)]
     assert any("older notification" in e["message"] for e in service.store.events(limit=5))
+    # Regression: its reply, the same verdict with the reason the CLI's lacks, was dropped
+    kept = service.rate(turn, -1, comment="broke the build", source="notification")
+    assert kept.changed and history(service, turn) == [(-1, "broke the build", "cli", True)]
+    assert service.rate(turn, -1, comment="other words", source="notification").stale
     # a notification may still change its own answer, and rates an unrated turn
     other = add_turn(service, "t2")
     service.rate(other, 1, source="notification")

@@ -220,3 +220,10 @@ def test_an_ssh_key_file_is_read_only_as_far_as_a_key_can_be(client, service, tm
     os.mkfifo(fifo)
     assert "is not a file" in refused(service, send(client, "/api/setup/remote/key",
                                                     {"path": str(fifo)}))  # fmt: skip
+
+
+def test_a_withdrawal_with_a_comment_is_refused_not_dropped(client, service, rated) -> None:
+    """Regression: {"value": 0, "comment": ...} answered 200 and dropped the comment."""
+    message = refused(service, send(client, f"/api/turns/{rated}/rating",
+                                    {"value": 0, "comment": "wrong file"}))  # fmt: skip
+    assert "keeps no comment" in message
