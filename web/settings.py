@@ -44,6 +44,17 @@ def label(setting: Any) -> str:
     return str(setting.label)
 
 
+#: Prefix of the hidden fields holding each setting's value as the page showed it.
+WAS = "was."
+
+
+def _as_text(value: Any) -> str:
+    """A setting's value as its form field sends it back unchanged."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
 def _form_value(setting: Any, form: Any) -> Any:
     """A form's text for one setting; a checkbox's absence means false (hidden field first)."""
     values = form.getlist(setting.key)
@@ -101,9 +112,13 @@ def _page(errors: dict[str, str] | None = None, form: Any = None, status: int = 
     sections: dict[str, list[dict[str, Any]]] = {}
     for s in settings:
         value = current.get(s.key)
+        was = _as_text(value)
         if form is not None and s.key in (errors or {}):
             value = _form_value(s, form)
-        sections.setdefault(s.section, []).append({"s": s, "value": value, "label": label(s)})
+            was = form.get(WAS + s.key, was)
+        sections.setdefault(s.section, []).append(
+            {"s": s, "value": value, "label": label(s), "was": was}
+        )
     html = render_template(
         "settings.html",
         sections=sections,
@@ -131,6 +146,10 @@ def save() -> Any:
     for s in config.describe():
         text = _form_value(s, request.form)
         if text is None:
+            continue
+        if text == request.form.get(WAS + s.key):
+            # not changed on this page: what is in effect now stays (a pause from the tray
+            # or a hand edit made while the page was open must not be put back)
             continue
         if s.type != "str" and str(text).strip().lower() == str(current.get(s.key)).lower():
             continue

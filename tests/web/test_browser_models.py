@@ -68,3 +68,20 @@ def test_saving_the_model_step_keeps_the_ollama_model_ollama_does_not_list(
     shot(page, "wizard-2-model-ollama-down", "Setup")
     current = config.load_config(service.paths)
     assert (current.training.base_model, current.ollama.model) == (str(folder), "qwen2.5-coder:7b")
+
+
+def test_a_wizard_step_saves_only_what_was_changed_on_it(
+    page, server, service  # noqa: F811
+) -> None:
+    """Regression: Next sent every field of the step as the page had shown it, putting back
+    a hand edit of config.toml made while the wizard was open."""
+    service.set_setting("training.min_ratings", 32)
+    page.goto(server.launch_url("setup"))
+    page.wait_for_selector("#agents")
+    text = service.paths.config.read_text().replace("min_ratings = 32", "min_ratings = 100")
+    service.paths.config.write_text(text)
+    page.click("#steps a[href='#schedule']")
+    page.wait_for_selector("#schedule:not([hidden])")
+    page.click("#next")
+    page.wait_for_selector("#notify:not([hidden])")
+    assert config.load_config(service.paths).training.min_ratings == 100

@@ -129,3 +129,26 @@ def test_each_setting_is_labelled_in_words_with_its_key_as_a_hint(client) -> Non
         assert f"{escape(words)} {hint}" in text or f"{escape(words)}</label> {hint}" in text, key
     assert labels["training.base_model"] == "Base model"
     assert labels["training.require_ac_power"] == "Require AC power"
+
+
+def test_saving_the_page_leaves_what_changed_elsewhere_since_it_was_shown(
+    client, service
+) -> None:
+    """Regression: the form sent every field as the page had shown it, so a pause from the
+    tray or a hand edit of config.toml made while the page was open was put back on Save,
+    while the page said "Saved."."""
+    import html
+    import re
+
+    shown = client.get("/settings").get_data(as_text=True)
+    was = {html.unescape(k): html.unescape(v) for k, v in
+           re.findall(r'name="(was\.[^"]+)" value="([^"]*)"', shown)}  # fmt: skip
+    assert was["was.training.automatic"] == "true" and "was.notify.every_nth" in was
+    page = _form(client)  # the fields as the page showed them ...
+    service.set_setting("training.automatic", False)  # ... then the tray pauses training
+    service.set_setting("training.min_ratings", 100)  # ... and config.toml is edited by hand
+    response = client.post("/settings", data={**page, **was, "notify.every_nth": "5"})
+    assert response.status_code == 303 and "saved=1" in response.headers["Location"]
+    now = config.load_config(service.paths)
+    assert (now.notify.every_nth, now.training.automatic, now.training.min_ratings) == (
+        5, False, 100)  # fmt: skip

@@ -24,11 +24,21 @@
   }
 
   // -- saving the fields of a step ----------------------------------------------------
+  // Only the fields changed on the page are sent: one sent as it was shown would put back
+  // a value changed meanwhile elsewhere (a pause from the tray, a hand edit of config.toml).
+  const SETTINGS = "input[name*='.'], select[name*='.']";  // "section.key"; pickers are not
+  function shown(input) {
+    if (input.type === "radio") return input.checked ? input.value : null;
+    return input.type === "checkbox" ? String(input.checked) : input.value;
+  }
+  function remember(root) { root.querySelectorAll(SETTINGS).forEach((i) => { i.dataset.was = shown(i); }); }
+  remember(document);
+
   function values(step) {
     const out = {};
-    // only settings (their names are "section.key"); pickers like model-pick are not saved here
-    step.querySelectorAll("input[name*='.'], select[name*='.']").forEach((input) => {
+    step.querySelectorAll(SETTINGS).forEach((input) => {
       if (input.type === "radio" && !input.checked) return;
+      if (shown(input) === input.dataset.was) return;  // not changed here: left as it is now
       out[input.name] = input.type === "checkbox" ? input.checked : input.value;
     });
     return out;
@@ -41,6 +51,7 @@
     try {
       const result = await call("POST", "/api/settings", data);
       document.getElementById("save-status").textContent = result.changed.length ? "Saved." : "";
+      remember(step);
       return true;
     } catch (err) {
       const fields = (err.data && err.data.error && err.data.error.fields) || {};
