@@ -287,6 +287,15 @@ class Editor:
             f"rltray cannot create a backup of {state.path} in {self.paths.backups}."
         )
 
+    def put_back(self, state: FileState, entry: dict[str, Any] | None) -> None:
+        """Undo an :meth:`install` whose install went no further: the file as ``state``
+        read it (gone again if it did not exist), the manifest entry as it was."""
+        if state.existed:
+            self._write(state, state.data)
+        else:
+            state.path.unlink(missing_ok=True)
+        self.manifest.put(state.path, entry)
+
     def _write(self, state: FileState, data: bytes, mode: int | None = None) -> None:
         state.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if mode is None:

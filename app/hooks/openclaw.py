@@ -104,10 +104,15 @@ class OpenClaw(Agent):
         _table(plugins, "entries")[PLUGIN_ID] = wanted
         editor = Editor(paths, self.name)
         pristine = ours is None and not self._linked(doc)
+        recorded = editor.manifest.get(state.path)
         editor.install(state, jsonfile.dumps_like(new, state.data or None), pristine=pristine,
                        report=report)
-        self._cli(["plugins", "install", "--link", str(PLUGIN_DIR), "--force",
-                   "--accept-capabilities"], "link rltray's plugin")
+        try:
+            self._cli(["plugins", "install", "--link", str(PLUGIN_DIR), "--force",
+                       "--accept-capabilities"], "link rltray's plugin")
+        except HookInstallError as exc:  # the entry must not stay enabled with no plugin
+            editor.put_back(state, recorded)
+            raise HookInstallError(f"{exc} {state.path} is as it was.") from None
         after = read_config(state.path)
         entry = editor.manifest.get(state.path)
         if entry is not None:  # OpenClaw's own edit (load path, meta) is part of the install

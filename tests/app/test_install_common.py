@@ -218,3 +218,29 @@ def test_editor_backups_never_overwrite_each_other(paths: Paths, tmp_path: Path)
     assert len(set(made)) == 3
     assert sorted(p.read_text() for p in made) == ["0", "1", "2"]
     assert oct(paths.backups.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_failed_openclaw_plugin_link_leaves_openclaw_json_as_it_was(
+    paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the rltray entry (enabled, with conversation access) was written before
+    `openclaw plugins install` ran, and stayed when it failed."""
+    import os
+
+    from rltray.app.hooks.base import HookInstallError
+    from rltray.app.hooks.openclaw import OpenClaw
+
+    program = tmp_path / "bin" / "openclaw"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\necho 'Error: gateway config invalid' >&2\nexit 1\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{program.parent}{os.pathsep}{os.environ['PATH']}")
+    config = Path(os.environ["HOME"]) / ".openclaw" / "openclaw.json"
+    config.parent.mkdir(parents=True)
+    original = b'{\n  "agents": {"defaults": {"model": "x"}}\n}\n'
+    config.write_bytes(original)
+    agent = OpenClaw()
+    agent.accepted = True
+    with pytest.raises(HookInstallError, match=r"gateway config invalid.* is as it was"):
+        agent.install(paths)
+    assert config.read_bytes() == original
