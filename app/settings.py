@@ -115,16 +115,20 @@ class Settings:
             self._set_each(values, refuse, known, snapshot, errors, changed)
         except BaseException:  # an unexpected failure must not leave half of a request saved
             if all_or_nothing and changed:
-                with self._lock:
-                    config.save_config(self._paths, snapshot)
-                    self._stamp = ("written",)
+                self._put_back(snapshot)
             raise
         if errors and all_or_nothing and changed:
-            with self._lock:
-                config.save_config(self._paths, snapshot)
-                self._stamp = ("written",)
+            self._put_back(snapshot)
             changed = []
         return errors, changed
+
+    def _put_back(self, snapshot: Any) -> None:
+        """Write ``snapshot`` (the values before a request) over what the request saved."""
+        from rltray.app import config
+
+        with self._lock:
+            config.save_config(self._paths, snapshot)
+            self._stamp = ("written",)
 
     def _set_each(self, values: Mapping[str, Any], refuse: Any, known: set[str], snapshot: Any,
                   errors: dict[str, str], changed: list[str]) -> None:

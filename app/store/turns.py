@@ -424,35 +424,24 @@ class TurnsAndRatings(StoreBase):
 
     def active_of(self, rating_ids: Iterable[int]) -> set[int]:
         """Which of these ratings are still active (not withdrawn, turn not deleted)."""
-        ids = sorted({int(i) for i in rating_ids})
-        found: set[int] = set()
-        for chunk, marks in in_chunks(ids):
-            rows = self._read(
-                f"SELECT id FROM ratings WHERE withdrawn_at IS NULL AND id IN ({marks})", chunk
-            )
-            found.update(int(r[0]) for r in rows)
-        return found
+        return set(self._rating_ids("withdrawn_at IS NULL AND id", rating_ids))
 
     def trained_of(self, rating_ids: Iterable[int]) -> set[int]:
         """Which of these ratings a round has trained on (``trained_run_id`` set)."""
-        ids = sorted({int(i) for i in rating_ids})
-        found: set[int] = set()
-        for chunk, marks in in_chunks(ids):
-            rows = self._read(
-                f"SELECT id FROM ratings WHERE trained_run_id IS NOT NULL AND id IN ({marks})",
-                chunk,
-            )
-            found.update(int(r[0]) for r in rows)
-        return found
+        return set(self._rating_ids("trained_run_id IS NOT NULL AND id", rating_ids))
 
     def rating_ids_of(self, turn_ids: Iterable[int]) -> list[int]:
         """Every rating these turns ever had (withdrawn ones too): what a job file names."""
-        ids = sorted({int(i) for i in turn_ids})
+        return sorted(self._rating_ids("turn_id", turn_ids))
+
+    def _rating_ids(self, column: str, values: Iterable[int]) -> list[int]:
+        """Ids of the ratings whose ``column`` (a fixed SQL fragment) is one of ``values``."""
+        ids = sorted({int(i) for i in values})
         found: list[int] = []
         for chunk, marks in in_chunks(ids):
-            rows = self._read(f"SELECT id FROM ratings WHERE turn_id IN ({marks})", chunk)
+            rows = self._read(f"SELECT id FROM ratings WHERE {column} IN ({marks})", chunk)
             found += [int(r[0]) for r in rows]
-        return sorted(found)
+        return found
 
     def mark_trained(self, rating_ids: Iterable[int], run_id: str) -> int:
         """Record that a run trained on these ratings; returns how many rows changed."""
