@@ -2,7 +2,11 @@
 
 Every agent installer goes through here so the guarantees are written once:
 
-- a symlinked or non-regular config file is refused (never followed);
+- a symlinked or non-regular config file is refused (never followed), and so is one
+  that replacing would change behind the user's back: read-only, owned by another
+  user, or hard-linked elsewhere (a new file in its place would split the link);
+- a file that changed between our read and our write (the agent saved it meanwhile)
+  is left as the agent wrote it and the command says to try again;
 - the agent computes the new bytes from a parsed copy first, so a file that
   does not parse is refused before anything (not even a backup) is written;
 - before a file changes, its current bytes are copied into ``Paths.backups``
@@ -21,6 +25,7 @@ folders created for them are removed again when they are empty.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -37,6 +42,9 @@ from rltray.app.paths import Paths
 
 MANIFEST_NAME = "install-manifest.json"
 
+#: Backups kept per config file besides the originals the manifest restores from.
+BACKUPS_KEPT = 10
+
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -50,6 +58,33 @@ class FileState:
     existed: bool
     data: bytes
     mode: int | None
+    links: int = 1
+    owner: int | None = None
+
+    def refusal(self) -> str | None:
+        """Why replacing this file would not be the edit the user expects, or None.
+
+        Replacing writes a new inode: a hard link elsewhere would keep the old bytes, and
+        the mode bits the user set to keep the file fixed would be ours to override.
+        """
+        if not self.existed:
+            return None
+        if self.mode is not None and not self.mode & stat.S_IWUSR:
+            return (
+                f"{self.path} is read-only; rltray leaves it alone. Make it writable "
+                f"(chmod u+w) and try again, or edit it by hand."
+            )
+        if self.owner is not None and hasattr(os, "geteuid") and self.owner != os.geteuid():
+            return (
+                f"{self.path} belongs to another user; rltray leaves it alone. "
+                "Edit it as that user, or by hand."
+            )
+        if self.links > 1:
+            return (
+                f"{self.path} has {self.links} hard links; replacing it would leave the "
+                "other names with the old content, so rltray leaves it alone. Edit it by hand."
+            )
+        return None
 
 
 def read_config(path: Path) -> FileState:
@@ -70,7 +105,9 @@ def read_config(path: Path) -> FileState:
         data = fileio.read_regular_file(path)
     except OSError as exc:
         raise HookInstallError(f"rltray cannot read {path}: {exc.strerror or exc}.") from exc
-    return FileState(path, True, data, stat.S_IMODE(info.st_mode))
+    return FileState(
+        path, True, data, stat.S_IMODE(info.st_mode), links=info.st_nlink, owner=info.st_uid
+    )
 
 
 def read_json_config(path: Path) -> tuple[FileState, dict[str, Any]]:
@@ -139,6 +176,7 @@ class Editor:
         """
         if state.existed and new == state.data:
             return False
+        _refuse_unless_replaceable(state)
         entry = self.manifest.get(state.path)
         backup = self._backup(state)
         if backup is not None:
@@ -191,9 +229,12 @@ class Editor:
         elif _untouched(entry, state):
             self._restore(state, entry, None, report)  # type: ignore[arg-type]
         elif entry is None and marker in state.data:  # written before the manifest knew it
+            backup = self._backup(state)  # the user may have edited it since: keep a copy
+            if backup is not None:
+                report.backups.append(backup)
             os.unlink(state.path)
             report.changed.append(state.path)
-            report.lines.append(f"Deleted {state.path} (rltray's).")
+            report.lines.append(f"Deleted {state.path} (rltray's; a copy is in {backup}).")
         else:
             report.lines.append(f"{state.path} changed since rltray wrote it; left it alone.")
         if entry is not None:
@@ -213,6 +254,7 @@ class Editor:
         elif _untouched(entry, state):
             self._restore(state, entry, stripped, report)
         elif stripped is not None and stripped != state.data:
+            _refuse_unless_replaceable(state)
             backup = self._backup(state)
             if backup is not None:
                 report.backups.append(backup)
@@ -282,29 +324,81 @@ class Editor:
                 fh.write(state.data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            self._prune_backups(f"{self.agent}-{state.path.name}-", keep=target)
             return target
         raise HookInstallError(
             f"rltray cannot create a backup of {state.path} in {self.paths.backups}."
         )
 
+    def _prune_backups(self, prefix: str, keep: Path) -> None:
+        """Drop this file's oldest backups past ``BACKUPS_KEPT``.
+
+        Every install, update and uninstall makes one, so without this the folder grows
+        for as long as rltray is used. The originals the manifest restores from are
+        never dropped, nor is the one just made.
+        """
+        recorded = {str(e.get("backup")) for e in self.manifest.load().values()
+                    if isinstance(e, dict)}
+        try:
+            names = sorted(n for n in os.listdir(self.paths.backups)
+                           if n.startswith(prefix) and n.endswith(".bak"))
+        except OSError:
+            return
+        others = [self.paths.backups / n for n in names]
+        others = [p for p in others if str(p) not in recorded and p != keep]
+        for old in others[: max(0, len(others) - (BACKUPS_KEPT - 1))]:
+            with contextlib.suppress(OSError):
+                old.unlink()
+
     def put_back(self, state: FileState, entry: dict[str, Any] | None) -> None:
         """Undo an :meth:`install` whose install went no further: the file as ``state``
         read it (gone again if it did not exist), the manifest entry as it was."""
         if state.existed:
-            self._write(state, state.data)
+            self._write(state, state.data, check=False)
         else:
             state.path.unlink(missing_ok=True)
         self.manifest.put(state.path, entry)
 
-    def _write(self, state: FileState, data: bytes, mode: int | None = None) -> None:
+    def _write(
+        self, state: FileState, data: bytes, mode: int | None = None, *, check: bool = True
+    ) -> None:
+        """Replace the file with ``data``, unless it is not ours to replace or changed.
+
+        ``check``: the file must still hold what ``state`` read (no file if there was
+        none), which narrows an agent's save racing ours to the instant before the
+        rename. Off only when putting back our own write.
+        """
         state.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if mode is None:
             mode = state.mode if state.mode is not None else 0o600
+        if check:
+            _refuse_unless_replaceable(state)
+            if _current(state.path) != (state.data if state.existed else None):
+                raise HookInstallError(
+                    f"{state.path} changed while rltray was editing it (was the agent "
+                    "saving it?); rltray left it as it is now. Try again."
+                )
         try:
             fileio.write_private_atomic(state.path, data, mode=mode)
         except OSError as exc:
             reason = exc.strerror or exc
             raise HookInstallError(f"rltray cannot write {state.path}: {reason}.") from exc
+
+
+def _refuse_unless_replaceable(state: FileState) -> None:
+    refusal = state.refusal()
+    if refusal is not None:
+        raise HookInstallError(refusal)
+
+
+def _current(path: Path) -> bytes | None:
+    """The file's bytes now, None when there is none (an unreadable one reads as changed)."""
+    try:
+        return fileio.read_regular_file(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return b"\0unreadable"
 
 
 def _untouched(entry: dict[str, Any] | None, state: FileState) -> bool:

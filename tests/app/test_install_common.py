@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -244,3 +245,100 @@ def test_a_failed_openclaw_plugin_link_leaves_openclaw_json_as_it_was(
     with pytest.raises(HookInstallError, match=r"gateway config invalid.* is as it was"):
         agent.install(paths)
     assert config.read_bytes() == original
+
+
+# -- files rltray must not replace ----------------------------------------------
+
+
+def _settings(text: str = '{"model": "opus"}') -> Path:
+    settings = Path.home() / ".claude" / "settings.json"
+    settings.parent.mkdir(exist_ok=True)
+    settings.write_text(text)
+    return settings
+
+
+def test_a_read_only_config_is_left_alone(paths: Paths):
+    """A user who made the file read-only meant to keep it as it is."""
+    from rltray.app.hooks.base import HookInstallError
+
+    settings = _settings()
+    settings.chmod(0o444)
+    with pytest.raises(HookInstallError, match=r"read-only; rltray leaves it alone.*chmod u\+w"):
+        ClaudeCode().install(paths)
+    assert settings.read_text() == '{"model": "opus"}'
+    assert oct(settings.stat().st_mode & 0o777) == "0o444"
+    assert not list(paths.backups.glob("*.bak"))
+
+
+def test_a_hard_linked_config_is_left_alone(paths: Paths, tmp_path: Path):
+    """Replacing it would give the other name the old bytes: the link would split silently."""
+    from rltray.app.hooks.base import HookInstallError
+
+    settings = _settings()
+    twin = tmp_path / "dotfiles-settings.json"
+    os.link(settings, twin)
+    with pytest.raises(HookInstallError, match="2 hard links"):
+        ClaudeCode().install(paths)
+    assert settings.read_text() == twin.read_text() == '{"model": "opus"}'
+    assert settings.stat().st_ino == twin.stat().st_ino
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root to give the file to another user (chown)")
+def test_a_config_owned_by_another_user_is_left_alone(paths: Paths):
+    from rltray.app.hooks.base import HookInstallError
+
+    settings = _settings()
+    os.chown(settings, 65534, 65534)
+    with pytest.raises(HookInstallError, match="belongs to another user"):
+        ClaudeCode().install(paths)
+    assert settings.stat().st_uid == 65534
+    assert settings.read_text() == '{"model": "opus"}'
+
+
+def test_a_file_the_agent_saved_meanwhile_is_not_overwritten(paths: Paths, tmp_path: Path):
+    """The agent's save between our read and our write wins; we say to try again."""
+    from rltray.app.hooks.base import HookInstallError
+
+    target = tmp_path / "cfg.json"
+    target.write_text("ours to read")
+    state = read_config(target)
+    target.write_text("the agent's save")
+    with pytest.raises(HookInstallError, match="changed while rltray was editing it"):
+        Editor(paths, "toy").install(state, b"new", pristine=True, report=InstallReport("toy"))
+    assert target.read_text() == "the agent's save"
+
+
+def test_rl_command_removed_without_a_manifest_leaves_a_copy(paths: Paths):
+    """With the manifest lost, rltray cannot know whether the user edited the file."""
+    _settings()
+    ClaudeCode().install(paths)
+    command = ClaudeCode().command_file()
+    edited = command.read_bytes() + b"\nmy own note\n"
+    command.write_bytes(edited)
+    (paths.backups / MANIFEST_NAME).unlink()
+    report = ClaudeCode().uninstall(paths)
+    assert not command.exists()
+    assert edited in [b.read_bytes() for b in report.backups]
+    assert any("a copy is in" in line for line in report.lines)
+
+
+def test_backups_are_pruned_but_the_original_is_kept(paths: Paths, tmp_path: Path):
+    from rltray.app.hooks.managed import BACKUPS_KEPT
+
+    target = tmp_path / "cfg.json"
+    target.write_text("original")
+    editor = Editor(paths, "toy")
+    editor.install(read_config(target), b"v0", pristine=True, report=InstallReport("toy"))
+    for n in range(1, BACKUPS_KEPT + 6):
+        editor.install(read_config(target), f"v{n}".encode(), pristine=False,
+                       report=InstallReport("toy"))
+    kept = sorted(paths.backups.glob("toy-cfg.json-*.bak"))
+    texts = [p.read_text() for p in kept]
+    assert len(kept) == BACKUPS_KEPT + 1  # the newest ten and the original
+    assert "original" in texts
+    last = f"v{BACKUPS_KEPT + 4}"
+    assert last in texts and "v1" not in texts
+    report = InstallReport("toy")
+    editor.uninstall(read_config(target), None, report)
+    assert target.read_text() == "original"
