@@ -8,14 +8,14 @@ Run (about a minute a round on one core of this machine)::
 The versus bench's round (``train_speed.py --versus reinforceclaw``: the same random
 model of the shape and the same 32 ratings of 200-386 tokens, preset ``balanced``, one
 pass, one thread, bf16 where the CPU has it) through the real trainer CLI in a child
-process, with a timer around each phase of ``trainer/train.py`` and the checks it
-calls: model load, the round start (base log-probs of the ratings, the capability
-check's base answers and NLLs, the drift references), the optimisation loop (steps and
-the drift guard), and the end (the exact drift, the capability NLLs and the broken-answer
-check's greedy answers, the folder). ReinforceClaw does none of the checks, which is why
-``train_speed.py --versus`` reads rltray's steps faster and its wall time not. The base
-answers' cache is used as a user's round would (``--cold`` turns it off).
-"""
+process, with a timer around each phase of ``trainer/train.py`` (the end is in
+``trainer/finish.py``) and the checks it calls: model load, the round start (base
+log-probs of the ratings, the capability check's base answers and NLLs, the drift
+references), the optimisation loop (steps and the drift guard), and the end (the exact
+drift, the capability NLLs and the broken-answer check's greedy answers, the folder).
+ReinforceClaw does none of the checks, which is why ``train_speed.py --versus`` reads
+rltray's steps faster and its wall time not. The base answers' cache is used as a user's
+round would (``--cold`` turns it off). """
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ TIMED = (
     ("  capability: NLLs", "rltray.trainer.capability", None, "_nll_of"),
     ("optimisation loop", "rltray.trainer.train", None, "_optimise"),
     ("  drift guard", "rltray.trainer.guard", "Guard", "check"),
-    ("end of the round", "rltray.trainer.train", None, "_finish"),
+    ("end of the round", "rltray.trainer.train", None, "finish"),
     ("  exact drift (guard's and end's)", "rltray.trainer.drift", "DriftSet", "measure"),
     ("  broken-answer check", "rltray.trainer.capability", None, "broken_answers"),
     ("  write the adapter", "rltray.trainer.adapters", None, "write_adapter"),

@@ -105,7 +105,7 @@ def child_profile_rltray(a: argparse.Namespace) -> dict[str, Any]:
 
     targets = {
         "round start": (tr, "_round_start"), "steps": (tr, "_optimise"),
-        "finish": (tr, "_finish"), "forward+backward": (Backend, "accumulate"),
+        "finish": (tr, "finish"), "forward+backward": (Backend, "accumulate"),
         "optimizer": (Backend, "step"), "lora_state copy": (Backend, "lora_state"),
         "drift guard": (tr.DriftSet, "measure"), "data prep": (data, "collate"),
         "data prep (pad rows)": (tr, "_pad_rows"),

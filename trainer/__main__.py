@@ -185,7 +185,7 @@ def run(job_path: str, emit: Callable[[dict[str, Any]], None], stop: threading.E
         out, job_id = job.out, job.id
         existed = out.exists()
         if existed and any(out.iterdir()):
-            from rltray.trainer.train import written_result
+            from rltray.trainer.finish import written_result
 
             written = written_result(job)  # stopped after it wrote its adapter: that is its result
             if written is None:

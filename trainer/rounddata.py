@@ -113,3 +113,20 @@ def heldout_metrics(
     except ValueError:
         out[name] = None  # a class is missing: AUROC undefined, the gate notes it
     return out
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    """Positions 0..n-1 in a seeded order that depends only on (seed, epoch)."""
+    rng = np.random.default_rng([int(seed), int(epoch)])
+    return [int(i) for i in rng.permutation(n)]
+
+
+def trained_positions(n: int, per_step: int, seed: int, steps: int) -> list[int]:
+    """Positions (into the kept examples) whose gradient the weights after ``steps``
+    optimizer steps include, ascending: all of them once the first epoch is done,
+    else the first ``steps x per_step`` of epoch 0's order — a drift guard stop
+    inside the first epoch keeps weights that never saw the rest."""
+    per_step = max(1, per_step)
+    if steps * per_step >= n:
+        return list(range(n))
+    return sorted(epoch_order(n, seed, 0)[: steps * per_step])

@@ -280,7 +280,7 @@ def test_a_guard_stop_in_the_first_epoch_reports_and_counts_only_what_it_trained
     """Two examples a step, four steps an epoch; the guard stops at step 3 and keeps
     step 2: the kept weights saw the first 4 examples of epoch 1's order, so only
     those are trained (the app retires them) and only those fold into the baseline."""
-    from rltray.trainer.train import epoch_order
+    from rltray.trainer.rounddata import epoch_order
 
     hyper = {"lr": 0.05, "step_examples": 2, "warmup_steps": 8, "guard_max_gap": 1}
     _, free = run_round(make_job(tmp_path / "free", tiny_model_dir, hyper=hyper))
@@ -309,7 +309,7 @@ def test_a_guard_stop_in_the_first_epoch_reports_and_counts_only_what_it_trained
 
 
 def test_trained_positions_are_all_after_the_first_epoch() -> None:
-    from rltray.trainer.train import epoch_order, trained_positions
+    from rltray.trainer.rounddata import epoch_order, trained_positions
 
     assert trained_positions(8, 4, 7, 2) == list(range(8))  # one whole epoch
     assert trained_positions(8, 4, 7, 5) == list(range(8))

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from rltray.trainer import adapters, checkpoint, objective, train
+from rltray.trainer import adapters, checkpoint, objective, rounddata
 from rltray.trainer.backends.base import read_base_config
 
 from tests.support.jobfiles import example, make_job, run_round
@@ -137,9 +137,9 @@ def test_too_long_example_is_skipped_and_reported(tiny_model_dir: Path, tmp_path
 
 
 def test_epoch_order_depends_only_on_seed_and_epoch() -> None:
-    assert train.epoch_order(10, 3, 0) == train.epoch_order(10, 3, 0)
-    assert train.epoch_order(10, 3, 0) != train.epoch_order(10, 3, 1)
-    assert sorted(train.epoch_order(10, 3, 1)) == list(range(10))
+    assert rounddata.epoch_order(10, 3, 0) == rounddata.epoch_order(10, 3, 0)
+    assert rounddata.epoch_order(10, 3, 0) != rounddata.epoch_order(10, 3, 1)
+    assert sorted(rounddata.epoch_order(10, 3, 1)) == list(range(10))
 
 
 def test_a_checkpoint_of_a_different_round_is_discarded(
