@@ -14,7 +14,11 @@ same way wherever the rating comes from:
 * a notification's button never overrides a rating given anywhere else: the
   notification may have sat on screen for an hour, and a click on it must not
   undo what the user said since in the CLI or the agent (its reply, giving the
-  same verdict a reason that rating lacks, is kept as the comment).
+  same verdict a reason that rating lacks, is kept as the comment);
+* a rating given before the turn's current one never overrides it either: a
+  ``/rl bad`` waits in the spool until the tray reads it, and by then the user
+  may have said otherwise on the ratings page. The last word the user gave wins,
+  not the last one read.
 
 Graded ratings: a 1-5 score instead of one click (``rltray rate 42 4``, ``/rl 4``,
 keys 1-5 in the ratings browser). 4 and 5 are good, 1 and 2 bad, and the
@@ -32,10 +36,11 @@ answer); this module starts once the turn is known.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from rltray.app.errors import UserError
+from rltray.app.store.base import parse_iso
 
 if TYPE_CHECKING:
     from rltray.app.store import Rating, Store
@@ -85,13 +90,29 @@ def label(value: int, score: int | None) -> str:
 class Applied:
     """What a rating did: the turn's active rating afterwards, and whether anything changed.
 
-    ``stale``: a notification's click that was refused because the turn was
-    rated elsewhere after the notification was shown.
+    ``stale``: refused because the turn was rated after this rating was given: a
+    notification's click after a rating elsewhere, or a ``/rl`` read from the spool
+    after a newer rating.
     """
 
     rating: Rating
     changed: bool
     stale: bool = False
+
+
+def given_after(current: Rating, at: datetime | None) -> bool:
+    """Whether ``current`` was given after ``at``: a rating given at ``at`` is older news."""
+    if at is None:
+        return False
+    try:
+        given = parse_iso(current.rated_at)
+    except ValueError:
+        return False
+    return _aware(given) > _aware(at)
+
+
+def _aware(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def apply(
@@ -112,9 +133,10 @@ def apply(
     with store.batch():
         current = store.active_rating(turn_id)
         if current is not None:
-            if source == NOTIFICATION and current.source != NOTIFICATION:
+            older = source == NOTIFICATION and current.source != NOTIFICATION
+            if older or given_after(current, at):
                 # A reply that only says why, to the very verdict given elsewhere, is kept
-                # as that verdict's comment; anything else from an old bubble is refused.
+                # as that verdict's comment; anything else said before it is refused.
                 if (current.value == value and current.score == score and comment
                         and not current.comment):  # fmt: skip
                     return Applied(store.set_comment(turn_id, comment), changed=True)

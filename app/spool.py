@@ -300,16 +300,26 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
             raise SpoolError(
                 f"/rl {command} names turn {target!r} of {where}, which was never stored."
             )
-        if command == "undo":
+        when = datetime.fromisoformat(rec["captured_at"])
+        current = store.active_rating(turn.id)
+        if command == "undo" and current is not None and rating.given_after(current, when):
+            store.log_event("command", f"/rl undo typed in {where} was read after turn "
+                            f"{turn.id} was rated again in the {current.source}; kept that")
+        elif command == "undo":
             changed = store.undo("agent", turn_id=turn.id) is not None
             if not changed:
                 store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
         else:
-            when = datetime.fromisoformat(rec["captured_at"])
             value, score = rating.parse(command)
-            changed = rating.apply(
+            applied = rating.apply(
                 store, turn.id, value, "agent", rec["comment"], at=when, score=score
-            ).changed
+            )
+            changed = applied.changed
+            if applied.stale:
+                kept = applied.rating
+                store.log_event("command", f"/rl {command} typed in {where} was read after turn "
+                                f"{turn.id} was rated {rating.label(kept.value, kept.score)} in "
+                                f"the {kept.source}; kept that")
     store.mark_command_applied(name, command, None if turn is None else turn.id)
     if changed and turn is not None:
         report.rated.append(turn.id)

@@ -28,17 +28,23 @@ def add_turn(service: Service, turn: str = "t1", session: str = "s1") -> int:
     return service.store.add_turn(rec)[0]
 
 
-def rl(service: Service, command: str, turn: str, comment: str | None = None) -> None:
-    """`/rl <command>` typed in Codex about ``turn``, as the hook spools it; then ingest."""
+def rl(service: Service, command: str, turn: str, comment: str | None = None, *,
+       typed_at: str | None = None, ingest: bool = True) -> None:
+    """`/rl <command>` typed in Codex about ``turn`` (now, or ``typed_at``), as the hook
+    spools it; then ingest."""
+    from datetime import datetime, timezone
+
+    at = typed_at or datetime.now(timezone.utc).isoformat()
     record = {"v": 1, "kind": "command", "agent": "codex", "session": "s1",
               "command": command, "target_turn": turn,
-              "captured_at": "2026-11-22T10:00:05Z", "comment": comment}  # fmt: skip
+              "captured_at": at, "comment": comment}  # fmt: skip
     incoming = service.paths.spool_incoming
     incoming.mkdir(parents=True, exist_ok=True)
     name = f"{time.time_ns():020d}-{os.getpid()}-cmd.json"
     (incoming / name).write_text(json.dumps(record))
-    report = service.ingest()
-    assert report.commands == 1 and not report.rejected, report.messages
+    if ingest:
+        report = service.ingest()
+        assert report.commands == 1 and not report.rejected, report.messages
 
 
 def history(service: Service, turn_id: int) -> list[tuple[int, str | None, str, bool]]:
@@ -107,6 +113,33 @@ def test_a_notification_click_never_overrides_a_rating_given_since(service: Serv
     other = add_turn(service, "t2")
     service.rate(other, 1, source="notification")
     assert service.rate(other, -1, source="notification").changed
+
+
+def test_an_rl_read_late_never_overrides_a_rating_given_since(service: Service) -> None:
+    """Regression: `/rl bad` waited in the spool (the tray was not running) while the user
+    rated the turn good on the ratings page; reading the spool later put the older bad
+    back, and withdrew the good one at a time before it was given."""
+    from datetime import datetime, timedelta, timezone
+
+    turn = add_turn(service)
+    typed = (datetime.now(timezone.utc) - timedelta(seconds=30)).isoformat()
+    rl(service, "bad", "t1", "wrong", typed_at=typed, ingest=False)
+    service.rate(turn, 1, source="web")  # the user's last word, given after the /rl
+    report = service.ingest()
+    assert report.commands == 1 and not report.rejected
+    assert history(service, turn) == [(1, None, "web", True)]
+    assert any("was read after turn" in e["message"] and "kept that" in e["message"]
+               for e in service.store.events(limit=5))
+    # `/rl undo` read late does not take the newer rating back either
+    rl(service, "undo", "t1", typed_at=typed)
+    assert history(service, turn) == [(1, None, "web", True)]
+    # a reason typed with the same verdict before it is still kept as its comment
+    service.rate(turn, -1, source="web")
+    rl(service, "bad", "t1", "broke the build", typed_at=typed)
+    assert history(service, turn)[-1] == (-1, "broke the build", "web", True)
+    # and a /rl typed after the newest rating still changes it
+    rl(service, "good", "t1")
+    assert history(service, turn)[-1][0::2] == (1, "agent")
 
 
 def test_a_notification_click_cannot_slip_in_under_a_rating_given_meanwhile(
