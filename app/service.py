@@ -71,6 +71,7 @@ class Service:
         # The lessons' intents; their files follow every change of ratings, tags,
         # lessons and settings (app/lessons/intents.py).
         self.lessons = LessonIntents(self)
+        self.lessons.record_members()  # before anything moves a lesson's key (m010)
         self.listeners.append(self.lessons.refresh)
 
     @classmethod

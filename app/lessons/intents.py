@@ -71,6 +71,23 @@ class LessonIntents:
         #: (switches, the store's change mark, the date) when the texts were last known current
         self._unchanged_since: tuple[Any, ...] | None = None
 
+    def record_members(self) -> None:
+        """Rows decided before the store kept the turns behind each lesson record them now.
+
+        A decision (muted, deleted, edited words) follows its group when the group's key
+        moves, by the turns it recorded (app/lessons/carry.py). A file from before that
+        has none: the first withdrawn rating after the upgrade (a ``/rl undo`` waiting
+        in the spool, read before any refresh) moved the key and left the decision
+        behind, and a lesson the user had deleted was told to the agent again. So the
+        service records them when it opens, before anything can move a key.
+        """
+        store = self.host.store
+        if not store.lessons_lack_members():
+            return
+        with self._lock:
+            self._assess(*self._inputs())
+            store.close_members()
+
     # -- reading -------------------------------------------------------------------
 
     def all(self, include_deleted: bool = False) -> list[book.Lesson]:

@@ -164,6 +164,19 @@ class Lessons(StoreBase):
             row = conn.execute(f"SELECT {_COLS} FROM lessons WHERE key = ?", (key,)).fetchone()
         return _row(row)
 
+    def lessons_lack_members(self) -> bool:
+        """Whether a decided row has never recorded the turns behind it (a file from
+        before migration m010, whose rows have not been seen by a refresh yet)."""
+        return bool(self._read(
+            "SELECT 1 FROM lessons WHERE user_added = 0 AND members IS NULL LIMIT 1"))
+
+    def close_members(self) -> None:
+        """Rows a full pass found no group for record no turns (an empty list): the
+        pass is not run again for them at every start."""
+        with self._write() as conn:
+            conn.execute("UPDATE lessons SET members = '[]' WHERE user_added = 0"
+                         " AND members IS NULL")
+
     def carry_lessons(self, moves: list[tuple[str, str, tuple[str, ...]]]) -> int:
         """Apply ``(key, new key, members)`` moves in one transaction; how many rows changed.
 

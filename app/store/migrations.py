@@ -288,6 +288,32 @@ def m011_id_marks(conn: sqlite3.Connection) -> None:
     _run(conn, "CREATE TABLE id_marks (name TEXT PRIMARY KEY, high INTEGER NOT NULL)")
 
 
+def m012_forget_orphan_lessons(conn: sqlite3.Connection) -> None:
+    """Drop the lesson decisions a file kept under deleted turns' keys, and mark their ids.
+
+    Before ``turns.forget`` deleted them, deleting a turn left its ``c<id>`` row behind
+    (the user's edited words, pinned, global), and ``m011``'s marks start empty: the next
+    turn was given that id again, and its new lesson took the old words and was told to
+    the agent. A ``c<id>`` row whose turn is gone can only be such a leftover. Ids
+    deleted before ``m011`` left no other trace, so only these are marked as given.
+    """
+    orphans = [
+        int(key[1:])
+        for (key,) in conn.execute("SELECT key FROM lessons WHERE user_added = 0")
+        if key[:1] == "c" and key[1:].isascii() and key[1:].isdigit()
+        and conn.execute("SELECT 1 FROM turns WHERE id = ?", (int(key[1:]),)).fetchone() is None
+    ]
+    if not orphans:
+        return
+    conn.executemany("DELETE FROM lessons WHERE user_added = 0 AND key = ?",
+                     [(f"c{i}",) for i in orphans])
+    conn.execute(
+        "INSERT INTO id_marks (name, high) VALUES ('turns', ?)"
+        " ON CONFLICT (name) DO UPDATE SET high = MAX(high, excluded.high)",
+        (max(orphans),),
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -300,6 +326,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m009_turn_messages,
     m010_lesson_members,
     m011_id_marks,
+    m012_forget_orphan_lessons,
 )
 
 

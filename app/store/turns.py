@@ -109,6 +109,21 @@ def forget(conn: sqlite3.Connection, source_keys: list[str]) -> int:
     return deleted
 
 
+def raise_marks(conn: sqlite3.Connection, marks: list[tuple[str, int]]) -> None:
+    """Raise ``id_marks`` to at least these (name, high) pairs, where the file has the table.
+
+    A backup holds no row of a turn added after it was taken, so deleting that turn
+    there marks nothing: the live file's marks are carried over instead.
+    """
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'id_marks'").fetchone():
+        return
+    conn.executemany(
+        "INSERT INTO id_marks (name, high) VALUES (?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET high = MAX(high, excluded.high)",
+        marks,
+    )
+
+
 #: The next id of a table: above every row's and every deleted row's (``id_marks``).
 _NEXT_ID = (
     "(SELECT MAX(COALESCE((SELECT MAX(id) FROM {0}), 0),"
@@ -282,10 +297,12 @@ class TurnsAndRatings(StoreBase):
         the user deleted. The checkpoint is best effort (a reader may hold the
         log); SQLite overwrites the log from its start at the next write after one.
         """
+        marks = self._read("SELECT name, high FROM id_marks")
         for copy in dbbackup.backups(self.path):
             try:
                 with dbbackup.editing(copy) as conn:
                     forget(conn, keys)
+                    raise_marks(conn, marks)  # a copy restored later gives no deleted id again
             except (sqlite3.Error, OSError):
                 copy.unlink(missing_ok=True)
         sessionstate.forget(Paths(self.path.parent).hook_state, turns)

@@ -281,3 +281,21 @@ def test_a_backup_rating_older_than_one_in_the_new_file_comes_in_withdrawn(
     taken = out.execute("SELECT withdrawn_at, withdrawn_by FROM ratings WHERE id = 1").fetchone()
     assert taken == ("2025-01-02", "cli")
     assert out.execute("SELECT COUNT(*) FROM ratings WHERE withdrawn_at IS NULL").fetchone() == (0,)
+
+
+def test_a_backup_keeps_the_marks_of_turns_deleted_after_it_was_taken(paths: Paths) -> None:
+    """Regression: the backup had no row of a turn added after it was taken, so deleting
+    that turn marked nothing there; a file restored from it gave the deleted turn's id
+    (and its rating's) to the next turn, and an id held by a notification named it."""
+    with Store.open(paths) as store:
+        dbdamage.add_turns(store, 5)
+        backup = dbbackup.take(store.conn, paths.db)
+        later = dbdamage.add_turns(store, 2, start=5)
+        rated = store.rate(later[-1], -1, "cli")
+        store.delete_turns(later)
+        live = dict(store.conn.execute("SELECT name, high FROM id_marks"))
+    assert live == {"turns": max(later), "ratings": rated.id}
+    conn = sqlite3.connect(backup)
+    marks = dict(conn.execute("SELECT name, high FROM id_marks"))
+    conn.close()
+    assert marks == live

@@ -297,3 +297,62 @@ def test_a_row_left_by_a_withdrawn_group_never_lands_on_another_lesson(
     service.rate(first, -1, comment="wrote a migration without a down step")
     (back,) = service.lessons.all(include_deleted=True)
     assert back.key == key and back.muted  # its own turns came back: so did the decision
+
+
+def _as_an_older_file(service: Service, sql: list[str]) -> Paths:
+    """Close ``service`` after running ``sql`` on its file, leaving it as an older rltray
+    left it; the paths to open it again with today's code."""
+    import sqlite3
+
+    paths = service.paths
+    service.close()
+    conn = sqlite3.connect(paths.db)
+    for statement in sql:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    return paths
+
+
+def test_an_upgrade_drops_decisions_an_older_rltray_left_under_deleted_turns(
+    service: Service, make_turn
+) -> None:
+    """Regression: before turns.forget deleted them, a deleted turn's lesson row stayed;
+    the upgraded file gave its id to the next turn (m011's marks start empty), whose new
+    lesson took the old words, global, and was told in every project."""
+    service.set_setting("lessons.codex", True)
+    ids = [turn(service, make_turn) for _ in range(3)]
+    service.rate(ids[2], -1, comment="mentioned the acquisition codename in a commit")
+    key = f"c{ids[2]}"
+    service.lessons.edit(key, "Never write the Falcon codename in commits")
+    service.lessons.set_scope(key, "global")
+    # what the older code's delete did: the turn's rows, not its lesson row nor a mark
+    paths = _as_an_older_file(service, [
+        f"DELETE FROM ratings WHERE turn_id = {ids[2]}", f"DELETE FROM turns WHERE id = {ids[2]}",
+        "DELETE FROM id_marks", "DELETE FROM migrations WHERE name = 'm012_forget_orphan_lessons'",
+    ])
+    with Service(paths) as upgraded:
+        assert upgraded.store.lesson_row(key) is None
+        again = turn(upgraded, make_turn, cwd=BLOG)
+        assert again > ids[2]  # the deleted turn's id is not given again
+        upgraded.rate(again, -1, comment="too verbose")
+        assert "Falcon" not in (told(upgraded, BLOG) or "")
+
+
+def test_a_decision_from_before_members_were_kept_follows_its_lesson(
+    service: Service, make_turn
+) -> None:
+    """Regression: rows decided before migration m010 had no members; the first withdrawn
+    rating after the upgrade (read from the spool before any refresh) moved the group's
+    key and left the user's deletion behind: the lesson was told to the agent again."""
+    service.set_setting("lessons.codex", True)
+    ids = [turn(service, make_turn) for _ in range(3)]
+    for i in ids:
+        service.rate(i, -1, comment="indents with tabs instead of spaces")
+    (key,) = [lesson["id"] for lesson in service.lessons.listing()]
+    service.lessons.delete(key)
+    paths = _as_an_older_file(service, ["UPDATE lessons SET members = NULL"])
+    with Service(paths) as upgraded:
+        upgraded.unrate(ids[0])  # the group lives on under c<ids[1]>
+        assert upgraded.lessons.listing() == [] and told(upgraded, SHOP) is None
+        assert not upgraded.store.lessons_lack_members()  # the pass is not run at every start
