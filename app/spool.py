@@ -3,7 +3,9 @@
 The hook program (``hooks/capture.py``, stdlib only) writes one JSON file per
 event into ``spool/incoming/``; this module is the tray's side of that contract.
 Files are taken in name order (names start with the capture time in ns), so a
-``/rl good`` typed after a turn is always applied after that turn is stored.
+``/rl good`` typed after a turn is always applied after that turn is stored; one
+whose file sorts first anyway (the clock stepped back between the two hooks) waits
+for its turn instead of being refused (``WAIT_FOR_TURN_S``).
 A record that fails validation, or that cannot be stored for any reason of its
 own, moves to ``spool/rejected/`` (scrubbed) with a ``<name>.reason.txt``
 beside it, so nothing is ever silently dropped and one bad record never stops
@@ -45,6 +47,15 @@ AGENT = re.compile(r"[a-z0-9][a-z0-9\-]{0,39}")
 # 1-5: graded (app/rating.py); lesson: the user's own words become a lesson (app/lessons/)
 COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5", "lesson")
 ROLES = ("user", "assistant", "system")
+
+
+#: How long a command naming a turn not stored yet waits for it before it is refused: its
+#: file can sort before the turn's when the clock stepped back between the two hooks.
+WAIT_FOR_TURN_S = 600
+
+
+class NotYet(Exception):
+    """A record that can only be applied once another one is stored: left for a later pass."""
 
 
 class SpoolError(ValueError):
@@ -297,6 +308,12 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
             found = store.turn_by_message(rec["agent"], channel or None, message)
             turn = store.get_turn(found) if found is not None else None
         if turn is None:
+            key = f"{rec['agent']}:{rec['session']}:{target}"
+            if store.was_deleted(key):
+                raise SpoolError(f"/rl {command} names turn {target!r} of {where}, which the "
+                                 "user deleted.")
+            if target is not None and _age_s(rec) < WAIT_FOR_TURN_S:
+                raise NotYet(name)
             raise SpoolError(
                 f"/rl {command} names turn {target!r} of {where}, which was never stored."
             )
@@ -329,6 +346,11 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
         said = f"/rl {command} typed in Codex (seen by notify) applied to turn {turn.id}"
         report.messages.append(said + ".")
         store.log_event("command", said, {"file": name})
+
+
+def _age_s(rec: dict[str, Any]) -> float:
+    """Seconds since the record was captured (0 for one from the future)."""
+    return max(0.0, (datetime.now(timezone.utc) - parse_iso(rec["captured_at"])).total_seconds())
 
 
 def _add_lesson(rec: dict[str, Any], store: Store) -> None:
@@ -409,9 +431,13 @@ def _is_environmental(exc: BaseException) -> bool:
 
 
 def _ingest_batch(
-    paths: Paths, store: Store, names: list[str], report: IngestReport, ignore: frozenset[str]
+    paths: Paths, store: Store, names: list[str], report: IngestReport, ignore: frozenset[str],
+    later: list[str] | None = None,
 ) -> list[str]:
-    """Store a batch in one transaction; the names whose files may now be deleted."""
+    """Store a batch in one transaction; the names whose files may now be deleted.
+
+    ``later`` collects the names left for a later pass (:class:`NotYet`).
+    """
     done: list[str] = []
     with store.batch():
         for name in names:
@@ -420,6 +446,11 @@ def _ingest_batch(
                     _store_record(paths, store, name, report, ignore)
             except FileNotFoundError:
                 continue  # another ingester (the CLI beside the service) took it first
+            except NotYet:
+                report.commands -= 1  # counted when it is applied or refused
+                if later is not None:
+                    later.append(name)
+                continue
             except SpoolError as exc:
                 _safely(paths, store, name, exc.reason, report)
                 continue
@@ -472,11 +503,12 @@ def ingest(
         else:
             records.append(name)
     skip = ignore() if records else frozenset()
-    for start in range(0, len(records), BATCH):
-        chunk = records[start : start + BATCH]
+    later: list[str] = []
+    batches = [records[start : start + BATCH] for start in range(0, len(records), BATCH)]
+    for number, chunk in enumerate(batches):
         tally = IngestReport()
         try:
-            stored = _ingest_batch(paths, store, chunk, tally, skip)
+            stored = _ingest_batch(paths, store, chunk, tally, skip, later)
         except Exception as exc:
             report.messages.append(
                 f"Hook records from {chunk[0]} on could not be stored yet "
@@ -488,7 +520,19 @@ def ingest(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(incoming / name)
         if progress is not None:
-            progress(start + len(chunk), len(records))
+            progress(min(len(records), (number + 1) * BATCH), len(records))
+    else:
+        if later and report.turns:  # their turns may have come after them in this pass
+            again = IngestReport()
+            try:
+                stored = _ingest_batch(paths, store, later, again, skip)
+            except Exception as exc:  # the database's trouble: they wait for the next pass
+                report.messages.append(f"Hook commands could not be applied yet ({exc}).")
+                stored = []
+            for name in stored:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(incoming / name)
+            report.merge(again)
     return report
 
 

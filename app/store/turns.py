@@ -332,6 +332,11 @@ class TurnsAndRatings(StoreBase):
 
     # -- ratings -------------------------------------------------------------
 
+    def was_deleted(self, source_key: str) -> bool:
+        """Whether the user deleted the turn of this agent:session:turn key (its tombstone)."""
+        return bool(self._read("SELECT 1 FROM deleted_turns WHERE key_hash = ?",
+                               (key_hash(source_key),)))
+
     def rate(
         self,
         turn_id: int,

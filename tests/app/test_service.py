@@ -392,3 +392,41 @@ def test_a_waiting_note_follows_a_deleted_turn_a_bulk_unrate_and_an_edited_comme
     service.rate(turn, -1, comment="words to take back")
     service.comment(turn, "")
     assert lessonfiles.take_note(home, "codex", "s1") is None
+
+
+def test_an_rl_whose_file_sorts_before_its_turn_waits_for_the_turn(service: Service) -> None:
+    """Regression: spool files are named by the wall clock; when it stepped back between
+    the Stop hook and the `/rl` (NTP), the command was read first, refused as naming a
+    turn "never stored", and the turn stayed unrated for good."""
+    from datetime import datetime, timedelta, timezone
+
+    now = datetime.now(timezone.utc)
+    incoming = service.paths.spool_incoming
+    incoming.mkdir(parents=True, exist_ok=True)
+
+    def spooled(name: str, record: dict[str, Any]) -> None:
+        (incoming / name).write_text(json.dumps({"v": 1, "agent": "codex", "session": "s1",
+                                                 **record}))
+
+    def command(target: str, at: datetime) -> dict[str, Any]:
+        return {"kind": "command", "command": "bad", "target_turn": target,
+                "comment": "wrong file", "captured_at": at.isoformat()}
+
+    spooled("00000000000000000001-1-cmd.json", command("t1", now))
+    spooled("00000000000000000002-1-turn.json", {
+        "kind": "turn", "turn": "t1", "prompt": "rename it", "response": "renamed",
+        "context": [], "captured_at": (now - timedelta(seconds=1)).isoformat()})
+    report = service.ingest()
+    assert (report.turns, report.commands, report.rejected) == (1, 1, 0), report.messages
+    (turn,) = report.new_turns
+    assert history(service, turn) == [(-1, "wrong file", "agent", True)]
+    # one whose turn has not come yet waits in the spool, and is refused once it is old
+    waiting = "00000000000000000003-1-cmd.json"
+    spooled(waiting, command("t2", now))
+    assert service.ingest().rejected == 0 and (incoming / waiting).exists()
+    spooled(waiting, command("t2", now - timedelta(hours=1)))
+    assert "was never stored" in service.ingest().messages[0]
+    # one naming a turn the user deleted is refused at once, and says so
+    service.delete_turns([turn], "a test")
+    spooled("00000000000000000004-1-cmd.json", command("t1", now))
+    assert "which the user deleted" in service.ingest().messages[0]
