@@ -7,6 +7,7 @@ wherever it is shown. Standard library only.
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime, timezone
 
@@ -30,6 +31,16 @@ def preview(text: str, limit: int = LINE_CHARS) -> str:
     if len(flat) <= limit:
         return flat
     return flat[: limit - 1].rstrip() + "…"
+
+
+def folder(path: str | None) -> str:
+    """A turn's project folder as a person reads it: the home folder as ``~``."""
+    if not path:
+        return ""
+    home = os.path.expanduser("~")
+    if home not in ("", "~", os.sep) and (path == home or path.startswith(home + os.sep)):
+        return "~" + path[len(home):]
+    return path
 
 
 def local_time(iso: str | None) -> str:

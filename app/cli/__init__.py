@@ -31,14 +31,17 @@ def plural(n: int, noun: str) -> str:
 
 
 def _said(ctx: Context, verb: str, outcome: Any) -> None:
+    """The turn a rating went to, with its project: `rltray good` rates the newest turn of
+    every agent and folder, which may not be the one in this terminal."""
     from rltray.app.rating import label
-    from rltray.app.words import preview
+    from rltray.app.words import folder, preview
 
     turn, value = outcome.turn, outcome.rating.value
+    where = f"{turn.agent} in {folder(turn.cwd)}" if turn.cwd else turn.agent
     ctx.say(
         f"{verb} ",
         (label(value, outcome.rating.score), "green" if value > 0 else "red"),
-        f": turn {turn.id} ({turn.agent}) — {preview(turn.prompt or turn.response)}",
+        f": turn {turn.id} ({where}) — {preview(turn.prompt or turn.response)}",
     )
 
 

@@ -54,6 +54,7 @@ def test_good_rates_the_newest_turn_and_never_an_older_one(rltray_home: Path) ->
     code, out, err = cli("good", "--comment", "nice")
     assert code == ExitCode.OK, err
     assert "second prompt" in out
+    assert "(claude-code in /tmp)" in out  # the newest turn may be another project's: say whose
     code, out, err = cli("bad")
     assert code == ExitCode.NOTHING_TO_DO
     assert "already rated good" in err and "rltray bad --last" in err
@@ -342,3 +343,12 @@ def test_rate_takes_a_score_from_1_to_5_and_turns_shows_it(rltray_home: Path) ->
     assert code == ExitCode.OK and "4/5" in out
     code, out, _ = cli("export")
     assert json.loads(out.splitlines()[0])["rating"]["score"] == 4
+
+
+def test_a_turns_folder_reads_with_the_home_folder_as_a_tilde(user_home: Path) -> None:
+    from rltray.app.words import folder
+
+    assert folder(str(user_home / "src" / "shop")) == "~/src/shop"
+    assert folder(str(user_home)) == "~"
+    assert folder(str(user_home) + "-other/x") == str(user_home) + "-other/x"
+    assert folder("/srv/app") == "/srv/app" and folder(None) == ""
