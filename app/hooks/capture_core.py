@@ -58,6 +58,8 @@ PREVIEW_SCAN = 2000  # answer chars scrubbed for the preview: a key starting in 
 PRUNE_AFTER = 14 * 86400  # session state idle this long is deleted
 PRUNE_EVERY = 86400  # at most one scan per day, marked by the stamp file's mtime
 PRUNE_STAMP = ".pruned"
+LOCK_WAIT = 2.0  # seconds a hook waits for another run of the same session to save its state
+RECENT_TURNS = 8  # turn ids a session's state remembers, so a late re-report never moves back
 # Lower-case pieces of which every credential that app/scrub.py redacts holds at least one:
 # its fixed prefixes, the names in its assignment rules (pass, pwd, secret, token, key:
 # headers, AccountKey=, connection strings too) and the programs its command-line rules
@@ -262,6 +264,7 @@ class _Dir:
     def __init__(self, path, fd):
         self.path = path
         self.fd = fd
+        self.lock_fd = None  # a session's lock (``Hook.load_state``), released by close()
 
     def open(self, name, flags, mode=0o600):
         if self.fd is None:
@@ -289,6 +292,9 @@ class _Dir:
         return _os.stat(name, dir_fd=self.fd, follow_symlinks=False)
 
     def close(self):
+        if self.lock_fd is not None:
+            _os.close(self.lock_fd)  # releases the lock
+            self.lock_fd = None
         if self.fd is not None:
             _os.close(self.fd)
             self.fd = None
@@ -522,7 +528,12 @@ class Hook:
         return state_file_name(self.agent, session)
 
     def load_state(self, session):
-        """The session's state dict; {} when missing, unreadable or refused (logged)."""
+        """The session's state dict; {} when missing, unreadable or refused (logged).
+
+        The returned folder holds the session's lock (``lock_session``) until it is closed
+        (``save_state`` closes it): two hooks of one session (Codex's notify of a turn and
+        the prompt hook of the next) read, change and write the state one after the other,
+        never both from the same old copy, which lost the newer prompt."""
         try:
             folder = open_dir(self.home, "spool", "sessions")
         except OSError as exc:
@@ -534,6 +545,11 @@ class Hook:
             prune_sessions(folder, name, time.time())
         except OSError:
             pass
+        try:
+            if not lock_session(folder, name):
+                self.log(f"session state still locked after {LOCK_WAIT:g} s; going on without")
+        except OSError as exc:
+            self.log(f"session state not locked ({exc.strerror or exc}); going on without")
         try:
             data, _ = read_regular(lambda flags: folder.open(name, flags), MAX_STATE)
             state = loads(data.decode("utf-8", "replace"))
@@ -548,13 +564,16 @@ class Hook:
             self.log(f"session state unreadable, starting fresh: {exc}")
             return {}, folder
 
-    def save_state(self, folder, session, state):
+    def save_state(self, folder, session, state, keep_open=False):
+        """Write the session's state; the folder (and the session's lock) is closed after,
+        unless ``keep_open`` (more changes to come under the same lock)."""
         if folder is None:
             return
         try:
             write_atomic(folder, self.state_name(session), dumps(state).encode("ascii"))
         finally:
-            folder.close()
+            if not keep_open:
+                folder.close()
 
     def spool(self, record):
         """Write one record into spool/incoming/ (the tray need not be running)."""
@@ -568,10 +587,43 @@ class Hook:
         return name
 
 
+def lock_name(state_name):
+    """The lock file beside a session's state file (the state file itself is replaced by a
+    rename on every save, so a lock on it would lock a file that is gone)."""
+    return state_name[: -len(".json")] + ".lock"
+
+
+def lock_session(folder, state_name, wait=LOCK_WAIT):
+    """Take the session's lock into ``folder.lock_fd``: POSIX record locks through
+    ``posix.lockf`` (built in: no import), msvcrt's on Windows. Waits up to ``wait``
+    seconds for another hook of the session; False when it is still held then. A lock is
+    the process's, released when the folder closes or the process ends, crash included."""
+    fd = folder.open(lock_name(state_name), _os.O_RDWR | _os.O_CREAT | _O_NOFOLLOW)
+    folder.lock_fd = fd
+    if hasattr(_os, "lockf"):
+        def attempt():
+            _os.lockf(fd, _os.F_TLOCK, 0)
+    else:
+        import msvcrt
+
+        def attempt():
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            attempt()
+            return True
+        except (BlockingIOError, PermissionError):  # held by another process
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
+
+
 def prune_sessions(folder, keep, now):
-    """Delete session state files (and stray temp files, untaken notes) idle for PRUNE_AFTER,
-    except ``keep``; scans at most once per PRUNE_EVERY. Regular files only, judged by lstat: a
-    link is never followed nor removed. Returns how many files went."""
+    """Delete session state files (and their locks, stray temp files, untaken notes) idle for
+    PRUNE_AFTER, except ``keep`` and its lock; scans at most once per PRUNE_EVERY. Regular
+    files only, judged by lstat: a link is never followed nor removed. Returns how many
+    files went."""
     try:
         mark = folder.lstat(PRUNE_STAMP)
         if is_regular(mark.st_mode) and 0 <= now - mark.st_mtime < PRUNE_EVERY:
@@ -580,8 +632,9 @@ def prune_sessions(folder, keep, now):
         pass
     write_atomic(folder, PRUNE_STAMP, b"")  # first, so hooks running alongside skip the scan
     removed = 0
+    kept = (keep, lock_name(keep))
     for name in folder.names():
-        if name == keep or not name.endswith((".json", ".tmp", ".note")):
+        if name in kept or not name.endswith((".json", ".tmp", ".note", ".lock")):
             continue
         try:
             info = folder.lstat(name)
@@ -686,12 +739,17 @@ def _num(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
-def pending_prompt(state, continuing=False):
+def pending_prompt(state, continuing=False, turn=None):
     """The prompt recorded by the prompt hook, unless a turn was recorded since (then the
-    transcript is asked first: the prompt hook may have missed a newer prompt)."""
+    transcript is asked first: the prompt hook may have missed a newer prompt). Where the
+    agent names its turns (Codex: ``turn`` here, ``prompt_turn`` kept by the prompt hook)
+    the prompt is this turn's only when both name the same one."""
     prompt = text_or_none(state.get("prompt"))
     if prompt is None:
         return None
+    asked_for = text_or_none(state.get("prompt_turn"))
+    if turn is not None and asked_for is not None:
+        return prompt if asked_for == turn[:200] else None
     fresh = _num(state.get("prompt_at")) >= _num(state.get("last_turn_at"))
     return prompt if fresh or continuing else None
 
@@ -721,11 +779,39 @@ def turn_fields(session, turn, prompt, response, payload, **more):
             **more}
 
 
+def pair_digest(prompt, response):
+    """A short hash of a turn's prompt and answer (``same_turn``), as the record holds them."""
+    return _sha256_hex(norm(prompt or "") + "\0" + norm(response or ""))[:16]
+
+
+def same_turn(hook, state, prompt, response):
+    """The id of the turn last written for this session when it has this prompt and answer,
+    else None: a report without an id of its own (Codex's notify without a turn-id) is
+    then that turn again, not a second one under a hash. The prompt is compared as the
+    prompt hook kept it (scrubbed, when it may hold a credential)."""
+    written = state.get("written")
+    if not isinstance(written, dict) or not text_or_none(written.get("turn")):
+        return None
+    if state.get("prompt_scrubbed") is True:
+        prompt = hook.scrub(cap(prompt))
+        if prompt is None:
+            return None
+    if written.get("pair") != pair_digest(cap(prompt), cap(response)):
+        return None
+    return written["turn"]
+
+
 def record_turn(hook, session, state, folder, fields):
     """Spool a turn unless this turn was already written with everything it now carries.
 
     A turn whose prompt is an rltray command (`/rl bad` that reached the model because the
     prompt hook did not run) is never a turn to train on: it is not spooled.
+
+    Only a new turn becomes the session's newest (``last_turn``, what `/rl` rates) and
+    moves ``last_turn_at``; a re-report of a turn already recorded (Codex reports each
+    turn twice, notify late and fire-and-forget) leaves both, so a late notify neither
+    makes an interrupted turn look answered (``unanswered``) nor takes `/rl` back to an
+    older turn, and when it brings nothing new the state is not even written.
     """
     if rl_command(fields.get("prompt")) is not None:
         hook.log("the prompt is an rltray command; its answer is not recorded as a turn")
@@ -740,14 +826,40 @@ def record_turn(hook, session, state, folder, fields):
     rec["prompt"], rec["response"] = cap(rec["prompt"]), cap(rec["response"])
     filled = {k for k in ("prompt", "response", "context", "cwd", "model") if rec.get(k)}
     written = state.get("written") if isinstance(state.get("written"), dict) else {}
-    before = set(written.get("fields") or ()) if written.get("turn") == rec["turn"] else set()
-    if not filled <= before:
+    turn, last = rec["turn"], text_or_none(state.get("last_turn"))
+    before = set(written.get("fields") or ()) if written.get("turn") == turn else set()
+    new = not filled <= before
+    if new:
         hook.spool(rec)
-        state["written"] = {"turn": rec["turn"], "fields": sorted(filled | before)}
+        pair = (pair_digest(rec["prompt"], rec["response"]) if rec["prompt"]
+                else written.get("pair") if written.get("turn") == turn else None)
+        state["written"] = {"turn": turn, "fields": sorted(filled | before), "pair": pair}
+    recent = state.get("recent") if isinstance(state.get("recent"), list) else []
+    if (turn == last or turn in recent) and not asked_again(state, rec):
+        # a re-report: the newest turn stays what it was
+        if not new:
+            if folder is not None:
+                folder.close()
+            return
+        if turn == last and "response" not in before:  # the answer only now
+            state["last_turn_preview"] = preview(hook.scrub(rec["response"][:PREVIEW_SCAN]) or "")
+        hook.save_state(folder, session, state)
+        return
     shown = hook.scrub(rec["response"][:PREVIEW_SCAN])  # kept in state, shown by `/rl`
-    state.update(last_turn=rec["turn"], last_turn_preview=preview(shown or ""),
-                 last_turn_at=time.time())
+    state.update(prev_turn=last, prev_turn_at=state.get("last_turn_at"), last_turn=turn,
+                 last_turn_preview=preview(shown or ""), last_turn_at=time.time(),
+                 recent=[*recent, turn][-RECENT_TURNS:])
     hook.save_state(folder, session, state)
+
+
+def asked_again(state, rec):
+    """Whether ``rec`` answers the prompt the prompt hook recorded after the session's last
+    answer: a turn asked again, word for word (its id, a hash of prompt and answer, may
+    be the earlier one's), not a re-report of one recorded before it was asked."""
+    if _num(state.get("prompt_at")) <= _num(state.get("last_turn_at")):
+        return False
+    asked = pending_prompt(state, turn=rec["turn"])
+    return asked is not None and norm(cap(asked)) == norm(rec["prompt"])
 
 
 # -- `/rl` prompts ------------------------------------------------------------------------
@@ -787,6 +899,11 @@ def prompt_hook(hook, payload, out):
         else:
             state.pop("prompt_scrubbed", None)
         state["prompt_at"] = time.time()
+        turn = text_or_none(payload.get("turn_id"))  # Codex names the turn a prompt starts
+        if turn is not None:
+            state["prompt_turn"] = turn[:200]
+        else:
+            state.pop("prompt_turn", None)
         waiting = note_waits(folder, hook.state_name(session))
         hook.save_state(folder, session, state)
         lessons = sibling("lessonfiles") if waiting else None

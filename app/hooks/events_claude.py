@@ -37,11 +37,19 @@ _WRAPPERS = (
 )
 
 
+def _names_rl(wrapper):
+    """Whether a command wrapper record names rltray's `/rl` (``<command-name>/rl</…>``)."""
+    start = wrapper.find("<command-name>")
+    end = wrapper.find("</command-name>", start)
+    return start >= 0 and end > start and wrapper[start + 14 : end].strip().lstrip("/") == "rl"
+
+
 def record_message(rec):
     """[role, text, uuid, message id] for a user-typed or assistant-text record, else None.
 
     Drops what is not conversation: tool calls and results, thinking, subagent
-    (sidechain) records, meta records, command wrappers and `/rl` prompts.
+    (sidechain) records, meta records, command wrappers and `/rl` prompts; a `/rl`
+    prompt, typed or as its command's wrapper, comes back with the role ``"rl"``.
     """
     if not isinstance(rec, dict) or rec.get("isSidechain") is True or rec.get("isMeta") is True:
         return None
@@ -64,8 +72,10 @@ def record_message(rec):
         content = "\n".join(parts)
     if not isinstance(content, str) or not content.strip():
         return None
-    if kind == "user" and (content.lstrip().startswith(_WRAPPERS) or core.rl_command(content)):
-        return None
+    if kind == "user" and content.lstrip().startswith(_WRAPPERS):
+        return ["rl", "", None, None] if _names_rl(content) else None
+    if kind == "user" and core.rl_command(content):
+        return ["rl", "", None, None]
     uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
     msg_id = msg.get("id") if kind == "assistant" and isinstance(msg.get("id"), str) else None
     return [kind, content, uuid, msg_id]
@@ -96,9 +106,10 @@ def lines_from_end(read_at, size, limit=TAIL_BYTES, first=TAIL_READ_FIRST):
         yield from reversed(buf[cut + 1 :].split(b"\n"))
 
 
-def scan_transcript(lines, is_prompt, have_response):
+def scan_transcript(lines, is_prompt, have_response, commands=None):
     """Conversation messages newest first and the prompt record's index (or None), from
-    ``lines`` newest first (``lines_from_end``).
+    ``lines`` newest first (``lines_from_end``). ``commands``, a list, gets for each `/rl`
+    record seen before the prompt record (newer than it) how many messages are newer.
 
     Stops 20 messages past the prompt, so a long session costs about as much as a short
     one. The prompt is the user record for which ``is_prompt(text)`` holds when the prompt
@@ -119,6 +130,10 @@ def scan_transcript(lines, is_prompt, have_response):
             continue
         if m is None:
             continue
+        if m[0] == "rl":
+            if anchor is None and commands is not None:
+                commands.append(len(msgs))
+            continue
         last = msgs[-1] if msgs else None
         if m[3] and last is not None and last[0] == "assistant" and last[3] == m[3]:
             last[1] = m[1] + "\n" + last[1]  # one API message split over several records
@@ -134,7 +149,7 @@ def scan_transcript(lines, is_prompt, have_response):
     return msgs, anchor
 
 
-def read_transcript(hook, path, is_prompt, have_response):
+def read_transcript(hook, path, is_prompt, have_response, commands=None):
     """Scan the transcript from its end, reading only as much of it (up to TAIL_BYTES) as
     the scan asks for."""
     try:
@@ -144,7 +159,7 @@ def read_transcript(hook, path, is_prompt, have_response):
         return [], None
     try:
         lines = lines_from_end(lambda start, length: core.read_at(fd, start, length, size), size)
-        return scan_transcript(lines, is_prompt, have_response)
+        return scan_transcript(lines, is_prompt, have_response, commands)
     except OSError as exc:
         hook.log(f"transcript not read ({exc.strerror or exc}); recording without it")
         return [], None
@@ -160,20 +175,31 @@ def stop(hook, payload):
     state, folder = hook.load_state(session)
     response = core.text_or_none(payload.get("last_assistant_message"))
     prompt = core.pending_prompt(state, continuing=payload.get("stop_hook_active") is True)
-    msgs, anchor = [], None
+    msgs, anchor, commands = [], None, []
     path = core.text_or_none(payload.get("transcript_path"))
     if path:
         is_prompt = core.prompt_matcher(hook, state, prompt)
-        msgs, anchor = read_transcript(hook, path, is_prompt, response is not None)
+        msgs, anchor = read_transcript(hook, path, is_prompt, response is not None, commands)
     newest = next((i for i, m in enumerate(msgs) if m[0] == "assistant"), None)
-    if response is None and newest is not None and (anchor is None or newest < anchor):
+    from_state = prompt is not None
+    said = None
+    if anchor is not None and commands:
+        # `/rl` came after the prompt and reached the model (the prompt hook did not block
+        # it): this answer is the model's reply to a rating, no turn.
+        said = "the newest prompt in the transcript is an rltray command"
+    elif response is None and anchor is None and from_state and newest is not None:
+        # No answer in the payload (Claude Code before 2.1.47) and the prompt not yet in the
+        # transcript (it lags): its newest answer is the previous turn's.
+        said = "Stop without last_assistant_message and the transcript lags the prompt"
+    elif response is None and newest is not None and (anchor is None or newest < anchor):
         response = msgs[newest][1]
-    if not response:
-        hook.log("Stop without an assistant answer (payload and transcript); nothing recorded")
+    if said is None and not response:
+        said = "Stop without an assistant answer (payload and transcript)"
+    if said is not None:
+        hook.log(said + "; nothing recorded")
         if folder is not None:
             folder.close()
         return
-    from_state = prompt is not None
     if prompt is None:  # else the transcript's; else the last one recorded, even if used before
         prompt = (
             msgs[anchor][1] if anchor is not None else core.text_or_none(state.get("prompt")) or ""

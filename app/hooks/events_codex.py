@@ -39,7 +39,17 @@ def stop(hook, payload):
         return
     state, folder = hook.load_state(session)
     turn = core.text_or_none(payload.get("turn_id"))
-    prompt = core.text_or_none(state.get("prompt")) or ""  # the prompt hook runs wherever Stop does
+    prompt = core.pending_prompt(state, payload.get("stop_hook_active") is True, turn)
+    if prompt is None and turn is not None and turn[:200] == state.get("last_turn"):
+        prompt = ""  # notify recorded this turn first, with its prompt; the store keeps that one
+    elif prompt is None:
+        # The prompt hook did not see this turn's prompt (not trusted yet, timed out, or it
+        # was `$rl bad` that reached the model): the prompt in the state is an older turn's.
+        # notify reports the turn with its own input, or applies the `$rl` it was.
+        hook.log("Stop of a turn whose prompt the prompt hook did not see; leaving it to notify")
+        if folder is not None:
+            folder.close()
+        return
     transcript = core.text_or_none(payload.get("transcript_path"))
     fields = core.turn_fields(
         session, turn, prompt, response, payload, context=[], event="stop", transcript=transcript
@@ -60,6 +70,7 @@ def notify(hook, payload):
     if inputs and inputs[-1].startswith(CODEX_TITLE_PROMPT):
         return  # Codex naming the thread, not a turn of the user's (see CODEX_TITLE_PROMPT)
     state, folder = hook.load_state(session)
+    turn = core.text_or_none(payload.get("turn-id"))
     command = core.rl_command(inputs[-1]) if inputs else None
     if command is not None:
         # The user typed `$rl bad` but the prompt hook did not take it (Codex's hooks are not
@@ -70,12 +81,25 @@ def notify(hook, payload):
             if folder is not None:
                 folder.close()
             return
+        if turn is not None and turn[:200] == state.get("last_turn"):
+            # A Stop recorded the model's reply to this `$rl` as the newest turn, with a prompt
+            # it took for this turn's (one typed before and never answered): that reply is
+            # no answer to rate. The session is as it was before it: the `$rl` rates the
+            # turn before, or nothing when the prompt before it was never answered.
+            hook.log(f"turn {turn[:40]} answered {inputs[-1][:40]!r}, not a task; "
+                     "not the turn this rates")
+            state.update(last_turn=core.text_or_none(state.get("prev_turn")),
+                         last_turn_at=state.get("prev_turn_at"), last_turn_preview="")
+            if state.get("last_rated_turn") == turn[:200]:
+                state.pop("last_rated_turn", None)
+            hook.save_state(folder, session, state, keep_open=True)  # whatever `$rl` does
         cwd = core.text_or_none(payload.get("cwd"))
         said = core.run_command(hook, session, state, folder, sub, comment, cwd)
         hook.log(f"applied from notify (the prompt hook did not run): {said}")
         return
-    turn = core.text_or_none(payload.get("turn-id"))
-    prompt = inputs[-1] if inputs else (core.text_or_none(state.get("prompt")) or "")
+    prompt = inputs[-1] if inputs else (core.pending_prompt(state, turn=turn) or "")
+    if turn is None:  # the turn Stop recorded, when it is this prompt and answer again
+        turn = core.same_turn(hook, state, prompt, response)
     context = [
         {"role": "user", "content": core.cap(m, core.MAX_CONTEXT_CHARS)} for m in inputs[:-1]
     ]

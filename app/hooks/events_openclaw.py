@@ -5,10 +5,12 @@ Stdlib only, like ``capture_core.py``, which loads this module by the event's pr
 program with one JSON payload on stdin per OpenClaw hook:
 
 - ``end`` (``agent_end``): a finished run's messages, session key, channel and model; a
-  successful user-triggered run becomes one turn, its id the run id.
-- ``sent`` (``message_sent``): the platform message id of a delivered reply, remembered
-  with its run (``spool/sessions``) and spooled as a ``message`` record for the store, so
-  a reaction finds its turn after any restart of the gateway or the tray.
+  successful user-triggered run becomes one turn, its id the run id; a failed one leaves
+  the session's last prompt unanswered, so `/rl` rates nothing rather than the turn before.
+- ``sent`` (``message_sent``): the platform message id of a delivered reply and its chat
+  (ids are unique only within a chat), remembered with its run (``spool/sessions``) and
+  spooled as a ``message`` record for the store, so a reaction finds its turn after any
+  restart of the gateway or the tray.
 - ``react`` (``before_agent_run``): OpenClaw fires nothing when a reaction arrives; it puts
   ``Telegram reaction added: 👍 by … on msg N`` into the sender's next run, read here, so
   such a rating lands when the sender next writes.
@@ -87,8 +89,15 @@ def end(hook, payload):
     if session is None:
         hook.log("agent_end without a session key; nothing recorded")
         return
-    if payload.get("success") is not True or payload.get("trigger") not in TRIGGERS:
-        return  # a failed run, or one OpenClaw started itself: nothing the user rates
+    if payload.get("trigger") not in TRIGGERS:
+        return  # a run OpenClaw started itself: nothing the user rates
+    if payload.get("success") is not True:
+        # A failed or stopped run of the user's: no turn, but `/rl bad` typed about it must
+        # not rate the answer before it (``capture_core.unanswered``).
+        state, folder = hook.load_state(session)
+        state["prompt_at"] = core.time.time()
+        hook.save_state(folder, session, state)
+        return
     dialogue = _dialogue(payload.get("messages"))
     last_user = max((i for i, (role, _) in enumerate(dialogue) if role == "user"), default=-1)
     answers = [text for role, text in dialogue[last_user + 1:] if role == "assistant"]
@@ -117,6 +126,57 @@ def _messages_key(session):
     return session + "\0messages"
 
 
+CHAT_MAX = 64
+WHERE_MAX = 100  # app/spool.py keeps this much of a message record's channel
+
+
+def _chat(payload, channel):
+    """The chat a message is in, as one id: a platform's message ids are unique only within
+    a chat (Telegram numbers each chat's messages from 1), and one OpenClaw session can
+    span chats (the default ``dmScope`` puts every direct chat in ``agent:main:main``).
+    OpenClaw names a chat as ``4242`` or as a target (``telegram:4242``,
+    ``telegram:-100123:topic:7``); a topic is part of its chat. None when not given
+    (``to``: where ``message_sent`` delivered, what a plugin loaded before ``chat`` sends)."""
+    chat = core.text_or_none(payload.get("chat")) or core.text_or_none(payload.get("to"))
+    if chat is None:
+        return None
+    chat = chat.strip()
+    prefixes = tuple(f"{name}:" for name in ((channel or "").lower(),
+                                              "tg" if channel == "telegram" else "") if name)
+    while prefixes and chat.lower().startswith(prefixes):
+        chat = chat.partition(":")[2].strip()
+    if channel == "telegram":
+        chat = chat.removeprefix("group:")
+        for marker in (":topic:", ":direct-topic:"):
+            chat = chat.partition(marker)[0]
+    return chat[:CHAT_MAX] or None
+
+
+def _where(channel, chat):
+    """``<channel>:<chat>``, or the channel alone when the chat is unknown: how a ``message``
+    record's channel and a rating's ``target_message`` name a chat (app/store/messages.py
+    reads it back); cut to the 100 characters a record's channel may have, for both alike."""
+    return f"{channel or ''}:{chat}"[:WHERE_MAX] if chat is not None else channel
+
+
+def _message_key(message, chat):
+    """A delivered message's key in a session's state: ``<chat>:<id>``, the id alone when the
+    chat is unknown (and in state written before chats were told apart)."""
+    return f"{chat}:{message}" if chat is not None else message
+
+
+def _turn_of(messages, message, chat):
+    """The run whose answer ``message`` in ``chat`` was, from a session's remembered ids;
+    in no known chat, the one chat's that has such a message (None when several have)."""
+    turn = messages.get(_message_key(message, chat))
+    if turn is None and chat is not None:
+        turn = messages.get(message)  # remembered with no chat: before chats were told apart
+    if turn is None and chat is None:
+        found = [t for key, t in messages.items() if key.endswith(":" + message)]
+        turn = found[0] if len(found) == 1 else None
+    return core.text_or_none(turn)
+
+
 def sent(hook, payload):
     session = core.session_of(payload, "session")
     message = core.text_or_none(payload.get("message_id"))
@@ -132,17 +192,19 @@ def sent(hook, payload):
         hook.log(f"message {message[:40]} delivered with no run to belong to; not remembered")
         return
     channel = core.text_or_none(payload.get("channel"))
+    chat = _chat(payload, channel)
     key = _messages_key(session)
     state, folder = hook.load_state(key)
     known = state.get("messages") if isinstance(state.get("messages"), dict) else {}
-    known.pop(message, None)
-    known[message] = turn
+    known.pop(_message_key(message, chat), None)
+    known[_message_key(message, chat)] = turn
     for old in list(known)[: max(0, len(known) - MESSAGES_KEPT)]:
         del known[old]
     state["messages"] = known
     hook.save_state(folder, key, state)
     hook.spool({"kind": "message", "agent": hook.agent, "session": session, "turn": turn[:200],
-                "channel": channel, "message_id": message[:200], "captured_at": core.iso_now()})
+                "channel": _where(channel, chat), "message_id": message[:200],
+                "captured_at": core.iso_now()})
 
 
 def react(hook, payload):
@@ -164,10 +226,11 @@ def react(hook, payload):
     known["reactions"] = (seen + [line for line, _ in fresh])[-MESSAGES_KEPT:]
     hook.save_state(folder, key, known)
     channel = core.text_or_none(payload.get("channel"))
+    chat = _chat(payload, channel)  # the chat of the run the reaction came in with
     for _, (emoji, message) in fresh:
         # a message not remembered here (state pruned) is found by the store
         record = _rating_record(hook, session, REACTIONS[emoji], message,
-                                core.text_or_none(messages.get(message)), channel,
+                                _turn_of(messages, message, chat), _where(channel, chat),
                                 "openclaw-react")
         try:
             hook.spool(record)
@@ -177,7 +240,8 @@ def react(hook, payload):
 
 def _rating_record(hook, session, sub, message, turn, channel, event):
     """A ``command`` record rating the turn of ``message``: by its run id when this session's
-    state remembers it, else by ``<channel>:<message id>`` for the store to look up."""
+    state remembers it, else by ``<channel>[:<chat>]:<message id>`` for the store to look up
+    (``channel`` is ``_where``'s)."""
     record = {"kind": "command", "agent": hook.agent, "session": session, "command": sub,
               "target_turn": turn, "comment": None, "captured_at": core.iso_now(),
               "event": event}
@@ -201,9 +265,10 @@ def button(hook, payload):
     if folder is not None:
         folder.close()
     messages = known.get("messages") if isinstance(known.get("messages"), dict) else {}
-    record = _rating_record(hook, session, what, message,
-                            core.text_or_none(messages.get(message)),
-                            core.text_or_none(payload.get("channel")), "openclaw-button")
+    channel = core.text_or_none(payload.get("channel"))
+    chat = _chat(payload, channel)
+    record = _rating_record(hook, session, what, message, _turn_of(messages, message, chat),
+                            _where(channel, chat), "openclaw-button")
     try:
         hook.spool(record)
     except Exception as exc:

@@ -314,6 +314,36 @@ def m012_forget_orphan_lessons(conn: sqlite3.Connection) -> None:
     )
 
 
+def m013_turn_message_chats(conn: sqlite3.Connection) -> None:
+    """The chat a delivered message is in, part of its key (``turn_messages.chat``).
+
+    A platform numbers messages per chat (Telegram counts each chat's from 1): keyed by
+    channel and id alone, the second chat's message 42 was dropped as a duplicate of the
+    first's, and a rating of it went to the first chat's turn. SQLite cannot change a
+    primary key in place, so the table is rebuilt; a row from before keeps chat '' (not
+    known), which a lookup in any chat still finds when nothing in that chat matches.
+    """
+    _run(
+        conn,
+        """
+        CREATE TABLE turn_messages_m013 (
+            agent      TEXT NOT NULL,
+            channel    TEXT NOT NULL DEFAULT '',
+            chat       TEXT NOT NULL DEFAULT '',
+            message_id TEXT NOT NULL,
+            turn_id    INTEGER NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+            sent_at    TEXT NOT NULL,
+            PRIMARY KEY (agent, channel, chat, message_id)
+        )
+        """,
+        "INSERT INTO turn_messages_m013 (agent, channel, chat, message_id, turn_id, sent_at)"
+        " SELECT agent, channel, '', message_id, turn_id, sent_at FROM turn_messages",
+        "DROP TABLE turn_messages",
+        "ALTER TABLE turn_messages_m013 RENAME TO turn_messages",
+        "CREATE INDEX turn_messages_turn ON turn_messages (turn_id)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -327,6 +357,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     m010_lesson_members,
     m011_id_marks,
     m012_forget_orphan_lessons,
+    m013_turn_message_chats,
 )
 
 

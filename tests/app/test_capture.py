@@ -1186,3 +1186,200 @@ def test_a_new_agent_is_one_events_module_beside_the_core(tmp_path: Path) -> Non
     other = subprocess.run([*argv, "demo-notify"], input=b"{}", capture_output=True)
     assert other.returncode == 0  # not one of its events: logged, never the agent's problem
     assert len(list((home / "spool" / "incoming").glob("*.json"))) == 1
+
+
+# -- review 2: a rating that is wrong or lost ----------------------------------------------
+
+
+def codex_prompt(home: Path, turn: str, text: str) -> subprocess.CompletedProcess[bytes]:
+    return run_hook(home, "codex-prompt", {"session_id": "th", "turn_id": turn, "cwd": "/w",
+                                           "prompt": text})
+
+
+def codex_stop(home: Path, turn: str, answer: str) -> None:
+    run_hook(home, "codex-stop", {"session_id": "th", "turn_id": turn, "cwd": "/w",
+                                  "model": "gpt-5", "stop_hook_active": False,
+                                  "last_assistant_message": answer})
+
+
+def codex_state(home: Path) -> Path:
+    return home / "spool" / "sessions" / capture_core.state_file_name("codex", "th")
+
+
+def test_codex_stop_never_pairs_its_answer_with_an_older_prompt(home: Path) -> None:
+    """Regression (review 2, bug 1): notify of turn 1, fire-and-forget, saved the state it had
+    read before the prompt hook of turn 2 saved, so turn 2's prompt was lost and Stop stored
+    answer two with prompt one; the store keeps the first prompt it gets, so notify's right
+    one never repaired it. The state write is replayed here as the race left it."""
+    codex_prompt(home, "1", "task one")
+    codex_stop(home, "1", "answer one")
+    stale = codex_state(home).read_bytes()  # what notify of turn 1 read
+    codex_prompt(home, "2", "task two")
+    codex_state(home).write_bytes(stale)  # ... and saved last: prompt two gone
+    run_hook(home, "codex-notify", notify_payload("th", "1", ["task one"], "answer one"))
+    codex_stop(home, "2", "answer two")
+    assert [t["prompt"] for t in turns(home) if t["turn"] == "2"] == []  # left to notify
+    assert "prompt hook did not see" in hook_log(home)
+    run_hook(home, "codex-notify", notify_payload("th", "2", ["task two"], "answer two"))
+    assert [(t["turn"], t["prompt"]) for t in turns(home)] == [("1", "task one"),
+                                                               ("2", "task two")]
+
+
+def test_a_notify_that_brings_nothing_new_leaves_the_state_file_alone(home: Path) -> None:
+    """Regression (review 2, bug 1): notify saved the whole session state even when it spooled
+    nothing, and a save from an older read wiped the prompt just recorded."""
+    codex_prompt(home, "1", "task one")
+    codex_stop(home, "1", "answer one")
+    run_hook(home, "codex-notify", notify_payload("th", "1", ["task one"], "answer one"))
+    before = codex_state(home).stat()
+    run_hook(home, "codex-notify", notify_payload("th", "1", ["task one"], "answer one"))
+    after = codex_state(home).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+@posix_only
+def test_two_hooks_of_one_session_change_its_state_one_after_the_other(home: Path) -> None:
+    """Regression (review 2, bug 1): the state was read, changed and written without a lock,
+    so of two hooks of one session running together the later save undid the other's. A
+    hook now waits for the session's lock (held here as another hook would hold it)."""
+    codex_prompt(home, "1", "task one")
+    state_file = codex_state(home)
+    lock = os.open(str(state_file)[: -len(".json")] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.lockf(lock, os.F_LOCK, 0)
+        state = json.loads(state_file.read_text())  # the holder's read
+        argv = capture.build_command("codex-prompt", home, python=sys.executable)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"session_id": "th", "turn_id": "2",
+                                     "prompt": "task two"}).encode())
+        proc.stdin.close()
+        time.sleep(0.5)  # a hook that does not wait has read and saved by now
+        state["other_hook"] = "saved"  # the holder's save, of what it read
+        state_file.write_text(json.dumps(state))
+    finally:
+        os.close(lock)  # releases the lock
+    assert proc.wait(timeout=30) == 0
+    assert proc.stdout is not None and proc.stderr is not None
+    assert (proc.stdout.read(), proc.stderr.read()) == (b"", b"")
+    state = json.loads(state_file.read_text())
+    assert (state["prompt"], state["other_hook"]) == ("task two", "saved")
+
+
+def test_codex_rl_that_reached_the_model_is_no_turn_and_rates_the_one_before(home: Path) -> None:
+    """Regression (review 2, bug 2): with the Stop hook trusted and the prompt hook not
+    taking `$rl bad`, Stop stored the model's reply to `$rl bad` under the previous prompt,
+    and notify then rated that reply."""
+    codex_prompt(home, "1", "task one")
+    codex_stop(home, "1", "answer one")
+    run_hook(home, "codex-notify", notify_payload("th", "1", ["task one"], "answer one"))
+    codex_stop(home, "2", "Noted, I'll do better.")
+    run_hook(home, "codex-notify", notify_payload("th", "2", ["$rl bad"], "Noted, I'll do better."))
+    assert [(t["turn"], t["response"]) for t in turns(home)] == [("1", "answer one")]
+    (command,) = [r for r in spooled(home) if r["kind"] == "command"]
+    assert (command["command"], command["target_turn"]) == ("bad", "1")
+
+
+def test_codex_rl_whose_reply_stop_took_for_a_turn_does_not_rate_that_reply(home: Path) -> None:
+    """Regression (review 2, bug 2): a Stop that took an unanswered earlier prompt for the
+    turn's (a prompt hook without turn ids) recorded the reply to `$rl bad` as the newest
+    turn; notify's `$rl bad` then rated it. It is not the turn meant: here the prompt before
+    it was interrupted, so nothing is rated, as a typed `$rl` after an interrupted turn."""
+    run_hook(home, "codex-prompt", {"session_id": "th", "prompt": "task one"})
+    codex_stop(home, "1", "answer one")
+    run_hook(home, "codex-prompt", {"session_id": "th", "prompt": "task two"})  # interrupted
+    codex_stop(home, "2", "Noted, I'll do better.")  # the reply to `$rl bad`
+    run_hook(home, "codex-notify", notify_payload("th", "2", ["$rl bad"], "Noted, I'll do better."))
+    assert not [r for r in spooled(home) if r["kind"] == "command"]
+    assert "was not captured" in hook_log(home)
+    assert "was not captured" in blocked(codex_prompt(home, "3", "$rl good"))  # it stays so
+
+
+def test_a_late_notify_keeps_an_interrupted_turn_unrated(home: Path) -> None:
+    """Regression (review 2, bug 3): notify of turn 1 arriving after the prompt of turn 2
+    (then interrupted: Codex sends nothing) moved the session's last answer time, so
+    `$rl bad` about turn 2 rated answer one again."""
+    codex_prompt(home, "1", "task one")
+    codex_stop(home, "1", "answer one")
+    codex_prompt(home, "2", "task two")
+    run_hook(home, "codex-notify", notify_payload("th", "1", ["earlier", "task one"],
+                                                  "answer one"))
+    reason = blocked(codex_prompt(home, "3", "$rl bad it went wrong"))
+    assert "was not captured" in reason
+    assert not [r for r in spooled(home) if r["kind"] == "command"]
+
+
+def test_codex_notify_without_a_turn_id_is_the_turn_stop_recorded(home: Path) -> None:
+    """Regression (review 2, bug 8): a notify without turn-id got a hash for an id, and the
+    turn Stop had recorded under its turn_id was stored a second time."""
+    codex_prompt(home, "12", "task")
+    codex_stop(home, "12", "answer")
+    payload = notify_payload("th", "12", ["earlier", "task"], "answer")
+    del payload["turn-id"]
+    run_hook(home, "codex-notify", payload)
+    assert [(t["turn"], t["event"]) for t in turns(home)] == [("12", "stop"),
+                                                              ("12", "codex-notify")]
+    other = notify_payload("th", "13", ["another task"], "answer")
+    del other["turn-id"]
+    run_hook(home, "codex-notify", other)  # another prompt: another turn
+    assert len({t["turn"] for t in turns(home)}) == 2
+
+
+def claude_records(path: Path, *records: tuple[str, Any, str]) -> None:
+    with path.open("a") as f:
+        for kind, content, uuid in records:
+            message: dict[str, Any] = {"role": kind, "content": content}
+            if kind == "assistant":
+                message.update(id="m-" + uuid, content=[{"type": "text", "text": content}])
+            f.write(json.dumps({"type": kind, "message": message, "uuid": uuid,
+                                **({"isMeta": True} if uuid.startswith("meta") else {})}) + "\n")
+
+
+def test_claude_reply_to_an_rl_that_reached_the_model_is_no_turn(home: Path,
+                                                                 tmp_path: Path) -> None:
+    """Regression (review 2, bug 5): `/rl good` that the prompt hook did not block (it timed
+    out) reached the model through rltray's command file; Stop recorded the model's reply
+    as a turn, paired with the prompt before, since the command's records are no prompt."""
+    path = tmp_path / "t.jsonl"
+    claude_records(path, ("user", "task one", "u1"), ("assistant", "answer one", "a1"))
+    stop = {"session_id": "s", "transcript_path": str(path), "stop_hook_active": False}
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "task one"})
+    run_hook(home, "claude-stop", {**stop, "last_assistant_message": "answer one"})
+    reply = "rltray's hooks did not run, so nothing was rated."
+    claude_records(
+        path,
+        ("user", "<command-message>rl</command-message>\n<command-name>/rl</command-name>\n"
+                 "<command-args>good</command-args>", "u2"),
+        ("user", [{"type": "text", "text": "The user typed `/rl good`, an rltray command."}],
+         "meta-u3"),
+        ("assistant", reply, "a2"))
+    run_hook(home, "claude-stop", {**stop, "last_assistant_message": reply})
+    assert [t["response"] for t in turns(home)] == ["answer one"]
+    assert "rltray command; nothing recorded" in hook_log(home)
+    # the same when the `/rl` itself is in the transcript, and the turn before interrupted
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "task two"})
+    claude_records(path, ("user", "task two", "u4"), ("user", "/rl bad", "u5"),
+                   ("assistant", "Sorry about that.", "a3"))
+    run_hook(home, "claude-stop", {**stop, "last_assistant_message": "Sorry about that."})
+    assert [t["response"] for t in turns(home)] == ["answer one"]
+
+
+def test_claude_stop_without_an_answer_and_a_lagging_transcript_records_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    """Regression (review 2, bug 6): Claude Code before 2.1.47 sends no
+    last_assistant_message; when the transcript had not caught up with the new prompt,
+    Stop paired it with the previous answer, and `/rl bad` then rated that pair."""
+    path = tmp_path / "t.jsonl"
+    claude_records(path, ("user", "task one", "u1"), ("assistant", "answer one", "a1"))
+    stop = {"session_id": "s", "transcript_path": str(path), "stop_hook_active": False}
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "task one"})
+    run_hook(home, "claude-stop", stop)
+    run_hook(home, "claude-prompt", {"session_id": "s", "prompt": "task two"})
+    run_hook(home, "claude-stop", stop)  # the transcript is not written yet
+    assert [(t["prompt"], t["response"]) for t in turns(home)] == [("task one", "answer one")]
+    assert "transcript lags" in hook_log(home)
+    claude_records(path, ("user", "task two", "u2"), ("assistant", "answer two", "a2"))
+    run_hook(home, "claude-stop", stop)  # a later Stop finds it
+    assert [(t["prompt"], t["response"]) for t in turns(home)][-1] == ("task two", "answer two")

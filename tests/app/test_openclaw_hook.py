@@ -190,3 +190,80 @@ def test_reply_buttons_are_an_openclaw_install_setting_only(rltray_home: Path) -
                  ("install",)):
         code, _, err = cli("hooks", *argv, "--reply-buttons", "on")
         assert code == ExitCode.USAGE and "--reply-buttons goes with" in err, (argv, err)
+
+
+def test_rl_after_a_failed_run_rates_nothing_rather_than_the_answer_before(
+    rltray_home: Path,
+) -> None:
+    """Regression (review 2, bug 4): a run that failed or was stopped (success false) left no
+    trace, so `/rl bad` about it rated the answer before it, with its comment."""
+    run(rltray_home, "end", end("run-1", "What is 2+2?", "4."))
+    run(rltray_home, "end", end("run-2", "Refactor my module", "partial", success=False))
+    said = json.loads(run(rltray_home, "rl", {"session": SESSION, "args": "bad it broke"}))
+    assert "was not captured" in said["text"] and "nothing was rated" in said["text"]
+    assert records(rltray_home, "command") == []
+    run(rltray_home, "end", end("run-3", "Try again", "Done.", trigger="heartbeat",
+                                success=False))  # OpenClaw's own run: no prompt of the user's
+    run(rltray_home, "end", end("run-4", "Try again", "Done."))
+    said = json.loads(run(rltray_home, "rl", {"session": SESSION, "args": "good"}))
+    assert said["text"] == 'rltray: rated the last answer good ("Done.")'
+
+
+def test_message_ids_are_told_apart_by_their_chat(rltray_home: Path) -> None:
+    """Regression (review 2, bug 7): Telegram numbers each chat's messages from 1, but the
+    hook's and the store's message maps were keyed by channel and id only: a button or a
+    reaction under message 42 in one chat rated the other chat's turn, and the store kept
+    only the first chat's 42. One session for every direct chat (OpenClaw's default)."""
+    shared = "agent:main:main"
+
+    def end_in(run_id: str, prompt: str, answer: str) -> dict[str, Any]:
+        return end(run_id, prompt, answer, session=shared)
+
+    run(rltray_home, "end", end_in("run-alice", "Alice: capital of France?", "Paris."))
+    run(rltray_home, "sent", {"session": shared, "run": "run-alice", "message_id": "42",
+                              "channel": "telegram", "chat": "1001", "to": "1001"})
+    run(rltray_home, "end", end_in("run-bob", "Bob: capital of Spain?", "Madrid."))
+    run(rltray_home, "sent", {"session": shared, "run": "run-bob", "message_id": "42",
+                              "channel": "telegram", "chat": "telegram:2002", "to": "2002"})
+    said = json.loads(run(rltray_home, "button", {"session": shared, "what": "bad",
+                                                  "message_id": "42", "channel": "telegram",
+                                                  "chat": "1001"}))
+    assert said["text"] == "rltray: rated this answer bad."
+    run(rltray_home, "react", {"session": shared, "channel": "telegram", "chat": "2002",
+                               "prompt": "Telegram reaction added: \U0001f44d by Bob on msg 42"})
+    assert [(c["command"], c["target_turn"]) for c in records(rltray_home, "command")] == [
+        ("bad", "run-alice"), ("good", "run-bob")]
+    turns = ingest(rltray_home)
+    assert turns["Alice: capital of France?"].rating.value == -1
+    assert turns["Bob: capital of Spain?"].rating.value == 1
+    with Store.open(Paths(rltray_home)) as store:
+        alice, bob = (turns[p].id for p in ("Alice: capital of France?",
+                                            "Bob: capital of Spain?"))
+        assert store.messages_of(alice) == store.messages_of(bob) == [("telegram", "42")]
+        assert store.turn_by_message("openclaw", "telegram:1001", "42") == alice
+        assert store.turn_by_message("openclaw", "telegram:2002", "42") == bob
+        assert store.turn_by_message("openclaw", "telegram", "42") is None  # which chat's?
+
+
+def test_a_button_without_its_session_finds_the_turn_in_its_chat(rltray_home: Path) -> None:
+    """Regression (review 2, bug 7): a session key too long for Telegram's callback data is
+    left out of the button, and the plugin names the session `telegram:<chat id>`; the store
+    then found message 42 by channel and id alone, which is another chat's as often as not."""
+    sessions = {chat: f"agent:main:telegram:default:direct:{chat}"
+                for chat in ("111111111", "222222222")}
+    for chat, session in sessions.items():
+        run(rltray_home, "end", end(f"run-{chat}", f"Question in {chat}?", f"Answer {chat}.",
+                                    session=session))
+        run(rltray_home, "sent", {"session": session, "run": f"run-{chat}", "message_id": "42",
+                                  "channel": "telegram", "to": chat})
+    ingest(rltray_home)
+    for chat in ("222222222", "111111111"):
+        said = json.loads(run(rltray_home, "button", {
+            "session": f"telegram:{chat}", "what": "bad" if chat[0] == "2" else "good",
+            "message_id": "42", "channel": "telegram", "chat": chat}))
+        assert said["text"].startswith("rltray: rated this answer")
+    assert [c["target_message"] for c in records(rltray_home, "command")] == [
+        "telegram:222222222:42", "telegram:111111111:42"]
+    turns = ingest(rltray_home)
+    assert turns["Question in 222222222?"].rating.value == -1
+    assert turns["Question in 111111111?"].rating.value == 1

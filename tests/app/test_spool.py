@@ -485,3 +485,43 @@ def test_rl_lesson_adds_the_users_words_for_the_sessions_project(
     put(paths, "00000000000000000003-1-bbbbbbbb.json", lesson | {"comment": "Run one test"})
     assert spool.ingest(paths, store).duplicates == 1  # a replayed record adds nothing
     assert len(store.lesson_rows()) == 3
+
+
+def test_message_ids_from_before_chats_were_kept_still_place_a_reaction(paths: Paths) -> None:
+    """Regression (review 2, bug 7): ``turn_messages`` was keyed by channel and message id, so
+    the second chat's message 42 was dropped as the first's. m013 adds the chat to the key;
+    a row from before it (chat not known) keeps placing a reaction, and a message of the
+    same id in a known chat no longer collides with it."""
+    import sqlite3
+
+    from rltray.app.store import migrations
+
+    paths.home.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(paths.db, isolation_level=None)
+    names = [fn.__name__ for fn in migrations.MIGRATIONS]
+    migrations.migrate(conn, migrations.MIGRATIONS[: names.index("m013_turn_message_chats")])
+    conn.execute("INSERT INTO turns (source_key, agent, session, turn, captured_at, ingested_at)"
+                 " VALUES ('openclaw:s:run-1', 'openclaw', 's', 'run-1', '2026-01-01T00:00:00Z',"
+                 " '2026-01-01T00:00:00Z')")
+    conn.execute("INSERT INTO turn_messages (agent, channel, message_id, turn_id, sent_at)"
+                 " VALUES ('openclaw', 'telegram', '42', 1, '2026-01-01T00:00:00Z')")
+    conn.close()
+    for i, name in enumerate(("run-2", "run-3")):
+        put(paths, f"0{i}.json", turn_record(agent="openclaw", session="s", turn=name,
+                                              prompt=f"q{name}", response=f"a{name}"))
+    put(paths, "02.json", {"v": 1, "kind": "message", "agent": "openclaw", "session": "s",
+                           "turn": "run-2", "channel": "telegram:1001", "message_id": "42",
+                           "captured_at": "2026-01-02T03:04:06Z"})
+    put(paths, "03.json", {"v": 1, "kind": "message", "agent": "openclaw", "session": "s",
+                           "turn": "run-3", "channel": "telegram:2002", "message_id": "42",
+                           "captured_at": "2026-01-02T03:04:07Z"})
+    with Store.open(paths) as store:
+        report = spool.ingest(paths, store)
+        assert report.rejected == 0 and report.turns == 2
+        old, two, three = (store.turn_by_source_key(f"openclaw:s:{t}").id  # type: ignore[union-attr]
+                           for t in ("run-1", "run-2", "run-3"))
+        assert store.turn_by_message("openclaw", "telegram:1001", "42") == two
+        assert store.turn_by_message("openclaw", "telegram:2002", "42") == three
+        assert store.turn_by_message("openclaw", "telegram:3003", "42") == old  # chat not known
+        assert store.turn_by_message("openclaw", "telegram", "42") == old
+        assert store.messages_of(old) == [("telegram", "42")]

@@ -79,7 +79,8 @@ const channelOf = (ctx) => ctx?.channel || ctx?.channelId || ctx?.messageProvide
 // A button's callback data is `rltray:<what>:<session key>`: the hook finds the turn of the
 // message the button is on through that session's state. Telegram allows 64 bytes, and
 // OpenClaw wraps a presented button's value as `tgcb1:<checksum>:<value>` (12 bytes more);
-// a longer session key is left out, and the store then finds the turn by the message id.
+// a longer session key is left out, and the store then finds the turn by the message id in
+// the callback's chat.
 const NAMESPACE = "rltray";
 const VALUE_MAX = 64 - 12;
 const BUTTON_CHANNELS = new Set(["telegram"]);
@@ -149,7 +150,8 @@ export default {
       });
     });
 
-    // A delivered reply: its platform message id, so a reaction on it finds its turn.
+    // A delivered reply: its platform message id, so a reaction on it finds its turn. Ids
+    // are unique only within a chat (Telegram numbers each chat's from 1): the chat goes too.
     api.on("message_sent", async (event, ctx) => {
       if (!event?.success || !event?.messageId) return;
       await runHook(command, "sent", {
@@ -157,6 +159,7 @@ export default {
         run: event.runId || ctx?.runId || null,
         message_id: String(event.messageId),
         channel: ctx?.channelId || null,
+        chat: ctx?.conversationId || event.to || null,
         to: event.to || null,
       });
     });
@@ -172,6 +175,7 @@ export default {
       await runHook(command, "react", {
         session: ctx?.sessionKey || ctx?.sessionId || null,
         channel: ctx?.channel || ctx?.messageProvider || null,
+        chat: ctx?.chatId || null, // the chat of this run, where the reaction was made
         sender: event?.senderId || ctx?.senderId || null,
         prompt: text,
       });
@@ -231,6 +235,7 @@ function registerButtons(api, command) {
         what,
         message_id: String(ctx.callback.messageId),
         channel: "telegram",
+        chat: ctx.callback.chatId || ctx.conversationId || null, // message ids are per chat
         sender: ctx.senderId || null,
       });
       if (!/^rltray: (rated|withdrew)/.test(answerOf(out))) return { handled: true };
