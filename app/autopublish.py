@@ -49,14 +49,19 @@ class OllamaReturn:
         if now < self._next_check or self._busy.locked():
             return False
         self._next_check = now + CHECK_EVERY_S
-        ollama = self.service.settings().ollama
+        settings = self.service.settings()
+        ollama, base_model = settings.ollama, settings.training.base_model
         store, paths = self.service.store, self.service.paths
-        if not served.needs_settling(store, paths, ollama.model) or served.publishing(paths):
+        if not served.needs_settling(store, paths, ollama.model, base_model) or served.publishing(
+            paths
+        ):
             return False
         if not publisher.answers(ollama.host, PROBE_TIMEOUT_S):
-            publisher.note_unpublished(store, ollama.host)
+            publisher.note_unpublished(store, ollama.host, base_model)
             return False
-        active = store.active_adapter()
+        # what `latest` is to serve: the active version, or the plain base when it was
+        # trained on another base than the model set up now (never merged onto this one)
+        active = served.servable(store.active_adapter(), base_model)
         self._busy.acquire()
         self.thread = threading.Thread(
             target=self._publish,

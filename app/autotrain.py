@@ -80,8 +80,13 @@ def gate(runtime: Runtime) -> None:
         runner.stop(pause=True)
         service.store.log_event("training", f"paused: {decision.reason}")
     elif decision.train and not runner.running():
+        from rltray.app.training.runner import TrainingBusy
+
         try:
             run_id = runner.start(reason="scheduled")
+        except TrainingBusy as exc:  # another process's round (`rltray train`): it goes on
+            runtime.set_gate_reason(str(exc))
+            return
         except Exception as exc:
             runtime.set_gate_reason(str(exc))
             service.store.log_event("training", f"could not start: {exc}")

@@ -66,8 +66,13 @@ def resolve_tag(service: Service, version: str | None) -> str:
     if adapter is None:
         raise UserError(f"There is no version v{number}; `rltray versions` lists them.")
     if not adapter.ollama_tag:
+        # a tag the export's prune deleted is forgotten with it (publisher._forget_pruned)
+        from rltray.app.training.publisher import describe
+
+        why = describe(adapter.metrics.get("publication")) or "not published to Ollama"
         raise UserError(
-            f"v{number} is not published to Ollama; `rltray versions` shows which versions are."
+            f"v{number} is {why}; `rltray versions` shows which versions are published, and "
+            f"`rltray rollback {number}` publishes it again as the active one."
         )
     return adapter.ollama_tag
 

@@ -70,7 +70,8 @@ def cmd_train(ctx: Context, args: argparse.Namespace) -> int:
         return ExitCode.OK
     service = ctx.service()
     # No rltray runs: a round a killed tray or `rltray train` left behind is settled first
-    # (its trainer stopped, its run paused or failed), as the tray does when it starts.
+    # (its trainer stopped, its run paused or failed), as the tray does when it starts. A
+    # round another live `rltray train` runs is its own: train_now refuses, saying so.
     service.runner().reconcile()
     run = service.train_now(wait=False)
     ctx.say(
@@ -167,10 +168,11 @@ def cmd_publish(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _said_ollama(ctx: Context, line: str) -> bool:
-    """Print the publisher's line; False when it failed (its line then names the retry)."""
-    from rltray.app.training.publisher import RETRY
+    """Print the publisher's line; False when Ollama does not serve the active version (the
+    line then says why, and what to do)."""
+    from rltray.app.training.publisher import said_failure
 
-    failed = RETRY in line
+    failed = said_failure(line)
     ctx.say(("Ollama: ", "yellow" if failed else "green"), line)
     return not failed
 

@@ -24,6 +24,7 @@ class Run:
 
 
 _RUN_COLS = "id, status, started_at, finished_at, metrics, error, adapter_version"
+_ONLY_IF = ("", " AND status = ?")  # indexed by whether a status condition is given
 
 
 def _run(row: tuple[Any, ...]) -> Run:
@@ -44,14 +45,19 @@ class Runs(StoreBase):
             )
         return self._get_run(run_id)
 
-    def set_run_status(self, run_id: str, status: str) -> Run:
-        """Move a run between queued / running / paused without finishing it."""
+    def set_run_status(self, run_id: str, status: str, *, only_if: str | None = None) -> Run:
+        """Move a run between queued / running / paused without finishing it.
+
+        ``only_if``: change it only while its status is that one (another process may
+        have recorded its end meanwhile); the run is returned as it is either way.
+        """
         _check_choice("run status", status, RUN_STATUSES)
         with self._write() as conn:
-            if (
-                conn.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id)).rowcount
-                == 0
-            ):
+            cur = conn.execute(
+                "UPDATE runs SET status = ? WHERE id = ?" + _ONLY_IF[only_if is not None],
+                (status, run_id, *([only_if] if only_if is not None else [])),
+            )
+            if cur.rowcount == 0 and (only_if is None or not self._exists(conn, run_id)):
                 raise StoreError(f"There is no training run {run_id!r}.")
         return self._get_run(run_id)
 
@@ -64,12 +70,15 @@ class Runs(StoreBase):
         error: str | None = None,
         adapter_version: int | None = None,
         at: datetime | None = None,
+        only_if: str | None = None,
     ) -> Run:
+        """Record how a run ended; ``only_if`` as in :meth:`set_run_status`."""
         _check_choice("run status", status, RUN_STATUSES)
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, metrics = ?, error = ?,"
-                " adapter_version = COALESCE(?, adapter_version) WHERE id = ?",
+                " adapter_version = COALESCE(?, adapter_version) WHERE id = ?"
+                + _ONLY_IF[only_if is not None],
                 (
                     status,
                     utc_iso(at),
@@ -77,11 +86,16 @@ class Runs(StoreBase):
                     error,
                     adapter_version,
                     run_id,
+                    *([only_if] if only_if is not None else []),
                 ),
             )
-            if cur.rowcount == 0:
+            if cur.rowcount == 0 and (only_if is None or not self._exists(conn, run_id)):
                 raise StoreError(f"There is no training run {run_id!r}.")
         return self._get_run(run_id)
+
+    @staticmethod
+    def _exists(conn: Any, run_id: str) -> bool:
+        return conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
 
     def get_run(self, run_id: str) -> Run | None:
         rows = self._read(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,))

@@ -315,9 +315,31 @@ def line_parent(active: Adapter | None, base_model: str) -> Adapter | None:
     of versions from the new base, with baseline 0 (issue 20 item 11). The runner
     asks this again when the round ends, to tell a new line from a rollback.
     """
-    if active is None or active.base_model != base_model.strip():
+    if active is None or not base_model.strip() or other_base(active, base_model):
         return None
     return active
+
+
+class _OfABase(Protocol):
+    """A version or a built round: something trained on one base model."""
+
+    @property
+    def base_model(self) -> str: ...
+
+
+def other_base(adapter: _OfABase | None, base_model: str) -> str | None:
+    """The base ``adapter`` was trained on when it is not ``base_model`` (the model set up
+    now), else None; nothing is compared while no model is set up (``base_model`` empty).
+
+    The one rule behind "a version is only ever served on the model it was trained and
+    judged on": a round never takes it as parent (:func:`line_parent`), a rollback refuses
+    it, a round that ends after the setting changed is kept as a candidate, and Ollama's
+    ``latest`` serves the plain base instead of merging it onto another model (same-shaped
+    siblings load without a complaint).
+    """
+    if adapter is None or not base_model.strip() or adapter.base_model == base_model.strip():
+        return None
+    return adapter.base_model
 
 
 def not_enough(fresh: int, needed: int) -> str:

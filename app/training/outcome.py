@@ -11,9 +11,9 @@ the run's ``trainer.log``.
 The keys read are the ones the runner records (app/training/versions.py
 ``apply_result`` merges the trainer's ``done`` line into the run's metrics):
 ``accepted``, ``reasons``, ``preference``, ``gate_notes``, and the runner's own
-``kept_as`` / ``parent_version`` / ``active_before`` / ``new_line``. The gate's own
-sentences (reasons, notes) are shown as written, so a change in how the trainer
-judges needs no change here.
+``kept_as`` / ``parent_version`` / ``active_before`` / ``new_line`` / ``base_now``. The
+gate's own sentences (reasons, notes) are shown as written, so a change in how the
+trainer judges needs no change here.
 """
 
 from __future__ import annotations
@@ -115,11 +115,20 @@ def accepted_sentence(run: Mapping[str, Any]) -> str:
     """What an accepted round did to the versions, exactly (issue 20 item 11).
 
     Reads what ``adapterversions._placement`` recorded: ``kept_as``,
-    ``parent_version``, ``active_before`` and ``new_line``.
+    ``parent_version``, ``active_before``, ``new_line`` and ``base_now`` (the model set up
+    when a round of another one ended).
     """
     m = _metrics(run)
     v = run.get("adapter_version")
     before = m.get("active_before") if isinstance(m.get("active_before"), Mapping) else None
+    if m.get("kept_as") == "candidate" and m.get("base_now"):
+        return (
+            f"version v{v} is kept as a candidate, not made active: it was trained on "
+            f"{m.get('base_model')}, but training.base_model was changed to {m.get('base_now')} "
+            f"while it trained, and it is never served on a model it was not judged on (set "
+            f"training.base_model back to {m.get('base_model')}, then `rltray rollback {v}` "
+            "makes it active)."
+        )
     if m.get("kept_as") == "candidate":
         now = _name(before.get("version") if before else None)
         return (

@@ -20,7 +20,9 @@ made the version active prints that line, because a failure seen only in the act
 the Ollama client never load in the tray process) and stores what it reports
 (tag, path taken, quantization, size, the blob that makes the tag ours) with the
 adapter. It serializes with every other publish of the data folder and points
-``latest`` only at the store's active version (app/training/served.py says why).
+``latest`` only at the store's active version (app/training/served.py says why), or at
+the plain base when that version was trained on another base than the model set up now
+(``served.servable``): a version is never registered on a model it was not judged on.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import UserError
-from rltray.app.training import served
+from rltray.app.training import jobbuild, served
 
 if TYPE_CHECKING:
     from rltray.app.config import Config
@@ -51,6 +53,7 @@ ROLLBACK_WAIT_S = 5.0  # a rollback waits this long for a publish in flight, the
 SETTLE_ROUNDS = 3  # re-reads of the active version while pointing `latest`
 EXPORT_PENDING = "its export to Ollama has not finished (rltray sends it when Ollama answers)"
 BUSY = "another publish is running; Ollama's latest will serve {here} when it ends"
+NOT_SERVED = "is active here but not served"  # the active version is of another base model
 _PENDING = ("pending",)
 NOT_USED = (
     "not used (ollama.model is empty); `rltray config set ollama.model MODEL` publishes "
@@ -106,6 +109,21 @@ def failure_line(exc: Exception, version: int | None) -> str:
     return f"not published ({exc}) — {here} is active here; `{RETRY}` tries again"
 
 
+def said_failure(line: str) -> bool:
+    """Whether a publisher line says Ollama does not serve the active version."""
+    return RETRY in line or NOT_SERVED in line
+
+
+def not_served_line(active: Adapter, base_model: str) -> str:
+    """Why the active version is not in Ollama: it was trained on another base model."""
+    return (
+        f"v{active.version} {NOT_SERVED}: it was trained on {active.base_model}, and the model "
+        f"set up now is {base_model.strip()}. Set training.base_model back to "
+        f"{active.base_model}, or make a version of {base_model.strip()} active "
+        "(`rltray rollback 0`: its plain base model)"
+    )
+
+
 def answers(host: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """Whether anything answers HTTP at ``host`` (an error status still is an answer)."""
     try:
@@ -125,6 +143,8 @@ def describe(publication: dict[str, Any] | None) -> str | None:
         return f"not published: {publication['error']}"
     if publication.get("pending"):
         return f"not published yet: {publication['pending']}"
+    if publication.get("removed"):  # not "pruned": an export's own list of the tags it pruned
+        return f"not in Ollama any more: {publication['removed']}"
     size, base = publication.get("size"), publication.get("base_size")
     mb = f", {size / 1e6:.0f} MB" if isinstance(size, (int, float)) else ""
     if mb and isinstance(base, (int, float)) and publication.get("path") == "merged":
@@ -219,9 +239,22 @@ class OllamaPublisher(Publisher):
         adapter = self.store.get_adapter(version)
         if adapter is None:
             return None
+        if jobbuild.other_base(adapter, config.training.base_model):
+            # review r1: never registered on a model it was not judged on; `latest` serves
+            # what the rule says (the plain base while it is active), and the line says why
+            with served.publish_lock(self.paths):
+                return self._settle(config)[1]
         self._record(adapter, {**_identity(adapter), "pending": EXPORT_PENDING})
         with served.publish_lock(self.paths):
-            tag = self._register(config, adapter)
+            try:
+                tag = self._register(config, adapter)
+            except PublishError as exc:
+                if _version_of(self.store.active_adapter()) == version:
+                    raise  # `latest` keeps what it served; `rltray publish` tries again
+                # review r5: a rollback made meanwhile was told `latest` follows it when
+                # this publish ends, failed or not
+                line = self._settle(config)[1]
+                return f"v{version} was not published ({exc}); it is no longer active: {line}"
             settled, line = self._settle(config)
         if settled == version:
             return f"published as {tag}; {tag.rsplit(':', 1)[0]}:latest serves it"
@@ -275,46 +308,66 @@ class OllamaPublisher(Publisher):
         publication = {k: v for k, v in result.items() if k != "ok"}
         self.store.set_adapter_publication(adapter.version, result["tag"], publication)
         self.store.log_event("published", f"v{adapter.version}: {describe(publication)}")
+        self._forget_pruned(config, result.get("pruned"))
         return str(result["tag"])
 
+    def _forget_pruned(self, config: Config, tags: Any) -> None:
+        """Versions whose tag the export's prune deleted lose it here too (review r6: the
+        store still named them, and `rltray use codex 1` wrote a profile for a model
+        Ollama no longer had); a rollback to one publishes it again."""
+        gone = {str(t) for t in tags or []}
+        for adapter in self.store.list_adapters() if gone else []:
+            if adapter.ollama_tag in gone:
+                keep = config.ollama.keep_versions
+                why = (f"{adapter.ollama_tag} was removed to keep the newest {keep} versions "
+                       "(ollama.keep_versions)")  # fmt: skip
+                self._record(adapter, {"removed": why})
+                self.store.set_adapter_ollama_tag(adapter.version, None)
+
     def _settle(self, config: Config) -> tuple[int | None, str]:
-        """Point ``latest`` at the active version, re-read until the store holds still (a
-        rollback in another process may land meanwhile); (version served, line)."""
+        """Point ``latest`` at the active version (``served.servable``), re-read until the
+        store holds still (a rollback in another process may land meanwhile); (version
+        served, line)."""
         for _ in range(SETTLE_ROUNDS):
             active = self.store.active_adapter()
-            line = self._point(config, active)
+            line, version = self._point(config, active)
             if _version_of(self.store.active_adapter()) == _version_of(active):
                 break
-        return _version_of(active), line
+        return version, line
 
-    def _point(self, config: Config, active: Adapter | None) -> str:
-        """One ``latest`` export: republishes ``active`` unless its tag is provably ours."""
-        version = active.version if active is not None else None
+    def _point(self, config: Config, active: Adapter | None) -> tuple[str, int | None]:
+        """One ``latest`` export of what serves while ``active`` is active: republishes it
+        unless its tag is provably ours; (line, version served)."""
+        serve = served.servable(active, config.training.base_model)
+        version = _version_of(serve)
         args = ["latest", *self._common(config)]
         workdir = None
-        if active is not None:
-            workdir = self._workdir(active.version)
-            args += ["--version", str(version), "--adapter", active.path,
+        if serve is not None:
+            workdir = self._workdir(serve.version)
+            args += ["--version", str(version), "--adapter", serve.path,
                      "--workdir", str(workdir)]  # fmt: skip
-            blob = trusted_blob(active)
+            blob = trusted_blob(serve)
             args += ["--blob", blob] if blob else []
         try:
             result = self._export(args)
         except PublishError as exc:
-            self._latest_failed(config, active, exc)
+            self._latest_failed(config, serve, exc)
             raise
         finally:
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
-        if active is not None:
+        if serve is not None:
             fresh = result.get("republished")
-            known = {k: v for k, v in _identity(active, full=True).items() if k not in _PENDING}
+            known = {k: v for k, v in _identity(serve, full=True).items() if k not in _PENDING}
             publication = dict(fresh) if fresh else {**known, "blob": result.get("blob")}
             self.store.set_adapter_publication(version, publication.get("tag"), publication)
+            self._forget_pruned(config, (fresh or {}).get("pruned"))
         served.write_served(self.paths, config.ollama.model, version)
         line = f"{result['latest']} now serves {result['source']}"
         self.store.log_event("published", line)
-        return line
+        if active is not None and serve is None:
+            line += "; " + not_served_line(active, config.training.base_model)
+        return line, version
 
     def _latest_failed(self, config: Config, active: Adapter | None, exc: PublishError) -> None:
         """Keep the failure where the watcher and the tray see it (the version stays active)."""
@@ -361,10 +414,11 @@ def trusted_blob(adapter: Adapter) -> str | None:
     return None
 
 
-def note_unpublished(store: Store, host: str) -> Adapter | None:
+def note_unpublished(store: Store, host: str, base_model: str = "") -> Adapter | None:
     """Give an active version with no publication record (a tray stopped during its export)
-    one that says so, so the tray and `rltray versions` show it as not yet published."""
-    active = store.active_adapter()
+    one that says so, so the tray and `rltray versions` show it as not yet published (not
+    one of another base model: it is not sent at all, ``served.servable``)."""
+    active = served.servable(store.active_adapter(), base_model)
     if active is None or active.metrics.get("publication"):
         return None
     reason = f"Ollama is not running at {host}; rltray sends it when Ollama answers"

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rltray.app.errors import ExitCode, NothingToDo, UserError
 from rltray.app.training import jobbuild, outcome, remote
@@ -153,6 +153,7 @@ class TrainingRunner:
         """
         with self._lock:
             self._refuse_if_running()
+            self._refuse_if_elsewhere()
             training = self._training()
             paused = adapterversions.resumable_run(self.store, self.paths, training.base_model)
             away = reason == "scheduled"  # the scheduler starts rounds only while idle
@@ -180,6 +181,7 @@ class TrainingRunner:
         """Run a paused round's job folder again; the trainer continues from its checkpoint."""
         with self._lock:
             self._refuse_if_running()
+            self._refuse_if_elsewhere()
             paused = [r.id for r in self._paused_runs()]
             run_id = run_id or (paused[0] if paused else None)
             if run_id is None or run_id not in paused:
@@ -284,9 +286,11 @@ class TrainingRunner:
     def reconcile(self) -> list[str]:
         """Settle runs a killed tray left ``running``; returns their ids. Call once at start.
 
-        A leftover trainer still alive is stopped first. A run whose adapter was
-        fully written is applied from its ``rltray.json``; one with a checkpoint
-        becomes ``paused`` (resumable); any other is ``failed``.
+        A run whose owner (the process that runs its trainer) is alive is left to it: a
+        `rltray train` in a terminal, or a tray. A leftover trainer still alive is stopped
+        first. A run whose adapter was fully written is applied from its ``rltray.json``;
+        one with a checkpoint becomes ``paused`` (resumable); any other is ``failed``.
+        Output that failed or cancelled runs left in ``adapters/`` is removed.
         """
         settled = []
         with self._lock:
@@ -294,17 +298,20 @@ class TrainingRunner:
             for run in reversed(self.store.list_runs(limit=100)):  # oldest first
                 if run.status != "running" or run.id == current:
                     continue
+                if adapterversions.live_owner(self.paths.runs / run.id) is not None:
+                    continue
                 if current is None and remote.attachable(self.paths.runs / run.id):
                     # a remote round runs on without the tray: follow it again
                     current = self._launch(run.id, reason="reattach")
                     settled.append(run.id)
                     continue
                 version = adapterversions.settle_leftover(
-                    self.store, self.paths, run, self.stop_timeout_s
+                    self.store, self.paths, run, self.stop_timeout_s, self._training().base_model
                 )
                 if version is not None:
                     self._publish_round(run.id, version)
                 settled.append(run.id)
+            adapterversions.sweep_outputs(self.store, self.paths)
         return settled
 
     # -- launching -----------------------------------------------------------
@@ -316,6 +323,20 @@ class TrainingRunner:
     def _refuse_if_running(self, what: str = "start another round") -> None:
         if self._child is not None:
             raise TrainingBusy(f"a training round is running; pause it before you {what}")
+
+    def _refuse_if_elsewhere(self) -> None:
+        """Another live process runs a round of this data folder (``reconcile`` leaves it
+        alone): a second round would train the same ratings beside it."""
+        for run in self.store.list_runs(limit=100):
+            owner = None
+            if run.status == "running":
+                owner = adapterversions.live_owner(self.paths.runs / run.id)
+            if owner is not None:
+                raise TrainingBusy(
+                    f"training run {run.id} is already running in another process (pid "
+                    f"{owner}: `rltray train` in another terminal, or a tray); it goes on "
+                    "there. `rltray runs` shows how it goes and how it ended."
+                )
 
     def _paused_runs(self) -> list[Run]:
         return adapterversions.paused_runs(self.store)
@@ -360,7 +381,7 @@ class TrainingRunner:
         }
         with contextlib.suppress(FileNotFoundError):
             (folder / STOP_FILE).unlink()  # a stop the last trainer never saw is not for this one
-        with open(folder / "trainer.log", "ab") as log:
+        with open_private_log(folder / "trainer.log") as log:
             log.write(f"--- {datetime.now(timezone.utc).isoformat()} {reason}\n".encode())
             log.flush()
             try:
@@ -385,7 +406,7 @@ class TrainingRunner:
             with contextlib.suppress(OSError):  # settings and keyring secrets, never argv
                 proc.stdin.write(remote.handshake(training))
                 proc.stdin.flush()
-        (folder / "trainer.pid").write_text(str(proc.pid), encoding="utf-8")
+        adapterversions.claim(folder, proc.pid)  # trainer.pid and owner.pid (reconcile reads them)
         run = self.store.get_run(run_id)
         before = run.metrics if run else {}
         resumed = reason in ("resume", "reattach")
@@ -435,7 +456,8 @@ class TrainingRunner:
             with contextlib.suppress(Exception):
                 self.store.finish_run(child.run_id, "failed", error=f"{type(exc).__name__}: {exc}")
         finally:
-            status = "unknown"
+            adapterversions.release(child.built.folder)  # a detached remote round: the next
+            status = "unknown"  # start re-attaches to it (``reconcile``)
             with contextlib.suppress(Exception):
                 status = getattr(self.store.get_run(child.run_id), "status", status)
             with self._lock:
@@ -500,12 +522,15 @@ class TrainingRunner:
             tail = outcome.log_tail(child.built.folder / "trainer.log", LOG_TAIL_LINES)
             error = failure_text(child.error, code, tail)
             self.store.finish_run(child.run_id, "failed", metrics=metrics, error=error)
+            adapterversions.discard_output(self.paths, child.run_id)
 
     # -- results -------------------------------------------------------------
 
     def _apply(self, built: jobbuild.BuiltJob, done: Mapping[str, Any], metrics: dict) -> None:
         with self._lock:
-            version = adapterversions.apply_result(self.store, self.paths, built, done, metrics)
+            version = adapterversions.apply_result(
+                self.store, self.paths, built, done, metrics, self._training().base_model
+            )
         if version is not None:
             self._publish_round(built.run_id, version)
 
@@ -522,12 +547,15 @@ class TrainingRunner:
 
     def _publish(self, hook: str, version: int | None) -> str | None:
         """Call the publisher; a failure is logged and said, never raised (the version
-        is active here whatever Ollama does)."""
+        is active here whatever Ollama does). The line names the version active when it
+        failed: a rollback may have landed while the publish ran (review r5)."""
         try:
             return getattr(self.publisher, hook)(version)
         except Exception as exc:
             with contextlib.suppress(Exception):
                 self.store.log_event("publish-failed", f"{hook}({version}): {exc}")
+                active = self.store.active_adapter()
+                version = active.version if active is not None else None
             return failure_line(exc, version)
 
     def _notify(self) -> None:
@@ -535,6 +563,17 @@ class TrainingRunner:
             return
         with contextlib.suppress(Exception):  # a broken listener must not stop bookkeeping
             self.on_change(self.progress)
+
+
+def open_private_log(path: Path) -> BinaryIO:
+    """``path`` opened for appending, created 0600 whatever the umask (it was 0666 under
+    umask 000) and made 0600 if it was not; a symlink in its place is refused."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags, 0o600)
+    with contextlib.suppress(OSError, AttributeError):  # no os.fchmod on Windows before 3.13
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
 
 
 def creation_flags(platform: str = sys.platform) -> int:

@@ -1,7 +1,8 @@
 """What Ollama's ``latest`` serves for this data folder, and the lock that keeps it honest.
 
 Why this module: the rule is "Ollama's ``<stem>:latest`` serves the store's active
-version (the base model when none is active)". Three things broke it: a publish
+version (the base model when none is active, or when the active one was trained on
+another base than the model set up now: :func:`servable`)". Three things broke it: a publish
 that ended after a rollback copied its own version to ``latest``; a rollback made
 while Ollama was down was never applied; a tray stopped mid-export left the active
 version unpublished with nothing to retry it. So:
@@ -22,11 +23,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from rltray.app import fileio, instance
+from rltray.app.training import jobbuild
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
     from rltray.app.paths import Paths
-    from rltray.app.store import Store
+    from rltray.app.store import Adapter, Store
 
 LOCK_FILE = "publish.lock"
 RECORD_FILE = "ollama-latest.json"
@@ -82,17 +84,29 @@ def serves(paths: Paths, model: str, version: int | None) -> bool:
     )
 
 
-def needs_settling(store: Store, paths: Paths, model: str) -> bool:
-    """Whether ``latest`` is not known to serve the active version and a retry may help.
+def servable(active: Adapter | None, base_model: str) -> Adapter | None:
+    """What ``latest`` serves while ``active`` is the active version: it, or the plain base
+    (None) when it was trained on another base than ``base_model``, the model set up now.
 
-    No: nothing is published (``model`` empty, or the base is active and this folder never
-    published a version), the record says it does, or the last attempt for this version
-    failed for a reason other than Ollama being down (its publication error, or the
-    record's failure) — that one waits for `rltray publish`.
+    Regression (review r1): after training.base_model and ollama.model changed, the
+    running rltray's retry and `rltray publish` merged the old base's version onto the
+    new model, a pairing nothing judged (same-shaped siblings load without a complaint).
+    """
+    return None if jobbuild.other_base(active, base_model) else active
+
+
+def needs_settling(store: Store, paths: Paths, model: str, base_model: str = "") -> bool:
+    """Whether ``latest`` is not known to serve what it should (:func:`servable`) and a
+    retry may help.
+
+    No: nothing is published (``model`` empty, or the base is to be served and this folder
+    never published a version), the record says it does, or the last attempt for this
+    version failed for a reason other than Ollama being down (its publication error, or
+    the record's failure) — that one waits for `rltray publish`.
     """
     if not model.strip():
         return False
-    active = store.active_adapter()
+    active = servable(store.active_adapter(), base_model)
     version = active.version if active is not None else None
     record = read_served(paths)
     if active is None and not record and not any(a.ollama_tag for a in store.list_adapters()):

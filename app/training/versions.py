@@ -17,11 +17,18 @@ Decisions kept here:
   readable. The run row keeps the gate's reasons and metrics.
 * When the active version changed while the round trained (a rollback from
   another process), the new adapter is kept as a ``candidate`` and not switched
-  in under the user. A round on a new ``training.base_model`` starts a new line
-  (no parent) and does become active over a version of the old base.
+  in under the user. So is a round built on a base model that is no longer the
+  one set up (``training.base_model`` changed while it trained): it is never
+  served on a model it was not judged on. A round on a new ``training.base_model``
+  starts a new line (no parent) and does become active over a version of the old base.
 * Only the fresh ratings the kept weights saw are marked trained (the trainer
   lists the others as ``unseen_ids``); those wait for the next round. A version kept
-  as a candidate marks none: the active line never learned them.
+  as a candidate marks none: the active line never learned them. It records them
+  (``retires``) and marks them when a rollback makes it active, so they are not
+  trained a second time on top of weights that already learned them.
+* A run another process runs (its ``owner.pid`` names a live process: a tray, or
+  `rltray train` in a terminal) is its own; only runs whose owner is gone are
+  settled as leftovers.
 * The round's held-out ratings join the standing held-out set when its result is
   recorded (accepted or rejected: the gate judged on them), not when the job is
   built: a round that failed or was cancelled judged nothing, and must not move
@@ -42,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import NothingToDo, UserError
+from rltray.app.fileio import write_private_atomic
 from rltray.app.training import jobbuild
 
 if TYPE_CHECKING:
@@ -49,7 +57,10 @@ if TYPE_CHECKING:
     from rltray.app.store import Adapter, Run, Store
 
 _VERSION_DIR = re.compile(r"^v(\d{4,})$")
+_RUN_OUTPUT = re.compile(r"^\.{1,2}run-(.+?)(?:\.tmp-.*)?$")  # .run-<id>, ..run-<id>.tmp-…
 KILLED_TRAY = "the app stopped while this run was going"
+TRAINER_PID_FILE = "trainer.pid"
+OWNER_FILE = "owner.pid"  # the process that runs the round's trainer: a tray or `rltray train`
 
 
 def folder_name(version: int) -> str:
@@ -159,12 +170,54 @@ def measured_peaks(store: Store, paths: Paths) -> dict[str, dict[str, Any]]:
 def cancel_run(
     store: Store, paths: Paths, run_id: str, why: str, metrics: dict[str, Any] | None = None
 ) -> None:
-    """Finish a run as ``cancelled`` and drop its checkpoint (its folder and log stay)."""
+    """Finish a run as ``cancelled``; drop its checkpoint and its output (folder and log stay)."""
     shutil.rmtree(paths.runs / run_id / "checkpoint", ignore_errors=True)
+    discard_output(paths, run_id)
     if metrics is None:
         run = store.get_run(run_id)
         metrics = run.metrics if run is not None else {}
     store.finish_run(run_id, "cancelled", error=why, metrics=metrics)
+
+
+def discard_output(paths: Paths, run_id: str) -> None:
+    """Remove what a failed or cancelled round wrote into ``adapters/``: its adapter folder
+    when its ``rltray.json`` names this run, and half-written temp folders of it.
+
+    Regression (review r8): a trainer that died after writing its adapter but before its
+    ``done`` line left ``adapters/.run-<id>`` for ever (never applied, never removed).
+    A paused run keeps its folder: the trainer reports a resumed round from it.
+    """
+    try:
+        out = jobbuild.read_manifest(paths.runs / run_id).out
+    except (OSError, ValueError, KeyError):
+        return
+    if _written_meta(out).get("job_id") == run_id:
+        shutil.rmtree(out, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        for partial in out.parent.glob(f".{out.name}.tmp-*"):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def sweep_outputs(store: Store, paths: Paths) -> None:
+    """``discard_output`` for every failed or cancelled run that still has output lying in
+    ``adapters/`` (one left before this was done at the end of a round)."""
+    try:
+        names = [p.name for p in paths.adapters.iterdir()]
+    except OSError:
+        return
+    for run_id in {m.group(1) for m in map(_RUN_OUTPUT.match, names) if m}:
+        run = store.get_run(run_id)
+        if run is not None and run.status in ("failed", "cancelled"):
+            discard_output(paths, run_id)
+
+
+def _written_meta(out: Path) -> dict[str, Any]:
+    """An adapter folder's ``rltray.json`` (``{}`` when there is none or it is unreadable)."""
+    try:
+        meta = json.loads((out / "rltray.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def apply_result(
@@ -173,8 +226,13 @@ def apply_result(
     built: jobbuild.BuiltJob,
     done: Mapping[str, Any],
     metrics: Mapping[str, Any],
+    base_model: str = "",
 ) -> int | None:
-    """Record a ``done`` line (or its rltray.json); the version made active, else None."""
+    """Record a ``done`` line (or its rltray.json); the version made active, else None.
+
+    ``base_model``: the model set up now (``training.base_model``); a round built on
+    another one is kept as a candidate (see ``_placement``).
+    """
     accepted = bool(done.get("accepted"))
     merged: dict[str, Any] = {
         **metrics,
@@ -196,9 +254,13 @@ def apply_result(
     final = paths.adapters / folder_name(version)
     os.rename(built.out, final)
     try:
-        switch = _placement(store, built, version, merged)
-        # A candidate is not what serves: its ratings wait for a round of the active line.
-        seen = retired_ratings(built, done) if switch else []
+        switch = _placement(store, built, version, merged, base_model)
+        # A candidate is not what serves: its ratings wait for a round of the active line,
+        # or are marked when a rollback makes it active (``retires``, review r7).
+        retired = retired_ratings(built, done)
+        seen = retired if switch else []
+        if not switch:
+            merged["retires"] = {"run": built.run_id, "ratings": retired}
         merged["trained"] = len(seen)
         if switch and len(seen) < len(built.fresh_ids):
             merged["notes"] = [
@@ -228,7 +290,9 @@ def apply_result(
     return version if switch else None
 
 
-def _placement(store: Store, built: jobbuild.BuiltJob, version: int, merged: dict) -> bool:
+def _placement(
+    store: Store, built: jobbuild.BuiltJob, version: int, merged: dict, base_model: str = ""
+) -> bool:
     """Whether the accepted ``version`` becomes active; records what happened in ``merged``.
 
     It does when the version that would be its parent now (``jobbuild.line_parent``)
@@ -237,11 +301,14 @@ def _placement(store: Store, built: jobbuild.BuiltJob, version: int, merged: dic
     which is no parent: the new version starts a new line and becomes active
     (issue 20 item 11). Only a switch *within* the line while it trained (a
     rollback from another process) keeps it as a candidate, not switched in
-    under the user.
+    under the user. So does a round built on a base model other than ``base_model``, the
+    one set up now (the setting changed while it trained; review r2): made active, it
+    would be published onto a model it was never judged on. ``base_now`` says so.
     """
     active = store.active_adapter()
     now_parent = jobbuild.line_parent(active, built.base_model)
-    switch = (now_parent.version if now_parent else None) == built.parent_version
+    moved = jobbuild.other_base(built, base_model) is not None
+    switch = not moved and (now_parent.version if now_parent else None) == built.parent_version
     merged.update(
         base_model=built.base_model,
         parent_version=built.parent_version,
@@ -250,8 +317,15 @@ def _placement(store: Store, built: jobbuild.BuiltJob, version: int, merged: dic
         },
         kept_as="active" if switch else "candidate",
         new_line=switch and active is not None and now_parent is None,
+        base_now=base_model.strip() if moved else None,
     )  # fmt: skip
-    if not switch:
+    if moved:
+        merged["notes"] = [
+            *merged.get("notes", []),
+            f"kept v{version} as a candidate: it was trained on {built.base_model}, but "
+            f"training.base_model was changed to {base_model.strip()} while it trained",
+        ]
+    elif not switch:
         merged["notes"] = [
             *merged.get("notes", []),
             f"kept v{version} as a candidate: it was trained from "
@@ -313,7 +387,7 @@ def rollback(
             raise UserError(f"There is no usable adapter version {version}.")
         if not Path(target.path).is_dir():
             raise UserError(f"Adapter v{version}'s folder {target.path} is missing.")
-        if base_model and base_model.strip() and target.base_model != base_model.strip():
+        if jobbuild.other_base(target, base_model or ""):
             raise UserError(
                 f"v{version} was trained on {target.base_model}, but the model set up now is "
                 f"{base_model.strip()}: it would be served on a model it was never judged on. "
@@ -330,42 +404,114 @@ def rollback(
             store.set_adapter_status(active.version, "rolled-back")
         if target is not None:
             target = store.set_adapter_status(target.version, "active")
+            _retire_candidate_ratings(store, target)
         for run in paused_runs(store):
             cancel_run(store, paths, run.id, f"rolled back to {describe(version)} while paused")
         store.log_event("rollback", f"rolled back to {describe(version)}", {"version": version})
     return target
 
 
-def settle_leftover(store: Store, paths: Paths, run: Run, timeout: float = 60.0) -> int | None:
+def _retire_candidate_ratings(store: Store, adapter: Adapter) -> None:
+    """Mark the ratings a version kept as a candidate trained on, now that it is active.
+
+    Regression (review r7): they stayed fresh, so the next round trained them a second
+    time on top of weights that had learned them (and folded them into the baseline again).
+    Ratings a round has trained on since keep that round.
+    """
+    retires = adapter.metrics.get("retires")
+    if not isinstance(retires, dict) or store.get_run(str(retires.get("run"))) is None:
+        return
+    ids = {int(i) for i in retires.get("ratings") or []}
+    store.mark_trained(ids - store.trained_of(ids), str(retires["run"]))
+
+
+def claim(folder: Path, trainer_pid: int) -> None:
+    """Record that this process runs the trainer ``trainer_pid`` of run ``folder`` (0600)."""
+    write_private_atomic(folder / TRAINER_PID_FILE, str(trainer_pid).encode(), mode=0o600)
+    write_private_atomic(folder / OWNER_FILE, str(os.getpid()).encode(), mode=0o600)
+
+
+def release(folder: Path) -> None:
+    """This process no longer runs the round of ``folder`` (its trainer ended, or a remote
+    round was left to run on for the next start to re-attach to)."""
+    path = folder / OWNER_FILE
+    with contextlib.suppress(OSError, ValueError):
+        if int(path.read_text(encoding="utf-8")) == os.getpid():
+            path.unlink()
+
+
+def live_owner(folder: Path) -> int | None:
+    """The pid of the live process that runs this round's trainer, else None.
+
+    Regression (review r3): a second `rltray train` (or a tray starting) took the first
+    one's live round for a killed tray's leftover, stopped its trainer and settled it as
+    failed while its version became active. A pid reused since is no owner: a process
+    started after ``owner.pid`` was written did not write it.
+    """
+    import psutil
+
+    path = folder / OWNER_FILE
+    try:
+        pid, written = int(path.read_text(encoding="utf-8")), path.stat().st_mtime
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= written + 1.0
+    except (OSError, ValueError, psutil.Error):
+        return None
+    return pid if alive else None
+
+
+def settle_leftover(
+    store: Store, paths: Paths, run: Run, timeout: float = 60.0, base_model: str = ""
+) -> int | None:
     """Settle a run a killed tray left ``running``; see ``TrainingRunner.reconcile``.
 
     A trainer of it still alive is stopped first (it would pause on its own).
     Its adapter fully written: apply it from ``rltray.json`` (returns the version
-    made active). A checkpoint: ``paused``, resumable. Otherwise ``failed``.
+    made active). A checkpoint: ``paused``, resumable. Otherwise ``failed``. A run
+    another process settled meanwhile is left as that process recorded it.
     """
     folder = paths.runs / run.id
     stop_leftover(folder, timeout)
     meta = finished_meta(folder, run.id)
+    now = store.get_run(run.id)
+    if now is None or now.status != "running":
+        return None
     if meta is not None:
-        return apply_result(store, paths, jobbuild.read_manifest(folder), meta, run.metrics)
+        built = jobbuild.read_manifest(folder)
+        return apply_result(store, paths, built, meta, run.metrics, base_model)
     if (folder / "checkpoint" / "state.json").is_file():
-        store.set_run_status(run.id, "paused")
-    else:
-        store.finish_run(run.id, "failed", metrics=run.metrics, error=KILLED_TRAY)
+        store.set_run_status(run.id, "paused", only_if="running")
+    elif store.finish_run(
+        run.id, "failed", metrics=run.metrics, error=KILLED_TRAY, only_if="running"
+    ).status == "failed":
+        discard_output(paths, run.id)
     return None
 
 
 def finished_meta(folder: Path, run_id: str) -> dict[str, Any] | None:
-    """The result a trainer wrote before the tray died (its adapter's rltray.json), or None."""
+    """The result a trainer wrote before the tray died (its adapter's rltray.json), or None.
+
+    The folder is checked again as the trainer checks a folder it wrote
+    (trainer/finish.py ``written_result``), with the tray's standard-library checker: the
+    trainer may have died between writing it and checking it. A folder that fails is
+    taken as rejected, with the reasons, and so never becomes a version.
+    """
+    from rltray.app.training.remote import verify
+
     try:
-        built = jobbuild.read_manifest(folder)
-        meta = json.loads((built.out / "rltray.json").read_text(encoding="utf-8"))
+        out = jobbuild.read_manifest(folder).out
     except (OSError, ValueError, KeyError):
         return None
-    if not isinstance(meta, dict) or meta.get("job_id") != run_id:
+    meta = _written_meta(out)
+    if meta.get("job_id") != run_id:
         return None
     keys = ("accepted", "reasons", "metrics", "baseline", "trained_ids", "unseen_ids")
-    return {k: meta.get(k) for k in keys}
+    result = {k: meta.get(k) for k in keys}
+    problems = verify.problems(out, run_id, result) if result["accepted"] else []
+    if problems:
+        reasons = [*(result["reasons"] or []), *(f"adapter check failed: {p}" for p in problems)]
+        result.update(accepted=False, reasons=reasons)
+    return result
 
 
 def stop_leftover(folder: Path, timeout: float) -> None:
@@ -373,7 +519,7 @@ def stop_leftover(folder: Path, timeout: float) -> None:
     import psutil
 
     try:
-        pid = int((folder / "trainer.pid").read_text(encoding="utf-8"))
+        pid = int((folder / TRAINER_PID_FILE).read_text(encoding="utf-8"))
         proc = psutil.Process(pid)
         if not any(str(folder) in part for part in proc.cmdline()):
             return  # the pid was reused by something else

@@ -160,6 +160,43 @@ def test_use_before_anything_is_published_says_what_to_do() -> None:
     assert not _codex_profile().exists()
 
 
+def test_use_refuses_a_version_whose_tag_prune_deleted(tmp_path: Path) -> None:
+    """Regression (review r6): prune deleted v1's tag from Ollama (ollama.keep_versions 1)
+    but the store still named it: `rltray versions` showed it as published and `rltray use
+    codex 1` wrote a profile for a model Ollama no longer had."""
+    pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
+    pytest.importorskip("ollama", reason="needs the ollama client (pip install -e '.[export]')")
+    from rltray.app.service import Service
+
+    from tests.support.fake_ollama import serving_tiny
+
+    fake = serving_tiny(tmp_path)
+    try:
+        paths = _published(tags=False)
+        for key, value in (("ollama.model", "tiny:1m"), ("ollama.host", fake.url),
+                           ("ollama.keep_versions", 1)):  # fmt: skip
+            config.set_value(paths, key, value)
+        with Service(paths) as service:
+            service.store.set_adapter_status(1, "active")
+            service.runner().publisher.published(1)
+            service.store.set_adapter_status(2, "active")
+            service.runner().publisher.published(2)
+            assert "tiny-1m-rltray:v1" not in fake.models
+            (v2, v1) = service.versions()
+        assert (v1["ollama_tag"], v2["ollama_tag"]) == (None, "tiny-1m-rltray:v2")
+        gone = ("not in Ollama any more: tiny-1m-rltray:v1 was removed to keep the newest 1 "
+                "versions (ollama.keep_versions)")  # fmt: skip
+        assert v1["published"] == gone
+        code, _, err = cli("use", "codex", "1")
+        assert code == ExitCode.USAGE and f"v1 is {gone}; `rltray versions` shows" in err
+        assert "`rltray rollback 1` publishes it again" in err
+        assert not _codex_profile().exists()
+        code, _, err = cli("use", "codex", "2")
+        assert code == ExitCode.OK, err
+    finally:
+        fake.stop()
+
+
 def test_export_model_peft_and_the_gguf_formats(tmp_path: Path) -> None:
     pytest.importorskip("gguf", reason="needs the gguf package (pip install -e '.[export]')")
     import gguf

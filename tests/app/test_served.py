@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from rltray.app import config
+from rltray.app.errors import ExitCode
 from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.app.training import served
@@ -218,6 +220,77 @@ def test_rollback_does_not_trust_a_tag_another_data_folder_wrote(
     assert _serves(fake, "tiny-1m-rltray:v1")  # republished from this folder's v1
     assert ours.ollama_tag == "tiny-1m-rltray:v1"
     assert fake.models["tiny-1m-rltray:v1"].model_digest == ours.metrics["publication"]["blob"]
+
+
+def test_a_version_of_the_model_set_up_before_is_never_published_on_the_new_one(
+    fake: FakeOllama, tmp_path: Path
+) -> None:
+    """Regression (review r1): after training.base_model and ollama.model changed, one
+    poll of the running rltray's retry (and `rltray publish`) merged v1, trained and judged
+    on model A, onto the new Ollama model, while a rollback to v1 was refused for exactly
+    that reason. `latest` of the new model serves its plain base instead, and says why."""
+    from tests.app.test_cli import cli
+    from tests.support.tinygguf import GO_TEMPLATE, build_tiny_gguf
+
+    fake.install("other:1m", build_tiny_gguf(tmp_path / "other.gguf", seed=7),
+                 template=GO_TEMPLATE)  # fmt: skip
+    a, b = tmp_path / "modelA", tmp_path / "modelB"
+    with _service(fake) as service:
+        config.set_value(service.paths, "training.base_model", str(a))
+        folder = build_tiny_adapter(service.paths.adapters / "v0001", seed=1)
+        service.store.add_adapter(str(a), folder)
+        service.store.set_adapter_status(1, "active")
+        _publisher(service).published(1)
+        # the user moves to another model (same shapes: a sibling fine-tune, say)
+        config.set_value(service.paths, "training.base_model", str(b))
+        config.set_value(service.paths, "ollama.model", "other:1m")
+        assert _poll_and_wait(service, 1e9) is True
+        other_latest = fake.models["other-1m-rltray:latest"].model_digest
+        assert "other-1m-rltray:v1" not in fake.models
+        assert other_latest == fake.models["other:1m"].model_digest
+        said = service.store.events(limit=1)[0]["message"]
+        assert "other-1m-rltray:latest now serves other:1m; v1 is active here but not " in said
+        assert f"it was trained on {a}, and the model set up now is {b}" in said
+        assert _poll_and_wait(service, 2e9) is False  # settled: nothing more to send
+        assert _publisher(service).published(1).startswith(  # an untagged v1: the same
+            "other-1m-rltray:latest now serves other:1m; v1 is active here but not served"
+        )
+    code, out, err = cli("publish")
+    assert code == ExitCode.NOT_AVAILABLE, err
+    assert "Active here: v1\nOllama: other-1m-rltray:latest now serves other:1m; v1 is " in out
+    assert "other-1m-rltray:v1" not in fake.models
+
+
+def test_a_failed_publish_still_points_latest_where_a_rollback_said(fake: FakeOllama) -> None:
+    """Regression (review r5): a rollback made while v2's publish ran was told "latest will
+    serve the base model when it ends"; v2's export failed, and nothing re-pointed `latest`
+    (it kept serving v1), while the failure line said v2 was active."""
+    with _service(fake) as service:
+        _accept(service, 1)
+        _publisher(service).published(1)
+        # v2 accepted; its export fails (it does not fit the base's shapes; a full disk or
+        # an Ollama error end the same way)
+        folder = build_tiny_adapter(service.paths.adapters / "v0002", hidden=32, ffn=48)
+        service.store.add_adapter("tiny", folder, parent_version=1)
+        service.store.set_adapter_status(2, "active")
+        said: list[str | None] = []
+        publish = threading.Thread(
+            target=lambda: said.append(service.runner()._publish("published", 2))
+        )
+        publish.start()
+        deadline = time.monotonic() + 30
+        while not served.publishing(service.paths):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        _publisher(service).rollback_wait_s = 0.2
+        line = service.rollback(0)["ollama"]  # the user goes back to the base model
+        assert line == "another publish is running; Ollama's latest will serve the base model " \
+            "when it ends"
+        publish.join(120)
+        assert _serves(fake, "tiny:1m")
+        assert served.serves(service.paths, "tiny:1m", None)
+        assert said[0].startswith("v2 was not published (The adapter was trained on weights")
+        assert said[0].endswith(f"it is no longer active: {LATEST} now serves tiny:1m")
 
 
 def test_two_publishes_of_one_version_get_their_own_working_folders(fake: FakeOllama) -> None:

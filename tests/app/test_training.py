@@ -95,7 +95,7 @@ if mode == "slow":  # stops as the real trainer does: on the job folder's stop f
             emit({{"type": "paused", "checkpoint": ck}})
             sys.exit(3)
         emit({{"type": "progress", "step": step, "total": 40}})
-        time.sleep(0.05)
+        time.sleep(float(os.environ.get("FAKE_STEP_S", "0.05")))
 out = os.path.normpath(os.path.join(folder, job["out"]))
 accepted = os.environ.get("FAKE_ACCEPT", "1") == "1"
 os.makedirs(out)
@@ -109,6 +109,8 @@ if "FAKE_TRAINED" in os.environ:  # a guard stop: the kept weights saw the first
     meta["trained_ids"] = fresh[: int(os.environ["FAKE_TRAINED"])]
     meta["unseen_ids"] = fresh[int(os.environ["FAKE_TRAINED"]) :]
 json.dump(meta, open(os.path.join(out, "rltray.json"), "w"))
+if mode == "die-after-write":  # killed after writing its adapter, before its done line
+    os._exit(137)
 emit({{"type": "progress", "step": 1, "total": 2}})
 emit({{"type": "metric", "name": "auroc_new", "value": 0.75}})
 emit({{"type": "progress", "step": 2, "total": 2}})
@@ -489,10 +491,7 @@ def test_reconcile_settles_runs_of_a_killed_tray(
     ck.mkdir()
     (ck / "state.json").write_text("{}")
     out = jobbuild.read_manifest(paths.runs / "finished").out
-    out.mkdir()
-    meta = {"job_id": "finished", "accepted": True, "reasons": [], "baseline": 0.3,
-            "metrics": {"kl_to_base": 0.01}}  # fmt: skip
-    (out / "rltray.json").write_text(json.dumps(meta))
+    _written_adapter(out, "finished")
     (paths.runs / "crashed" / "trainer.pid").write_text(str(os.getpid()))  # not a trainer
 
     runner, publisher, _ = make_runner(store, paths, fake_python)
@@ -506,6 +505,129 @@ def test_reconcile_settles_runs_of_a_killed_tray(
     fresh = set(jobbuild.read_manifest(paths.runs / "finished").fresh_ids)
     assert untrained(store) == set(ids) - fresh
     assert runner.reconcile() == []
+
+
+def _written_adapter(out: Path, job_id: str, accepted: bool = True) -> Path:
+    """A real tiny PEFT adapter at ``out`` whose rltray.json is job ``job_id``'s result."""
+    pytest.importorskip("numpy", reason="the tiny adapter is written with numpy")
+    from tests.support.tinygguf import build_tiny_adapter
+
+    build_tiny_adapter(out)
+    meta = json.loads((out / "rltray.json").read_text())
+    meta.update(job_id=job_id, accepted=accepted, reasons=[] if accepted else ["too far"],
+                baseline=0.3, metrics={"kl_to_base": 0.01})  # fmt: skip
+    (out / "rltray.json").write_text(json.dumps(meta))
+    return out
+
+
+def test_a_leftover_adapter_that_fails_the_check_is_rejected_not_applied(
+    store: Store, paths: Paths, make_turn, fake_python: str
+) -> None:
+    """Regression (review, unconfirmed item): reconcile applied a killed trainer's
+    rltray.json as accepted without the check trainer/finish.py ``written_result`` makes
+    of a folder it wrote (the trainer may die between writing its folder and checking it)."""
+    ids = rate_many(store, make_turn, 8)
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    built = jobbuild.build_job(store, paths, training, "unchecked")
+    store.add_run("unchecked", status="running")
+    _written_adapter(built.out, "unchecked")
+    weights = built.out / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])  # cut short: a value is missing
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    assert runner.reconcile() == ["unchecked"]
+    run = store.get_run("unchecked")
+    assert run.status == "done" and run.adapter_version is None and not run.metrics["accepted"]
+    assert any(r.startswith("adapter check failed:") for r in run.metrics["reasons"])
+    assert store.list_adapters() == [] and publisher.calls == []
+    assert not built.out.exists() and untrained(store) == set(ids)
+
+
+def test_reconcile_leaves_a_round_another_live_process_runs_alone(
+    store: Store, paths: Paths, make_turn, fake_python: str
+) -> None:
+    """Regression (review r3): a second `rltray train` (or a tray starting) took the first
+    one's live round for a killed tray's leftover: it stopped its trainer and settled it
+    as failed, while the first process made its version active."""
+    rate_many(store, make_turn, 8)
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    folder = jobbuild.build_job(store, paths, training, "theirs").folder
+    store.add_run("theirs", status="running")
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)", str(folder)]
+    owner = subprocess.Popen(sleep[:3])  # the other `rltray train`
+    trainer = subprocess.Popen(sleep)  # its trainer (its command line names the folder)
+    try:
+        (folder / "owner.pid").write_text(str(owner.pid))
+        (folder / "trainer.pid").write_text(str(trainer.pid))
+        runner, _, _ = make_runner(store, paths, fake_python)
+        assert runner.reconcile() == []
+        assert trainer.poll() is None and store.get_run("theirs").status == "running"
+        with pytest.raises(TrainingBusy, match="theirs is already running in another process"):
+            runner.start()  # it would train the same ratings beside it
+        assert [r.id for r in store.list_runs()] == ["theirs"]
+        owner.kill()
+        owner.wait(10)
+        assert runner.reconcile() == ["theirs"]  # its owner is gone: a leftover now
+        assert trainer.wait(30) is not None and store.get_run("theirs").status == "failed"
+    finally:
+        for proc in (owner, trainer):
+            proc.kill()
+            proc.wait(10)
+
+
+def test_a_leftover_settled_meanwhile_by_its_owner_is_left_as_recorded(
+    store: Store, paths: Paths, make_turn
+) -> None:
+    """The settle of a leftover is conditional: a run its owner finished meanwhile (while
+    the trainer was being stopped) keeps what the owner recorded."""
+    rate_many(store, make_turn, 8)
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    jobbuild.build_job(store, paths, training, "late")
+    run = store.add_run("late", status="running")
+    store.finish_run("late", "done", metrics={"accepted": False})
+    assert adapterversions.settle_leftover(store, paths, run, 1.0) is None
+    assert store.get_run("late").status == "done"
+    assert store.finish_run("late", "failed", only_if="running").status == "done"
+    assert store.set_run_status("late", "paused", only_if="running").status == "done"
+
+
+def test_run_files_are_private_whatever_the_umask(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review item 7): trainer.log and trainer.pid were 0666 under umask 000."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 4)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    old = os.umask(0)
+    try:
+        run_id = runner.start()
+    finally:
+        os.umask(old)
+    wait_for_a_step(runner, changes)
+    for name in ("trainer.log", "trainer.pid", "owner.pid"):
+        assert (paths.runs / run_id / name).stat().st_mode & 0o777 == 0o600, name
+    runner.stop(pause=False, timeout=20)
+    assert not (paths.runs / run_id / "owner.pid").exists()  # the round is no longer ours
+
+
+def test_a_trainer_killed_after_writing_its_adapter_leaves_nothing_in_adapters(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review r8): a trainer that died after writing its adapter but before its
+    done line left adapters/.run-<id> for ever (never applied, never removed)."""
+    monkeypatch.setenv("FAKE_MODE", "die-after-write")
+    rate_many(store, make_turn, 8)
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    assert runner.wait(30) and store.get_run(run_id).status == "failed"
+    assert sorted(p.name for p in paths.adapters.iterdir()) == []
+    # one left by an earlier rltray, and half-written temp folders: swept at reconcile
+    left = paths.adapters / f".run-{run_id}"
+    _written_adapter(left, run_id)
+    (paths.adapters / f"..run-{run_id}.tmp-1-ab").mkdir()
+    (paths.adapters / ".run-someone-else").mkdir()  # no run of ours: not touched
+    assert runner.reconcile() == []
+    assert sorted(p.name for p in paths.adapters.iterdir()) == [".run-someone-else"]
+    assert store.list_adapters() == [] and publisher.calls == []
 
 
 def test_reconcile_keeps_a_checkpointed_run_resumable(
@@ -652,6 +774,68 @@ def test_a_rollback_in_the_same_line_while_training_keeps_a_candidate(
     # learned them; they wait for a round of the active version.
     fresh = set(jobbuild.read_manifest(paths.runs / run_id).fresh_ids)
     assert fresh and fresh <= untrained(store) and run.metrics["trained"] == 0
+
+
+def test_a_candidate_made_active_by_rollback_retires_its_ratings(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review r7): a version kept as a candidate marked none of its ratings
+    trained, and making it active later left them fresh: the next round trained them a
+    second time on top of weights that had learned them."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    runner, _, changes = make_runner(store, paths, fake_python)
+    rate_many(store, make_turn, 8)
+    runner.start()
+    assert runner.wait(30)
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 8, start=8)
+    run_id = runner.start()
+    wait_for_a_step(runner, changes)
+    adapterversions.rollback(store, paths, 0)  # as `rltray rollback 0` from another process
+    assert runner.wait(30) and store.get_adapter(2).status == "candidate"
+    fresh = set(jobbuild.read_manifest(paths.runs / run_id).fresh_ids)
+    assert fresh and fresh <= untrained(store)  # the active line never learned them
+    assert runner.rollback(2).version == 2  # the user picks the candidate
+    assert not fresh & untrained(store)
+    assert {r["trained_run_id"] for r in store.training_examples() if r["rating_id"] in fresh} == {
+        run_id
+    }
+    monkeypatch.setenv("FAKE_MODE", "done")
+    rate_many(store, make_turn, 2, start=16)
+    next_run = runner.start()
+    assert runner.wait(30)
+    assert not fresh & set(jobbuild.read_manifest(paths.runs / next_run).fresh_ids)
+
+
+def test_a_round_that_ends_after_the_base_model_changed_is_kept_as_a_candidate(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review r2): a round built on model A that ended after
+    training.base_model was set to B was made active and published onto B's Ollama model,
+    a pairing nothing judged."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate_many(store, make_turn, 8)
+    runner, publisher, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    wait_for_a_step(runner, changes)
+    other = TrainingSettings(base_model="/models/other", backend="torch", python=fake_python)
+    runner.settings_provider = lambda: Config(training=other)  # the settings page, meanwhile
+    assert runner.wait(30)
+    run = store.get_run(run_id)
+    assert run.status == "done" and run.adapter_version == 1
+    assert store.active_adapter() is None and store.get_adapter(1).status == "candidate"
+    assert (run.metrics["kept_as"], run.metrics["base_now"]) == ("candidate", "/models/other")
+    assert publisher.calls == []  # never published
+    row = {"status": run.status, "metrics": run.metrics, "adapter_version": 1}
+    said = outcome.accepted_sentence(row)
+    assert said.startswith("version v1 is kept as a candidate, not made active: it was "
+                           "trained on /models/tiny, but training.base_model was changed "
+                           "to /models/other while it trained")  # fmt: skip
+    assert "now active" not in said and "now active" not in outcome.notice(row)[1]
+    # its ratings wait for a round of the model set up now, which starts from that base
+    assert set(jobbuild.read_manifest(paths.runs / run_id).fresh_ids) <= untrained(store)
+    with pytest.raises(UserError, match="v1 was trained on /models/tiny"):
+        runner.rollback(1)
 
 
 def test_a_resumed_round_says_so_and_train_now_marks_it_by_hand(

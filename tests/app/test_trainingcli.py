@@ -177,6 +177,61 @@ def test_train_says_when_it_resumes_a_paused_round(
     assert "done, resumed" in cli("runs")[1]
 
 
+def test_a_second_train_leaves_the_round_of_another_process_alone(
+    fake_trainer: Paths, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review r3): a second `rltray train` took the first one's live round for
+    a killed tray's leftover: it stopped its trainer and settled the run as failed while
+    the first process made its version active (or resumed it as its own)."""
+    from tests.app.test_training import make_runner, wait_for_a_step
+
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    monkeypatch.setenv("FAKE_STEP_S", "0.25")  # 10 s: the second command runs meanwhile
+    rate(fake_trainer, 8, 0)
+    with Store.open(fake_trainer) as store:
+        # the first `rltray train` (its runner; a process of its own in real life)
+        runner, _, changes = make_runner(store, fake_trainer, fake_python, model_folder("a"))
+        run_id = runner.start()
+        wait_for_a_step(runner, changes)
+        code, out, err = cli("train")
+        assert code == ExitCode.ALREADY_RUNNING, (out, err)
+        assert f"training run {run_id} is already running in another process (pid " in err
+        assert "it goes on there. `rltray runs` shows how it goes and how it ended." in err
+        assert runner.running() and store.get_run(run_id).status == "running"
+        runner.stop(pause=False, timeout=20)
+        assert [(r.id, r.status) for r in store.list_runs()] == [(run_id, "cancelled")]
+
+
+def test_train_never_says_active_for_a_round_of_the_model_set_up_before(
+    fake_trainer: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review r2): the model was changed while a round trained; the round was
+    made active (and published onto the new model) and `rltray train` said so."""
+    from rltray.app import config
+
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate(fake_trainer, 8, 0)
+    a, b = model_folder("a"), model_folder("b")
+
+    def switch_the_model_once_it_trains() -> None:
+        deadline = time.monotonic() + 30
+        while not list(fake_trainer.runs.glob("*/channel.json")):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        config.set_value(fake_trainer, "training.base_model", b)  # the settings page
+
+    threading.Thread(target=switch_the_model_once_it_trains, daemon=True).start()
+    code, out, err = cli("train")
+    assert code == ExitCode.OK, err
+    assert (
+        f"Accepted: version v1 is kept as a candidate, not made active: it was trained on {a}, "
+        f"but training.base_model was changed to {b} while it trained"
+    ) in out
+    assert "now active" not in out
+    (v1,) = json.loads(cli("versions", "--json")[1])
+    assert (v1["status"], v1["active"]) == ("candidate", False)
+
+
 @pytest.fixture
 def running_service(fake_trainer: Paths) -> Iterator[Service]:
     """The service as `rltray run` has it (its local API up), in this process."""
