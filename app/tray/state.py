@@ -121,11 +121,15 @@ def _versions(rows: list[dict[str, Any]], active: int | None, base_model: str = 
               ) -> list[VersionChoice]:
     """The versions the tray offers: usable ones of the model set up now (one of another
     base would be served on a model it was never judged on; rollback refuses it)."""
+    from types import SimpleNamespace
+
+    from rltray.app.training.jobbuild import other_base
+
     choices = []
     for row in rows:
         if row.get("status") == "rejected":
             continue
-        if base_model.strip() and row.get("base_model") != base_model.strip():
+        if other_base(SimpleNamespace(base_model=row.get("base_model")), base_model):
             continue
         metrics = row.get("metrics") or {}
         score = metrics.get("auroc_new")
