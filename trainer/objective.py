@@ -99,7 +99,14 @@ def _sign(rating: float) -> int:
 
 
 def advantages(ratings: Iterable[float], baseline: float, clip: float = 2.0) -> list[float]:
-    """A_i = clip(r_i − b, −clip, clip) for each rating.
+    """A_i = clip(|r_i| · (sign(r_i) − b), −clip, clip) for each rating.
+
+    For a plain good or bad (``r = ±1``) that is ``r − b``. A graded rating's reward is
+    a fraction of one (a 2/5 is ``−0.5``): as ``r − b`` it took the other class's sign
+    whenever ``|b| > 0.5`` on its side (users rate bad more often than good, so a
+    baseline of −0.6 is common), and a 2/5 answer was trained as good, with the bad
+    class's weight on top. Scaling the binary advantage by ``|r|`` keeps every
+    rating's sign (``|b| < 1``) and its strength.
 
     Deliberately *no* z-normalisation over the batch: normalising a mixed batch
     subtracts the batch mean and divides by the batch spread, which replaces the
@@ -115,7 +122,7 @@ def advantages(ratings: Iterable[float], baseline: float, clip: float = 2.0) -> 
         raise ValueError(f"reward baseline must be finite, got {baseline!r}")
     out: list[float] = []
     for r in ratings:
-        a = float(r) - float(baseline)
+        a = abs(float(r)) * (_sign(r) - float(baseline))
         out.append(max(-clip, min(clip, a)))
     return out
 

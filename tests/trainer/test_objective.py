@@ -281,6 +281,17 @@ def test_advantages_subtract_baseline_and_clip_without_normalising() -> None:
         ob.advantages([1], 0.0, clip=0.0)
 
 
+def test_a_graded_rating_keeps_its_sign_whatever_the_baseline() -> None:
+    """Regression: as ``r - b``, a 2/5 (reward -0.5) under a baseline of -0.578 (80% of
+    ratings bad) got +0.078 and was trained as good, with the bad class's weight."""
+    assert ob.advantages([-0.5, 0.5], -0.578) == pytest.approx([-0.211, 0.789])
+    for b in [x / 20 for x in range(-19, 20)]:
+        for r in (-1.0, -0.5, 0.5, 1.0):
+            (a,) = ob.advantages([r], b)
+            assert a * r > 0, (r, b, a)
+    assert ob.advantages([1, -1], 0.3) == ob.advantages([1.0, -1.0], 0.3) == [0.7, -1.3]
+
+
 def test_class_weights_balance_classes_with_mean_one() -> None:
     ratings = [-1, -1, -1, -1, -1, -1, -1, 1, 1, -1]
     w = ob.class_weights(ratings)
