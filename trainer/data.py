@@ -135,12 +135,15 @@ def _merge_roles(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class _Rendered:
-    """Prompt-part ids (with the generation prompt), full-conversation ids, and the
-    index in ``full`` of the first token after the response text (None: unknown)."""
+    """Prompt-part ids (with the generation prompt), full-conversation ids, the index in
+    ``full`` of the first token after the response text (None: unknown), and of the
+    token that holds the template's last characters and the response's first ones
+    together (None: the response starts on a token of its own)."""
 
     prompt: list[int]
     full: list[int]
     text_end: int | None
+    straddles: int | None = None
 
 
 def _render_template(tokenizer: Any, messages: list[dict[str, str]]) -> _Rendered:
@@ -167,12 +170,15 @@ def _tokenize_rendered(tokenizer: Any, convo: list[dict[str, str]], prompt: str,
     full_spans = markup.content_spans(tokenizer, convo, full, False)
     prompt_ids, _ = markup.tokenize(tokenizer, prompt, prompt_spans, contents[:-1])
     full_ids, offsets = markup.tokenize(tokenizer, full, full_spans, contents)
-    text_end = None
+    text_end = straddles = None
     if offsets is not None and full_spans:
-        response_end = full_spans[-1][1]
+        response_start, response_end = full_spans[-1]
         text_end = next((k for k, (a, _b) in enumerate(offsets) if a >= response_end),
                         len(full_ids))
-    return _Rendered(prompt_ids, full_ids, text_end)
+        first = next((k for k, (_a, b) in enumerate(offsets) if b > response_start), None)
+        if first is not None and offsets[first][0] < response_start:
+            straddles = first
+    return _Rendered(prompt_ids, full_ids, text_end, straddles)
 
 
 def _render_plain(tokenizer: Any, messages: list[dict[str, str]]) -> _Rendered:
@@ -212,6 +218,11 @@ def render(tokenizer: Any, messages: list[dict[str, str]], *, truncated: bool = 
             break
         start += 1
     start = max(start, 1)  # position 0 is never predicted
+    if got.straddles is not None and start == got.straddles:
+        # An answer that opens with whitespace merges with the generation prompt's own
+        # newline into one token ("\n  "): trained, the model would learn to write the
+        # template's newline after a prompt that already holds it. Start after it.
+        start += 1
     specials = markup.special_ids(tokenizer)
     if truncated:
         # Nothing the template writes after the answer is a target: under templates

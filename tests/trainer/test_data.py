@@ -107,6 +107,20 @@ def test_too_long_drops_oldest_history_first_then_system(tiny_tokenizer: Any) ->
     assert enc.input_ids == no_context.input_ids and not enc.truncated
 
 
+def test_no_template_character_is_trained_with_an_answer_that_opens_with_space(
+    tiny_tokenizer: Any,
+) -> None:
+    """Regression: the generation prompt's newline and the answer's leading spaces merged
+    into one token, so the template's newline was trained as the answer's start."""
+    response = "  \n Ünïcödé ✓ answer"
+    enc = encode(tiny_tokenizer, example(response, context=()), 512)
+    assert isinstance(enc, Encoded)
+    trained = masked_text(tiny_tokenizer, enc).removesuffix("<|end|>")
+    assert trained and response.endswith(trained), trained
+    plain = encode(tiny_tokenizer, example("Answer.", context=()), 512)
+    assert isinstance(plain, Encoded) and masked_text(tiny_tokenizer, plain) == "Answer.<|end|>"
+
+
 def test_then_the_response_is_truncated_at_its_end(tiny_tokenizer: Any) -> None:
     ex = example("word " * 40)
     no_context = encode(tiny_tokenizer, example("word " * 40, context=()), 10_000)
