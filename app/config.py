@@ -14,6 +14,7 @@ sentence naming the file, line and key, and is never overwritten.
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 import typing
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from rltray.app import basemodel
 from rltray.app.errors import UserError
 from rltray.app.fileio import UnsafePathError, read_regular_file, write_private_atomic
-from rltray.app.paths import Paths
+from rltray.app.paths import Paths, not_yours
 
 #: The trainer's hyperparameter names (``trainer/presets.py`` HYPER_FIELDS; the app does
 #: not import the trainer, tests/app/test_config.py ties the two): what a
@@ -495,8 +496,14 @@ def _read_text(paths: Paths) -> str | None:
     path = paths.config
     if not path.exists() and not path.is_symlink():
         return None
+
+    def strict(st: os.stat_result) -> None:  # it names programs rltray runs
+        why = not_yours(path, "The settings file", st)
+        if why:
+            raise ConfigError(why)
+
     try:
-        data = read_regular_file(path)
+        data = read_regular_file(path, check=strict)
     except UnsafePathError:
         raise ConfigError(
             f"{path} is a symbolic link or not a regular file; rltray does not follow links, "

@@ -12,6 +12,7 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -45,11 +46,17 @@ def write_private_atomic(
         raise
 
 
-def read_regular_file(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+def read_regular_file(
+    path: str | os.PathLike[str],
+    limit: int | None = None,
+    check: Callable[[os.stat_result], None] | None = None,
+) -> bytes:
     """Read a regular file without following a symlink at its final component.
 
     Opened non-blocking so a FIFO planted where a file belongs is refused at
-    once instead of hanging the caller until something writes to it.
+    once instead of hanging the caller until something writes to it. ``check``
+    gets the opened file's own stat before a byte is read (its owner and mode,
+    with no window for a swap between looking and reading) and raises to refuse it.
     """
     flags = (
         os.O_RDONLY
@@ -68,6 +75,9 @@ def read_regular_file(path: str | os.PathLike[str], limit: int | None = None) ->
             ) from exc
         raise
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
             raise UnsafePathError(f"{path} is not a regular file.")
+        if check is not None:
+            check(st)
         return fh.read() if limit is None else fh.read(limit)

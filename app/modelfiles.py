@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +32,7 @@ _STRING, _ARRAY = 8, 9
 _KEEP = ("general.architecture", "general.name", "general.file_type", "tokenizer.ggml.model")
 _ARCH_KEYS = ("block_count", "embedding_length", "vocab_size", "context_length")
 _MAX_HEADER = 1 << 27  # a header bigger than 128 MiB is not a model header
+_MAX_NESTING = 2  # arrays of arrays at most (llama.cpp's own reader takes no nesting at all)
 
 
 class ModelFileError(ValueError):
@@ -46,63 +48,93 @@ def is_gguf(path: Path) -> bool:
         return False
 
 
-def _read(fh: IO[bytes], fmt: str) -> Any:
-    size = struct.calcsize(fmt)
-    data = fh.read(size)
-    if len(data) != size:
-        raise ModelFileError("the file ends inside its header")
-    return struct.unpack(fmt, data)[0]
+class _Header:
+    """A GGUF header read front to back, never past the file's end nor nested too deep.
 
+    Counts and lengths in a header are the file's word: one crafted file (an array of
+    arrays 5000 deep, an array of 2**62 numbers) made the reader recurse past Python's
+    limit or seek past 2**63 (review2-sec gguf_bomb). Each skip is checked against the
+    bytes left, and arrays nest at most ``_MAX_NESTING`` deep.
+    """
 
-def _string(fh: IO[bytes], keep: bool = True) -> str:
-    length = _read(fh, "<Q")
-    if length > _MAX_HEADER:
-        raise ModelFileError("a header string is implausibly long")
-    if not keep:
-        fh.seek(length, 1)
-        return ""
-    return fh.read(length).decode("utf-8", "replace")
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.size = os.fstat(fh.fileno()).st_size
 
+    def read(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        data = self.fh.read(size)
+        if len(data) != size:
+            raise ModelFileError("the file ends inside its header")
+        return struct.unpack(fmt, data)[0]
 
-def _value(fh: IO[bytes], kind: int, keep: bool) -> Any:
-    if kind in _SCALARS:
-        return _read(fh, _SCALARS[kind])
-    if kind == _STRING:
-        return _string(fh, keep)
-    if kind == _ARRAY:
-        inner, count = _read(fh, "<I"), _read(fh, "<Q")
-        if inner in _SCALARS and inner != _ARRAY:
-            fh.seek(struct.calcsize(_SCALARS[inner]) * count, 1)
-        else:
-            for _ in range(count):
-                _value(fh, inner, False)
-        return count  # arrays are only ever counted here (the token list's length)
-    raise ModelFileError(f"unknown GGUF value type {kind}")
+    def skip(self, count: int) -> None:
+        if count > self.size - self.fh.tell():
+            raise ModelFileError("the file ends inside its header")
+        self.fh.seek(count, 1)
+
+    def string(self, keep: bool = True) -> str:
+        length = self.read("<Q")
+        if length > _MAX_HEADER:
+            raise ModelFileError("a header string is implausibly long")
+        if not keep:
+            self.skip(length)
+            return ""
+        data = self.fh.read(length)
+        if len(data) != length:
+            raise ModelFileError("the file ends inside its header")
+        return data.decode("utf-8", "replace")
+
+    def value(self, kind: int, keep: bool, depth: int = 0) -> Any:
+        if kind in _SCALARS:
+            return self.read(_SCALARS[kind])
+        if kind == _STRING:
+            return self.string(keep)
+        if kind == _ARRAY:
+            if depth >= _MAX_NESTING:
+                raise ModelFileError("a header array nests implausibly deep")
+            inner, count = self.read("<I"), self.read("<Q")
+            if inner in _SCALARS:
+                self.skip(struct.calcsize(_SCALARS[inner]) * count)
+            else:
+                for _ in range(count):  # each one reads at least 8 bytes: bounded by the file
+                    self.value(inner, False, depth + 1)
+            return count  # arrays are only ever counted here (the token list's length)
+        raise ModelFileError(f"unknown GGUF value type {kind}")
 
 
 def gguf_header(path: Path) -> dict[str, Any]:
-    """Architecture, layers, hidden size, vocabulary and exact parameter count of a GGUF."""
+    """Architecture, layers, hidden size, vocabulary and exact parameter count of a GGUF.
+
+    Raises ModelFileError, one sentence, and nothing else: whatever the file holds."""
     try:
         with open(path, "rb", buffering=1 << 16) as fh:
             if fh.read(4) != GGUF_MAGIC:
                 raise ModelFileError(f"{path} is not a GGUF file")
-            version = _read(fh, "<I")
+            head = _Header(fh)
+            version = head.read("<I")
             count_fmt = "<I" if version == 1 else "<Q"
-            n_tensors, n_kv = _read(fh, count_fmt), _read(fh, count_fmt)
+            n_tensors, n_kv = head.read(count_fmt), head.read(count_fmt)
             keys: dict[str, Any] = {}
             for _ in range(n_kv):
-                key = _string(fh)
-                kind = _read(fh, "<I")
+                key = head.string()
+                kind = head.read("<I")
                 wanted = key in _KEEP or key.endswith(_ARCH_KEYS) or key == "tokenizer.ggml.tokens"
-                keys[key] = _value(fh, kind, wanted)
+                keys[key] = head.value(kind, wanted)
             params = 0
             for _ in range(n_tensors):
-                _string(fh, keep=False)
-                dims = [_read(fh, "<Q") for _ in range(_read(fh, "<I"))]
-                fh.seek(12, 1)  # type (uint32) and offset (uint64)
+                head.string(keep=False)
+                dims = [head.read("<Q") for _ in range(head.read("<I"))]
+                head.skip(12)  # type (uint32) and offset (uint64)
                 params += math.prod(dims)
     except OSError as exc:
         raise ModelFileError(f"{path} cannot be read ({exc.strerror or exc})") from exc
+    except ModelFileError:
+        raise
+    except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        raise ModelFileError(
+            f"{path} is not a GGUF file rltray can read ({type(exc).__name__})"
+        ) from None
     arch = str(keys.get("general.architecture") or "")
     vocab = keys.get(f"{arch}.vocab_size") or keys.get("tokenizer.ggml.tokens")
     return {
@@ -126,10 +158,17 @@ def safetensors_params(folder: Path) -> int | None:
                 if size > _MAX_HEADER:
                     return None
                 header = json.loads(fh.read(size))
-        except (OSError, ValueError, struct.error):
+        except (OSError, ValueError, struct.error, RecursionError):  # JSON nested 10**5 deep
+            return None
+        if not isinstance(header, dict):
             return None
         for name, entry in header.items():
             if name != "__metadata__" and isinstance(entry, dict):
-                total += math.prod(entry.get("shape") or [])
+                shape = entry.get("shape") or []
+                if not isinstance(shape, list) or not all(
+                    type(n) is int and n >= 0 for n in shape
+                ):
+                    return None
+                total += math.prod(shape)
         found = True
     return total if found else None

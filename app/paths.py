@@ -17,6 +17,14 @@ from rltray.app.errors import DataFolderNotWritable
 
 ENV_HOME = "RLTRAY_HOME"
 APP_NAME = "rltray"
+#: The most a folder rltray makes on the way to one of its own may be (less the umask):
+#: never writable by others, who could otherwise rename what is in it and put their own
+#: in its place (a data folder with their settings, a login entry running their program).
+PARENT_MODE = 0o755
+
+
+class DataFolderNotSafe(DataFolderNotWritable):
+    """The data folder belongs to another user or others can write it (ssh's StrictModes)."""
 
 
 def default_home(env: dict[str, str] | None = None) -> Path:
@@ -127,7 +135,10 @@ class Paths:
         """Create missing folders private to the user (0700) and check all are writable.
 
         A folder that exists keeps the mode the user gave it: rltray never
-        changes permissions (``rltray doctor`` warns when others can read it).
+        changes permissions (``rltray doctor`` warns when others can read it). A data
+        folder another user owns, or others can write, is refused (DataFolderNotSafe):
+        rltray takes settings, and programs to run, from it. Missing parents are made
+        at most 0755 (``make_folders``).
         Raises DataFolderNotWritable, one sentence naming the folder, instead of
         an OSError from deep inside a command. ``access`` defaults to
         ``os.access``; tests pass their own, because root may write anywhere.
@@ -135,6 +146,10 @@ class Paths:
         access = access or os.access
         for folder in self.folders():
             if folder.is_dir():
+                if folder == self.home:
+                    why = not_yours(folder, "The data folder")
+                    if why:
+                        raise DataFolderNotSafe(why)
                 if not access(folder, os.W_OK | os.X_OK):
                     raise DataFolderNotWritable(not_writable(folder, self.home))
                 continue
@@ -162,8 +177,7 @@ def _create(folder: Path, home: Path, access: Callable[[Path, int], bool]) -> No
     if parent.is_dir() and not access(parent, os.W_OK | os.X_OK):
         raise DataFolderNotWritable(not_writable(parent, home))
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if os.name == "posix":
+        if make_folders(folder, 0o700) and os.name == "posix":
             os.chmod(folder, 0o700)  # only a folder made just now: mkdir honours the umask
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
@@ -171,3 +185,62 @@ def _create(folder: Path, home: Path, access: Callable[[Path, int], bool]) -> No
             f"The folder {folder} cannot be created ({reason}); rltray keeps its data there: "
             f"fix the path or set {ENV_HOME} to another folder."
         ) from None
+
+
+def make_folders(folder: Path, mode: int = PARENT_MODE) -> bool:
+    """Make ``folder`` (``mode`` less the umask) and its missing parents; True when
+    ``folder`` itself was made now.
+
+    ``Path.mkdir(parents=True)`` makes the parents 0777 less the umask: under umask 000
+    any user may then swap what is in them (review2-sec swap_datafolder). Here each
+    missing parent is made ``PARENT_MODE`` (0755) less the umask, never writable by others.
+    """
+    missing: list[Path] = []
+    step = folder
+    while not os.path.lexists(step) and step != step.parent:
+        missing.append(step)
+        step = step.parent
+    made = False
+    for step in reversed(missing):
+        try:
+            os.mkdir(step, mode if step == folder else PARENT_MODE)
+            made = step == folder
+        except FileExistsError:  # made meanwhile by another process: fine if a folder
+            if not step.is_dir():
+                raise
+    return made
+
+
+def not_yours(path: Path, what: str, st: os.stat_result | None = None) -> str | None:
+    """Why rltray refuses ``path`` (ssh's StrictModes): it belongs to another user (root
+    aside), or others can write it; the sentence says how to fix it. None when it is
+    fine, or off POSIX (no owners to compare). ``st`` is its stat, if already taken."""
+    if os.name != "posix":
+        return None
+    st = path.stat() if st is None else st
+    me, mode = os.geteuid(), stat.S_IMODE(st.st_mode)
+    user = _user_name(me)
+    if st.st_uid not in (me, 0):
+        chown = "chown -R" if stat.S_ISDIR(st.st_mode) else "chown"
+        return (
+            f"{what} {path} belongs to {_user_name(st.st_uid)}, not to you ({user}), so another "
+            f"user may have put it there, and rltray runs programs its settings name: if it "
+            f"is yours, run `sudo {chown} {user} {path}`; if not, move it aside "
+            f"(`mv {path} {path}.suspect`) and look at what it holds."
+        )
+    if mode & 0o022:
+        fix = "700" if stat.S_ISDIR(st.st_mode) else "600"
+        return (
+            f"{what} {path} can be changed by other users (mode {mode:04o}), who could put "
+            f"their own settings, and programs to run, there: run `chmod {fix} {path}`."
+        )
+    return None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"

@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rltray.trainer.gguf_base import private_folder, user_cache_folder
+
 ENV = "RLTRAY_ANSWER_CACHE"
 
 #: Answer sets kept; the least recently used go first. One set is a few kB of token ids.
@@ -52,7 +54,6 @@ def root() -> Path | None:
     if env:
         return Path(env).expanduser()
     import platformdirs
-    from rltray.trainer.gguf_base import user_cache_folder
 
     return user_cache_folder(platformdirs.PlatformDirs("rltray", appauthor=False)) / "base-answers"
 
@@ -111,7 +112,7 @@ class AnswerCache:
             "answers": [[int(t) for t in a] for a in answers],
         }  # fmt: skip
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            private_folder(self.folder)  # the folder 0700, its parents never open to writes
             fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.folder)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -42,6 +42,7 @@ size, vocabulary, chat template), reported all at once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -133,11 +134,49 @@ def file_sha256(path: Path, root: Path | None = None) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             digest.update(chunk)
     index[key] = digest.hexdigest()
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = index_file.with_name(f".hashes.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(index, indent=1), encoding="utf-8")
-    tmp.replace(index_file)
+    private_folder(root)
+    write_private(index_file, json.dumps(index, indent=1).encode("utf-8"))
     return str(index[key])
+
+
+def private_folder(folder: Path) -> None:
+    """Make ``folder`` 0700 and its missing parents at most 0755 (less the umask); an
+    existing folder is left as it is.
+
+    Why not ``mkdir(parents=True)``: it makes every folder 0777 less the umask, so
+    under umask 000 others could swap what the cache holds, and under 022 read which
+    models the user trains (the paths in hashes.json). The trainer imports nothing of
+    the app, so this is its own small copy of ``app/paths.make_folders``.
+    """
+    missing: list[Path] = []
+    step = folder
+    while not os.path.lexists(step) and step != step.parent:
+        missing.append(step)
+        step = step.parent
+    made = False
+    for step in reversed(missing):
+        try:
+            os.mkdir(step, 0o700 if step == folder else 0o755)
+            made = step == folder
+        except FileExistsError:  # made meanwhile by another process: fine if a folder
+            if not step.is_dir():
+                raise
+    if made and os.name == "posix":
+        os.chmod(folder, 0o700)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``, 0600, through a temp file no one could have planted
+    (``mkstemp``: a fresh random name, created exclusively, never through a link)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def read_header(path: Path) -> dict[str, Any]:
@@ -222,7 +261,7 @@ def materialize(path: Path | str, cache: Path | None = None) -> Path:
     arch = head["architecture"]
     if arch.replace("_", "") not in supported_architectures():
         raise _unsupported(arch)
-    root.mkdir(parents=True, exist_ok=True)
+    private_folder(root)
     free = shutil.disk_usage(root).free
     if free < head["parameters"] * 2.2:
         raise GGUFBaseError(

@@ -58,7 +58,7 @@ def describe_folder(
     info: dict[str, Any] = {"path": str(folder), "name": name or folder.name, "source": source}
     try:
         config = json.loads((folder / "config.json").read_text("utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # (JSON nested 10**5 deep)
         info["error"] = f"{folder} has no readable config.json ({type(exc).__name__})."
         return info
     if not isinstance(config, dict):
@@ -87,15 +87,19 @@ def describe_folder(
 def describe_gguf(path: Path, source: str = "gguf", name: str | None = None) -> dict[str, Any]:
     """One GGUF file's shape from its header; ``error`` says why it cannot be trained."""
     info: dict[str, Any] = {"path": str(path), "name": name or path.name, "source": source}
-    try:
+    try:  # gguf_header raises nothing else, whatever a crafted file holds (review2-sec)
         head = modelfiles.gguf_header(path)
+        size = path.stat().st_size
     except modelfiles.ModelFileError as exc:
         info["error"] = str(exc).rstrip(".") + "."
+        return info
+    except OSError as exc:  # gone between the header and the size
+        info["error"] = f"{path} cannot be read ({exc.strerror or exc})."
         return info
     info.update({k: head[k] for k in ("architecture", "layers", "hidden_size", "vocab_size")})
     info["gguf"] = True
     info["params"] = head["params"] or None
-    info["weights_bytes"] = path.stat().st_size
+    info["weights_bytes"] = size
     return info
 
 

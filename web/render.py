@@ -1,16 +1,20 @@
 """How captured text and numbers look in the pages: Markdown with highlighted code, local times.
 
 Captured text is untrusted (an agent may have echoed anything): Markdown is
-rendered with raw HTML off, so a ``<script>`` in an answer is shown as text,
-and markdown-it refuses ``javascript:`` links. Every link opens outside the
-settings window (``target=_blank``: pywebview hands it to the system browser)
-with no opener and no referrer, so a link to another port of 127.0.0.1 never
-loads in the window that holds rltray's session cookie. Code blocks are
+rendered with raw HTML off, so a ``<script>`` in an answer is shown as text.
+Only ``http:``, ``https:`` and ``mailto:`` links (and images) are made: any other
+scheme (``javascript:``, ``file:``, ``smb:``, ``vscode:``, an app's own handler)
+or a relative link is shown as the text it was, since the system hands a link
+to whatever program claims its scheme (review2-sec link_schemes). Every link
+opens outside the settings window (``target=_blank``: pywebview hands it to the
+system browser) with no opener and no referrer, so a link to another port of
+127.0.0.1 never loads in the window that holds rltray's session cookie. Code blocks are
 highlighted by Pygments into CSS classes (the stylesheet is ``highlight_css``).
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +22,9 @@ from markupsafe import Markup
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
+
+#: The schemes a link in captured text may have; others are shown as text.
+LINK_SCHEMES = re.compile(r"(?:https?|mailto):", re.IGNORECASE)
 
 
 def _highlight(code: str, lang: str, _attrs: Any) -> str:
@@ -40,6 +47,9 @@ def _parser() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
     parser = MarkdownIt("commonmark", {"html": False, "highlight": _highlight}).enable("table")
+    default = parser.validateLink
+    # links, autolinks, images and reference definitions all ask this (the URL normalized)
+    parser.validateLink = lambda url: default(url) and bool(LINK_SCHEMES.match(url))  # type: ignore[method-assign]
     parser.add_render_rule("link_open", _link_open)
     return parser
 

@@ -65,15 +65,16 @@ def install(env: dict[str, str] | None = None, platform: str = sys.platform) -> 
     """
     if platform in ("darwin", "win32"):
         return None
+    from rltray.app.fileio import write_private_atomic
+    from rltray.app.paths import make_folders
+
     target = icon_dir(env) / f"{NAME}.png"
     try:
         data = png()
         if target.is_file() and target.read_bytes() == data:
             return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{NAME}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(target)
+        make_folders(target.parent)  # never open to others' writes (umask 000)
+        write_private_atomic(target, data, 0o644)  # a fresh temp name, no link followed
     except (OSError, ImportError):
         return None
     return target

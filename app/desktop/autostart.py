@@ -18,6 +18,7 @@ from pathlib import Path
 from rltray.app import bundle
 from rltray.app.errors import UserError
 from rltray.app.fileio import write_private_atomic
+from rltray.app.paths import make_folders
 
 RESERVED = ' \t\n"\'\\><~|&;$*?#()`'  # Exec characters that need quoting
 LABEL = "dev.rltray.tray"  # LaunchAgent label and file name
@@ -214,7 +215,7 @@ def _checked(enabled: bool, where: str, cmd: list[str] | None) -> AutostartStatu
 
 def _write(path: Path, data: bytes) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(path.parent)  # never open to others' writes, who could swap the entry
         write_private_atomic(path, data, 0o644)
     except OSError as exc:
         raise UserError(f"Could not write {path}: {exc.strerror or exc}.") from None

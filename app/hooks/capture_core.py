@@ -146,7 +146,8 @@ def abspath(path):
 
 def makedirs(path, mode=0o700):
     """os.makedirs(path, mode, exist_ok=True) in one mkdir when the folder is there already
-    (parents it creates get 0o777 less the umask, as os.makedirs gives them)."""
+    (parents it creates get 0o755 less the umask: never writable by others, whatever the
+    umask, so no other user can swap the data folder out from under them)."""
     if not POSIX:
         import os
 
@@ -160,7 +161,7 @@ def makedirs(path, mode=0o700):
         parent = dirname(path)
         if not parent or parent == path:
             raise
-        makedirs(parent, 0o777)
+        makedirs(parent, 0o755)
         try:  # noqa: SIM105 (contextlib costs import time in the hook)
             _os.mkdir(path, mode)
         except FileExistsError:

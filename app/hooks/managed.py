@@ -38,7 +38,7 @@ from typing import Any
 from rltray.app import fileio
 from rltray.app.hooks import jsonfile
 from rltray.app.hooks.base import HookInstallError, InstallReport
-from rltray.app.paths import Paths
+from rltray.app.paths import Paths, make_folders
 
 MANIFEST_NAME = "install-manifest.json"
 
@@ -368,7 +368,7 @@ class Editor:
         none), which narrows an agent's save racing ours to the instant before the
         rename. Off only when putting back our own write.
         """
-        state.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_folders(state.path.parent, 0o700)
         if mode is None:
             mode = state.mode if state.mode is not None else 0o600
         if check:

@@ -137,3 +137,19 @@ def test_the_cli_reports_json(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert '"enabled": false' in done.stdout
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_folders_made_for_the_login_entry_are_never_writable_by_others(tmp_path: Path) -> None:
+    """Regression (review2-sec autostart_swap): under umask 000 `rltray autostart on` made
+    ~/.config and ~/.config/autostart 0777, and another user replaced rltray.desktop with
+    an entry running their program at the victim's login."""
+    old = os.umask(0)
+    try:
+        state = autostart.enable(env_for(tmp_path), platform="linux")
+    finally:
+        os.umask(old)
+    entry = Path(state.where)
+    for folder in (tmp_path / ".config", entry.parent):
+        assert folder.stat().st_mode & 0o777 == 0o755, folder
+    assert entry.stat().st_mode & 0o777 == 0o644

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -1383,3 +1384,22 @@ def test_claude_stop_without_an_answer_and_a_lagging_transcript_records_nothing(
     claude_records(path, ("user", "task two", "u2"), ("assistant", "answer two", "a2"))
     run_hook(home, "claude-stop", stop)  # a later Stop finds it
     assert [(t["prompt"], t["response"]) for t in turns(home)][-1] == ("task two", "answer two")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_folders_the_hook_makes_for_its_home_are_never_writable_by_others(
+    tmp_path: Path,
+) -> None:
+    """The hook often runs before the tray ever did, and makes the data folder's parents
+    (~/.local/share): under umask 000 they came out 0777, so another user could swap the
+    data folder for their own (review2-sec swap_datafolder)."""
+    home = tmp_path / "user" / ".local" / "share" / "rltray"
+    (tmp_path / "user").mkdir()
+    argv = capture.build_command("claude-prompt", home, python=sys.executable)
+    payload = {"session_id": "s", "prompt": "hello", "hook_event_name": "UserPromptSubmit"}
+    subprocess.run(argv, input=json.dumps(payload).encode(), capture_output=True, timeout=30,
+                   preexec_fn=lambda: os.umask(0))
+    assert home.is_dir()
+    assert stat.S_IMODE(home.parent.stat().st_mode) == 0o755
+    assert stat.S_IMODE(home.parent.parent.stat().st_mode) == 0o755
+    assert not stat.S_IMODE(home.stat().st_mode) & 0o077

@@ -264,3 +264,40 @@ def test_custom_reads_a_hyper_table_and_refuses_what_the_trainer_does_not_know(
     paths.config.write_text("[training.hyper]\nlearning_rate = 1e-4\n")
     with pytest.raises(ConfigError, match="'learning_rate' is not a trainer hyperparameter"):
         config.load_config(paths)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX owners and permission bits")
+def test_a_config_others_can_write_is_refused_not_read(paths: Paths) -> None:
+    """Regression (review2-sec swap_datafolder): config.toml names programs rltray runs
+    (training.python), so one that other users can change is refused, as ssh's
+    StrictModes refuses an authorized_keys they can."""
+    paths.ensure()
+    paths.config.write_text('[training]\npython = "/tmp/evil.sh"\n')
+    os.chmod(paths.config, 0o666)
+    with pytest.raises(ConfigError) as err:
+        config.load_config(paths)
+    assert str(err.value) == (
+        f"The settings file {paths.config} can be changed by other users (mode 0666), who "
+        f"could put their own settings, and programs to run, there: run `chmod 600 "
+        f"{paths.config}`."
+    )
+    with pytest.raises(ConfigError, match="can be changed by other users"):
+        config.set_value(paths, "training.preset", "fast")
+    os.chmod(paths.config, 0o644)  # the usual umask's file is fine
+    assert config.load_config(paths).training.python == "/tmp/evil.sh"
+
+
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0, reason="only root can hand a file to another user"
+)
+def test_a_config_another_user_owns_is_refused_not_read(paths: Paths) -> None:
+    import pwd
+
+    paths.ensure()
+    paths.config.write_text('[training]\npython = "/tmp/evil.sh"\n')
+    os.chown(paths.config, pwd.getpwnam("nobody").pw_uid, -1)
+    with pytest.raises(ConfigError) as err:
+        config.load_config(paths)
+    said = str(err.value)
+    assert said.startswith(f"The settings file {paths.config} belongs to nobody, not to you")
+    assert f"`sudo chown root {paths.config}`" in said and "move it aside" in said

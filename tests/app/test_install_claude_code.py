@@ -309,3 +309,30 @@ def test_rl_command_edited_by_the_user_survives_uninstall(paths: Paths, settings
     rl.write_bytes(rl.read_bytes() + b"my note\n")
     report = ClaudeCode().uninstall(paths)
     assert rl.read_bytes().endswith(b"my note\n") and "left it alone" in " ".join(report.lines)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_folders_made_for_agent_files_are_never_writable_by_others(
+    paths: Paths, tmp_path: Path, monkeypatch
+):
+    """Regression (review2-sec): under umask 000 the parents of an agent's config folder
+    that rltray made were 0777, so another user could swap the folder (and the hooks in
+    it) for their own."""
+    custom = tmp_path / "cfg" / "nested" / "claude"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(custom))
+    bin_dir = tmp_path / "bin"  # the agent is installed, its config folder not made yet
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\n")
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    paths.ensure()
+    old = os.umask(0)
+    try:
+        ClaudeCode().install(paths)
+    finally:
+        os.umask(old)
+    assert (custom / "settings.json").exists()
+    for folder in (tmp_path / "cfg", tmp_path / "cfg" / "nested"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755, folder
+    for folder in (custom, custom / "commands"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

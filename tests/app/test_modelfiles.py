@@ -81,3 +81,54 @@ def test_the_memory_figure_follows_the_measured_peaks() -> None:
     assert "the last round on it measured 3.9 GB" in measured["message"]
     big = models.memory_fit({"params": 7_600_000_000}, 16 * 2**30)
     assert big["fits"] is False and big["need_gib"] > 35
+
+
+def _crafted_gguf(path: Path, value: bytes, n_tensors: int = 0) -> Path:
+    """A GGUF v3 header with one key ``x`` whose type and value are ``value``'s bytes."""
+    key = struct.pack("<Q", 1) + b"x"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, n_tensors, 1) + key + value)
+    return path
+
+
+ARRAY = struct.pack("<I", 9)  # the array value type
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        # an array of arrays of arrays ... 5000 deep: Python's recursion limit
+        (ARRAY + struct.pack("<IQ", 9, 1) * 5000 + struct.pack("<IQ", 0, 0), "nests"),
+        # 2**62 uint64s: a seek past 2**63
+        (ARRAY + struct.pack("<IQ", 10, 2**62), "ends inside its header"),
+        # 2**64-1 uint64s: the seek's int overflows
+        (ARRAY + struct.pack("<IQ", 10, 2**64 - 1), "ends inside its header"),
+        # a skipped string 2**26 bytes long in a file of a few bytes
+        (ARRAY + struct.pack("<IQ", 8, 1) + struct.pack("<Q", 2**26), "ends inside its header"),
+        # 2**62 strings of nothing
+        (ARRAY + struct.pack("<IQ", 8, 2**62) + struct.pack("<Q", 0) * 4, "ends inside"),
+    ],
+    ids=["deep", "huge", "overflow", "long-string", "many-strings"],
+)
+def test_a_crafted_gguf_header_is_one_sentence_not_a_crash(
+    tmp_path: Path, value: bytes, said: str
+) -> None:
+    """Regression (review2-sec gguf_bomb): nested arrays recursed without limit
+    (RecursionError) and an array's size was seeked past 2**63 (ValueError), both
+    escaping ``describe_gguf``, which takes only ModelFileError: the wizard's model scan
+    answered 500."""
+    path = _crafted_gguf(tmp_path / "crafted.gguf", value)
+    with pytest.raises(modelfiles.ModelFileError, match=said):
+        modelfiles.gguf_header(path)
+    described = models.describe_gguf(path)
+    assert said in described["error"] and "gguf" not in described
+
+
+def test_a_crafted_safetensors_header_counts_nothing_and_raises_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    for header in (b"[" * 100_000 + b"]" * 100_000, b"[1, 2]",
+                   json.dumps({"a": {"shape": "abc"}}).encode()):  # fmt: skip
+        (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+        assert modelfiles.safetensors_params(folder) is None
+    assert "no readable config.json (RecursionError)" in models.describe_folder(folder)["error"]

@@ -185,3 +185,81 @@ def test_doctor_warns_about_an_open_data_folder_and_leaves_its_mode(
     cli.main(["doctor"], stdout=out, stderr=io.StringIO())
     assert f"data folder: chmod 700 {rltray_home}" in out.getvalue()
     assert stat.S_IMODE(rltray_home.stat().st_mode) == 0o755
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize(
+    ("umask", "parent"), [(0o000, 0o755), (0o022, 0o755), (0o077, 0o700)], ids=oct
+)
+def test_parents_made_for_the_data_folder_are_never_writable_by_others(
+    tmp_path: Path, umask: int, parent: int
+) -> None:
+    """Regression (review2-sec swap_datafolder): under umask 000 ensure() made ~/.local
+    and ~/.local/share 0777, so another user could swap the data folder for their own
+    with a config.toml whose training.python then ran as the victim."""
+    home = tmp_path / "user" / ".local" / "share" / "rltray"
+    (tmp_path / "user").mkdir()
+    old = os.umask(umask)
+    try:
+        Paths(home).ensure()
+    finally:
+        os.umask(old)
+    assert _mode(home.parent.parent) == parent
+    assert _mode(home.parent) == parent
+    assert _mode(home) == 0o700
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o1777, 0o702], ids=oct)
+def test_a_data_folder_others_can_write_is_refused_with_the_fix(
+    rltray_home: Path, mode: int
+) -> None:
+    """ssh's StrictModes: others who can write the data folder can put their own
+    config.toml (programs rltray runs) there."""
+    import io
+
+    from rltray.app import cli
+
+    Paths.from_env().ensure()
+    os.chmod(rltray_home, mode)
+    try:
+        with pytest.raises(DataFolderNotWritable) as err:
+            Paths.from_env().ensure()
+        out = io.StringIO()
+        code = cli.main(["status"], stdout=out, stderr=out)
+    finally:
+        os.chmod(rltray_home, 0o700)
+    assert str(err.value) == (
+        f"The data folder {rltray_home} can be changed by other users (mode {mode:04o}), who "
+        f"could put their own settings, and programs to run, there: run `chmod 700 "
+        f"{rltray_home}`."
+    )
+    assert err.value.exit_code == ExitCode.DATA
+    assert code == ExitCode.DATA and "can be changed by other users" in out.getvalue()
+
+
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0,
+    reason="only root can hand a folder to another user (the mode test above runs anywhere)",
+)
+def test_a_data_folder_another_user_owns_is_refused(rltray_home: Path) -> None:
+    """The swap itself (review2-sec swap_datafolder): the data folder's place taken by a
+    folder of another user's."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    Paths.from_env().ensure()
+    os.chown(rltray_home, nobody.pw_uid, -1)
+    try:
+        with pytest.raises(DataFolderNotWritable) as err:
+            Paths.from_env().ensure()
+    finally:
+        os.chown(rltray_home, 0, -1)
+    assert str(err.value).startswith(
+        f"The data folder {rltray_home} belongs to nobody, not to you (root), so another user"
+    )
+    assert f"run `sudo chown -R root {rltray_home}`" in str(err.value)

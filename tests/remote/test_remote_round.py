@@ -376,3 +376,54 @@ def test_the_remote_keeps_the_adapters_in_use_and_the_newest_three(sshd, tmp_pat
         assert prune_adapters(conn, str(tmp_path / "nowhere"), set()) == []
     finally:
         conn.close()
+
+
+def test_what_a_round_uploads_is_private_to_the_login_on_the_remote(sshd, tmp_path) -> None:
+    """Regression (review2-sec remote_perms): the round's examples, held-out prompts, job
+    and parent adapter went up 0644 in 0755 folders, so any user of a shared GPU machine
+    could read the user's rated prompts and answers. Now folders are 0700 (those an older
+    rltray left open are closed), files 0600, and `rltray remote check` flags an open
+    remote folder with the command that closes it."""
+    from rltray.app.training.remote.check import folder_row
+    from rltray.app.training.remote.ssh import Connection
+    from rltray.app.training.remote.standin import RemoteConfig, StandIn, StopRequest
+
+    remote = tmp_path / "remote"
+    (remote / "runs" / "r1").mkdir(parents=True)  # as an older rltray left them
+    (remote / "adapters").mkdir()
+    (remote / "runs" / "r1" / "job.json").write_text("{}")  # an earlier attempt's
+    for folder in (remote, remote / "runs", remote / "runs" / "r1", remote / "adapters"):
+        os.chmod(folder, 0o755)
+    os.chmod(remote / "runs" / "r1" / "job.json", 0o644)
+    parent = tmp_path / "local" / "adapters" / "v0001"
+    parent.mkdir(parents=True)
+    (parent / "adapter_config.json").write_text('{"r": 4}')
+    (parent / "adapter_model.safetensors").write_bytes(b"\0weights" * 100)
+    job = tmp_path / "local" / "run" / "job.json"
+    job.parent.mkdir()
+    (job.parent / "examples.jsonl").write_text('{"prompt": "my secret prompt"}\n')
+    (job.parent / "heldout.jsonl").write_text('{"prompt": "a held-out prompt"}\n')
+    job.write_text(json.dumps({"id": "r1", "out": "../adapters/.run-r1", "base_model": "m",
+                               "examples": "examples.jsonl", "heldout": "heldout.jsonl",
+                               "parent_adapter": str(parent)}))  # fmt: skip
+    cfg = RemoteConfig(host="127.0.0.1", port=sshd.port, user=sshd.user,
+                       host_key=sshd.host_key, dir=str(remote))  # fmt: skip
+    standin = StandIn(job, cfg, {"ssh_key": sshd.client_key}, [].append, StopRequest(job.parent))
+    standin.conn = Connection("127.0.0.1", sshd.port, sshd.user, sshd.host_key, sshd.client_key)
+    try:
+        row = folder_row(standin.conn, cfg)
+        assert row is not None and row[:2] == ("folder", False), row
+        assert "mode 0755" in row[2] and f"chmod -R go= {remote}" in row[2], row
+        state: dict[str, Any] = {}
+        run_dir = Path(standin._upload(state))
+        assert run_dir == remote / "runs" / "r1"
+        assert folder_row(standin.conn, cfg) is None
+    finally:
+        standin.close()
+    made = sorted(p for p in remote.rglob("*"))
+    assert {p.name for p in made} >= {"examples.jsonl", "heldout.jsonl", "job.json", "wrap.py",
+                                      "adapter_config.json", "adapter_model.safetensors"}
+    for path in [remote, *made]:
+        mode = path.stat().st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), f"{path} is {mode:04o}"
+    assert state["remote_parent"].startswith(str(remote / "adapters"))

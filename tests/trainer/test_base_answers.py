@@ -209,3 +209,22 @@ def test_no_cache_folder_means_decoding_as_before(monkeypatch: pytest.MonkeyPatc
     assert base_answers.for_round(NoFolder(), 128, {2}) is None
     monkeypatch.setitem(sys.modules, "platformdirs", None)
     assert base_answers.for_round(object(), 128, {2}) is None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_the_cache_folder_is_private_and_its_parents_never_open_to_writes(
+    tmp_path: Path,
+) -> None:
+    """Regression (review2-sec cache_umask): under umask 000 ~/.cache, ~/.cache/rltray and
+    base-answers were made 0777 (others could swap the answers), under 022 0755."""
+    folder = tmp_path / ".cache" / "rltray" / "base-answers"
+    old = os.umask(0)
+    try:
+        base_answers.AnswerCache(folder, "m").put(PROMPTS, ANSWERS)
+    finally:
+        os.umask(old)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    for parent in (tmp_path / ".cache", tmp_path / ".cache" / "rltray"):
+        assert parent.stat().st_mode & 0o777 == 0o755, parent
+    (path,) = folder.glob("*.json")
+    assert path.stat().st_mode & 0o777 == 0o600

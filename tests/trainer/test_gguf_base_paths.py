@@ -123,3 +123,32 @@ def test_a_gguf_base_materializes_where_symlinks_need_admin_rights(
     monkeypatch.setattr(os, "symlink", _no_symlinks)
     folder = gguf_base.materialize(gguf, cache=tmp_path / "cache")
     assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits and links")
+@pytest.mark.parametrize("umask", [0o000, 0o022], ids=oct)
+def test_the_hash_index_is_private_and_written_through_no_planted_link(
+    tmp_path: Path, umask: int
+) -> None:
+    """Regression (review2-sec cache_umask): hashes.json (which models the user trains, by
+    path) was 0666 under umask 000 and 0644 in a 0755 folder under 022, written through
+    the predictable ``.hashes.<pid>.tmp``, which follows a link planted there."""
+    cache = tmp_path / ".cache" / "rltray" / "gguf-bases"
+    model = tmp_path / "secret-project.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 60)
+    old = os.umask(umask)
+    try:
+        gguf_base.file_sha256(model, cache)
+        victim = tmp_path / "victim.txt"
+        victim.write_text("keep me")
+        (cache / f".hashes.{os.getpid()}.tmp").symlink_to(victim)
+        os.utime(model, ns=(1, 1))  # a changed file: hashed and written again
+        gguf_base.file_sha256(model, cache)
+    finally:
+        os.umask(old)
+    assert victim.read_text() == "keep me"
+    assert cache.stat().st_mode & 0o777 == 0o700
+    assert (cache / "hashes.json").stat().st_mode & 0o777 == 0o600
+    for parent in (tmp_path / ".cache", tmp_path / ".cache" / "rltray"):
+        assert parent.stat().st_mode & 0o777 == 0o755, parent
+    assert str(model) in (cache / "hashes.json").read_text()

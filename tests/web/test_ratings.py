@@ -46,6 +46,27 @@ def test_the_turn_is_rendered_safely_with_code_highlighted(client, add_turns) ->
     assert "Why does &lt;script&gt;alert(1)&lt;/script&gt; run?" in row
 
 
+def test_only_web_and_mail_links_in_an_answer_are_links(client, add_turns) -> None:
+    """Regression (review2-sec link_schemes): a link of any scheme (smb:, vscode:, an
+    app's own handler) became a ``target=_blank`` link, which the window hands to the
+    system and so to whatever program claims the scheme. Only http, https and mailto
+    links are made; the others (and relative ones) stay the text they were."""
+    others = ["smb://attacker.example/share", "vscode://vscode.git/clone?url=https://a.example/r",
+              "ssh://attacker.example", "x-my-app:payload", "file:///etc/passwd", "notes.md"]
+    lines = [f"[docs {i}]({url})" for i, url in enumerate(others)]
+    lines += ["<smb://attacker.example/auto>", "[ref][r]", "", "[r]: vscode://x"]
+    good = "[web](https://example.com/a) [mail](mailto:me@example.com) <HTTP://EXAMPLE.COM/b>"
+    (turn_id,) = add_turns(1, response=good + "\n\n" + "\n\n".join(lines))
+    detail = client.get(f"/ratings/turn/{turn_id}").data.decode()
+    hrefs = sorted(h.split('"')[0] for h in detail.split(' href="')[1:])
+    made = [h for h in hrefs if not h.startswith("/")]  # the page's own links aside
+    assert made == ["HTTP://EXAMPLE.COM/b", "https://example.com/a", "mailto:me@example.com"]
+    for i, url in enumerate(others):
+        assert f"[docs {i}]({url})" in detail.replace("&amp;", "&"), url
+    assert "&lt;smb://attacker.example/auto&gt;" in detail
+    assert detail.count('target="_blank" rel="noopener noreferrer"') >= 3
+
+
 def test_one_turn_by_its_id_with_its_detail_open(client, add_turns) -> None:
     first, second = add_turns(2)
     page = client.get(f"/ratings?turn={second}").data.decode()

@@ -197,6 +197,27 @@ def test_the_model_step_says_what_is_wrong_with_a_place(client, tmp_path) -> Non
     assert "notes.txt is a file but not a GGUF model" in chose.get_json()["error"]["message"]
 
 
+def test_a_crafted_gguf_in_the_scanned_folder_is_listed_with_its_problem(
+    client, tmp_path
+) -> None:
+    """Regression (review2-sec gguf_bomb): a GGUF header of arrays nested 5000 deep, or an
+    array of 2**62 numbers, made the model step answer 500 for the whole folder."""
+    import struct
+
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    key = struct.pack("<Q", 1) + b"x" + struct.pack("<I", 9)
+    bodies = {"deep.gguf": struct.pack("<IQ", 9, 1) * 5000 + struct.pack("<IQ", 0, 0),
+              "huge.gguf": struct.pack("<IQ", 10, 2**62)}  # fmt: skip
+    for name, body in bodies.items():
+        (folder / name).write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + key + body)
+    looked = post_json(client, "/api/setup/models", {"folder": str(folder)})
+    assert looked.status_code == 200, looked.data
+    errors = {m["name"]: m.get("error") for m in looked.get_json()["models"]}
+    assert errors == {"deep.gguf": "a header array nests implausibly deep.",
+                      "huge.gguf": "the file ends inside its header."}  # fmt: skip
+
+
 def test_finish_says_plainly_whether_training_can_start(client, tmp_path) -> None:
     waits = post_json(client, "/api/setup/finish").get_json()
     assert waits["trainable"] is False and "training waits until you choose a model" in waits[

@@ -197,9 +197,11 @@ def _data_folder(service: Service) -> Check:
     try:
         service.paths.ensure()
     except DataFolderNotWritable as exc:
-        return Check(
-            "data folder", FAIL, str(exc), f"make it writable or set RLTRAY_HOME ({home})"
-        )
+        from rltray.app.paths import DataFolderNotSafe
+
+        fix = ("run the command the message names" if isinstance(exc, DataFolderNotSafe)
+               else f"make it writable or set RLTRAY_HOME ({home})")
+        return Check("data folder", FAIL, str(exc), fix)
     if os.name == "posix":
         mode = stat.S_IMODE(home.stat().st_mode)
         if mode & 0o077:

@@ -2,7 +2,9 @@
 
 Each step is the real one a round takes, in order, and the first failure stops
 the rest (a step after a failed one could only fail too): SSH with the pinned host
-key, the Ray version and its token, then one small Ray job asking for the round's
+key, the remote folder's mode (a folder other users of the machine can read is a
+failed row of its own, after which the steps go on: nothing later depends on it),
+the Ray version and its token, then one small Ray job asking for the round's
 GPUs (so Ray has one to give) that imports the remote trainer environment (torch,
 rltray's trainer), says whether torch sees CUDA, and then trains one optimizer step
 on a tiny random Llama there (``rltray.trainer.envcheck``, the proof `rltray
@@ -21,7 +23,7 @@ from typing import Any
 
 from rltray.app.training import remote
 from rltray.app.training.remote.rayjobs import TERMINAL
-from rltray.app.training.remote.ssh import RemoteError
+from rltray.app.training.remote.ssh import Connection, RemoteError, join
 from rltray.app.training.remote.standin import RemoteConfig, open_cluster
 
 STEP = "rltray.trainer.envcheck --backend torch --device auto"  # one step, one JSON line
@@ -52,6 +54,9 @@ def run(training: Any, secrets: Any = None, limit_s: float = 120.0,
     try:
         conn, jobs = open_cluster(cfg, keys)
         add(("ssh", True, f"{cfg.user or 'you'}@{cfg.host}:{cfg.port}, host key pinned"))
+        open_folder = folder_row(conn, cfg)
+        if open_folder is not None:
+            add(open_folder)
         jobs.check_auth()
         add(("ray", True, f"Ray {jobs.version()} answers with the token only"))
         sid = f"rltray-check-{int(time.time())}"
@@ -89,6 +94,29 @@ def run(training: Any, secrets: Any = None, limit_s: float = 120.0,
         if conn is not None:
             conn.close()
     return rows
+
+
+def folder_row(conn: Connection, cfg: RemoteConfig) -> Row | None:
+    """A failed row when the remote folder (or its runs/ or adapters/) is open to the
+    machine's other users: what rounds left there (the ratings they uploaded, the
+    adapters trained on them) is theirs to read. None when it is private or not made yet.
+    """
+    home = conn.realpath(".")
+    for folder in (cfg.dir, join(cfg.dir, "runs"), join(cfg.dir, "adapters")):
+        mode = conn.mode(folder)
+        if mode is None:
+            continue
+        where = conn.realpath(folder)
+        if mode & 0o077:
+            if where == home:  # a home open to others is the user's call: look inside
+                continue
+            return ("folder", False,
+                    f"{where} on {cfg.host} is open to other users (mode {mode:04o}): they "
+                    f"can read the ratings rltray uploads there; run `chmod -R go= {where}` "
+                    f"on {cfg.host} (rltray keeps what it makes there 0700)")  # fmt: skip
+        if folder == cfg.dir and where != home:
+            return None  # a private folder keeps everything in it private
+    return None
 
 
 def step_row(logs: str, host: str) -> Row:

@@ -10,6 +10,9 @@ Host keys are never accepted silently: the setting ``training.remote_host_key``
 pins the server's SHA256 fingerprint. Empty or different, the connection is
 refused before authenticating, with one sentence that shows the fingerprint
 seen, so the user can compare it once and pin it.
+
+What goes up (the round's examples, its job, a parent adapter) is private to the
+login on the remote machine: folders 0700 and files 0600, whatever its umask.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from rltray.app.errors import ExitCode, UserError
 
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 20.0
+#: What rltray makes on the training machine holds the user's prompts, answers and
+#: ratings (examples.jsonl), so it is private to the login whatever the remote umask.
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 
 
 class RemoteError(UserError):
@@ -167,20 +173,67 @@ class Connection:
         assert self._sftp is not None
         return self._call(self._sftp.exists(path), 60)
 
+    def mode(self, path: str) -> int | None:
+        """The permission bits of a remote path (links followed); None when it is absent."""
+
+        async def go() -> int | None:
+            assert self._sftp is not None
+            try:
+                attrs = await self._sftp.stat(path)
+            except asyncssh.SFTPNoSuchFile:
+                return None
+            return None if attrs.permissions is None else attrs.permissions & 0o7777
+
+        return self._call(go(), 60)
+
     def makedirs(self, path: str) -> None:
+        """Make ``path`` and its missing parents, each private to the login (0700)."""
         assert self._sftp is not None
-        self._call(self._sftp.makedirs(path, exist_ok=True), 60)
+        private = asyncssh.SFTPAttrs(permissions=PRIVATE_DIR)
+        self._call(self._sftp.makedirs(path, attrs=private, exist_ok=True), 60)
+
+    def chmod(self, path: str, mode: int) -> None:
+        """Set a remote path's mode; one sentence when the login may not (not its owner)."""
+        assert self._sftp is not None
+        try:
+            self._call(self._sftp.chmod(path, mode), 60)
+        except asyncssh.SFTPError as exc:
+            raise RemoteError(
+                f"cannot make {path} on {self.host} private to {self.user or 'you'} "
+                f"({exc.reason}): run `chown -R {self.user or '$USER'} {path} && chmod "
+                f"{mode:o} {path}` there, or set training.remote_dir to a folder of your own"
+            ) from None
 
     def put(self, local: Path, remote: str) -> None:
-        """Upload a file or a folder (recursively) to ``remote``."""
-        assert self._sftp is not None
-        self._call(self._sftp.put(str(local), remote, recurse=True, preserve=False), None)
+        """Upload a file or a folder (recursively) to ``remote``: files 0600, folders 0700.
 
-    def write_text(self, remote: str, text: str) -> None:
+        asyncssh creates them with the server's default mode (0644 and 0755 under the
+        usual umask 022), so each is made private right after; the folder it goes into
+        is already 0700, so no other user of the machine can open one meanwhile."""
+        assert self._sftp is not None
+        modes = {remote: PRIVATE_DIR if local.is_dir() else PRIVATE_FILE}
+        if local.is_dir():
+            for below in sorted(local.rglob("*")):
+                name = posixpath.join(remote, *below.relative_to(local).parts)
+                modes[name] = PRIVATE_DIR if below.is_dir() else PRIVATE_FILE
+
         async def go() -> None:
             assert self._sftp is not None
-            async with self._sftp.open(remote, "w") as f:
+            await self._sftp.put(str(local), remote, recurse=True, preserve=False)
+            for name, mode in modes.items():
+                await self._sftp.chmod(name, mode)
+
+        self._call(go(), None)
+
+    def write_text(self, remote: str, text: str) -> None:
+        """Write a remote file private to the login (0600), an existing one's mode too."""
+
+        async def go() -> None:
+            assert self._sftp is not None
+            private = asyncssh.SFTPAttrs(permissions=PRIVATE_FILE)
+            async with self._sftp.open(remote, "w", private) as f:
                 await f.write(text)
+            await self._sftp.chmod(remote, PRIVATE_FILE)
 
         self._call(go(), 60)
 

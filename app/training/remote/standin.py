@@ -44,10 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rltray.app.fileio import write_private_atomic
 from rltray.app.training.remote import verify, wrap
 from rltray.app.training.remote.prune import prune_adapters
 from rltray.app.training.remote.rayjobs import TERMINAL, RayHTTPError, RayJobs
-from rltray.app.training.remote.ssh import Connection, RemoteError, join
+from rltray.app.training.remote.ssh import PRIVATE_DIR, Connection, RemoteError, join
 
 EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_PAUSED = 0, 1, 2, 3
 STATE_FILE = "remote.json"
@@ -141,9 +142,8 @@ class StandIn:
             return {}
 
     def _save_state(self, state: dict[str, Any]) -> None:
-        tmp = self.folder / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.folder / STATE_FILE)
+        data = (json.dumps(state, indent=1) + "\n").encode("utf-8")
+        write_private_atomic(self.folder / STATE_FILE, data, 0o600)
 
     # -- the round -----------------------------------------------------------
 
@@ -185,21 +185,7 @@ class StandIn:
     def _submit(self, state: dict[str, Any]) -> str:
         assert self.conn is not None and self.jobs is not None
         t0 = time.monotonic()
-        root = self.remote_root()
-        run_dir = join(root, "runs", self.run_id)
-        self.conn.makedirs(run_dir)
-        job = dict(self.job)
-        job["base_model"] = self.cfg.base_model or job["base_model"]
-        job["out"] = "out"
-        if job.get("parent_adapter"):
-            job["parent_adapter"] = self._parent_on_remote(root, Path(job["parent_adapter"]))
-            state["remote_parent"] = job["parent_adapter"]
-        for key in ("examples", "heldout"):
-            if job.get(key):
-                self.conn.put(self.folder / job[key], join(run_dir, job[key]))
-        self.conn.write_text(join(run_dir, "job.json"), json.dumps(job, indent=1) + "\n")
-        self.conn.write_text(join(run_dir, "wrap.py"), Path(wrap.__file__).read_text("utf-8"))
-        self.conn.rmtree(join(run_dir, "out"))  # a half-written one from a hard kill
+        run_dir = self._upload(state)
         upload_s = time.monotonic() - t0
         attempt = int(state.get("attempt") or 0) + 1
         sid = f"rltray-{self.run_id}-{attempt}"
@@ -222,6 +208,33 @@ class StandIn:
         self.emit({"type": "metric", "name": "remote_upload_s", "value": round(upload_s, 3)})
         self.emit({"type": "log", "message": f"submitted {sid} to Ray on {self.cfg.host}"})
         return sid
+
+    def _upload(self, state: dict[str, Any]) -> str:
+        """The job's files into its remote run folder, private to the login; that folder.
+
+        The files hold the user's prompts, answers and ratings, and a lab's GPU machine
+        has other users: the remote folder, its runs/ and adapters/ and the run folder
+        are 0700 (made so when they exist already), every file 0600.
+        """
+        assert self.conn is not None
+        root = self.remote_root()
+        private_folders(self.conn, root)
+        run_dir = join(root, "runs", self.run_id)
+        self.conn.makedirs(run_dir)
+        self.conn.chmod(run_dir, PRIVATE_DIR)  # one an earlier attempt left, too
+        job = dict(self.job)
+        job["base_model"] = self.cfg.base_model or job["base_model"]
+        job["out"] = "out"
+        if job.get("parent_adapter"):
+            job["parent_adapter"] = self._parent_on_remote(root, Path(job["parent_adapter"]))
+            state["remote_parent"] = job["parent_adapter"]
+        for key in ("examples", "heldout"):
+            if job.get(key):
+                self.conn.put(self.folder / job[key], join(run_dir, job[key]))
+        self.conn.write_text(join(run_dir, "job.json"), json.dumps(job, indent=1) + "\n")
+        self.conn.write_text(join(run_dir, "wrap.py"), Path(wrap.__file__).read_text("utf-8"))
+        self.conn.rmtree(join(run_dir, "out"))  # a half-written one from a hard kill
+        return run_dir
 
     def _parent_on_remote(self, root: str, local: Path) -> str:
         """The parent adapter's remote copy, uploaded only when the remote lacks it.
@@ -417,6 +430,18 @@ def adapter_key(hashes: dict[str, str]) -> str:
     return weights[:32]
 
 
+def private_folders(conn: Connection, root: str) -> None:
+    """Make the remote folder, its runs/ and its adapters/ private to the login (0700),
+    as they are or made now: one an older rltray, or the login's umask, made open to
+    the machine's other users is closed here. The remote folder is left as it is
+    when it is the login's home (``training.remote_dir`` set to ``.``)."""
+    home = conn.realpath(".")
+    for folder in (root, join(root, "runs"), join(root, "adapters")):
+        conn.makedirs(folder)
+        if folder != home:
+            conn.chmod(folder, PRIVATE_DIR)
+
+
 def open_cluster(cfg: RemoteConfig, secrets: dict[str, str]) -> tuple[Connection, RayJobs]:
     """SSH to the machine (pinned host key) and the Jobs API through a local forward."""
     conn = Connection(
@@ -531,7 +556,5 @@ def _checked_here(out: Path, job_id: str, final: dict[str, Any]) -> dict[str, An
     except (OSError, ValueError):
         meta = {}
     meta.update(accepted=False, reasons=reasons, job_id=meta.get("job_id"))
-    tmp = meta_path.with_name(f".{verify.META}.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, meta_path)
+    write_private_atomic(meta_path, (json.dumps(meta, indent=2) + "\n").encode("utf-8"), 0o600)
     return {**final, "accepted": False, "reasons": reasons}
