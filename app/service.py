@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rltray.app import instance, spool
+from rltray.app import fileio, instance, spool
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.lessons.intents import LessonIntents
 from rltray.app.paths import Paths
@@ -383,7 +383,7 @@ class Service:
         return not (self.paths.home / SETUP_DONE).exists()
 
     def finish_setup(self) -> None:
-        (self.paths.home / SETUP_DONE).write_text("done\n", encoding="utf-8")
+        fileio.write_private_atomic(self.paths.home / SETUP_DONE, b"done\n", mode=0o600)
         self.note("setup", "setup wizard finished")
         self.changed()
 
@@ -512,9 +512,11 @@ class Service:
             shutil.rmtree(folder, ignore_errors=True)
             # an empty folder of the same name stays, so the number is never given to a new
             # version (runs name their version by number; adapterversions.next_version)
-            folder.mkdir()
-            (folder / "DELETED.txt").write_text(
-                f"v{version} was deleted in the settings window; its files are gone.\n", "utf-8"
+            folder.mkdir(mode=0o700)
+            fileio.write_private_atomic(
+                folder / "DELETED.txt",
+                f"v{version} was deleted in the settings window; its files are gone.\n".encode(),
+                mode=0o600,
             )
         self.note("adapters", f"deleted v{version}", {"version": version})
         self.changed()

@@ -430,3 +430,16 @@ def test_an_rl_whose_file_sorts_before_its_turn_waits_for_the_turn(service: Serv
     service.delete_turns([turn], "a test")
     spooled("00000000000000000004-1-cmd.json", command("t1", now))
     assert "which the user deleted" in service.ingest().messages[0]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_the_setup_mark_is_private_whatever_the_umask(service: Service) -> None:
+    import stat
+
+    old = os.umask(0)
+    try:
+        service.finish_setup()
+    finally:
+        os.umask(old)
+    assert not service.needs_setup()
+    assert stat.S_IMODE((service.paths.home / "setup-done").stat().st_mode) == 0o600
