@@ -131,6 +131,8 @@ class Runtime:
             ) from None
         try:
             self.service.runner().reconcile()
+            # a rating reversed, withdrawn or deleted while a round trains on it stops it
+            self.service.rating_listeners.append(self._ratings_changed)
             if notifications:
                 self._start_notifier()
             self._worker.start()
@@ -170,6 +172,8 @@ class Runtime:
         self._unpublish()  # first: a CLI must not find a service that is going away
         with contextlib.suppress(ValueError):
             self.service.listeners.remove(self._gate_changed)
+        with contextlib.suppress(ValueError):
+            self.service.rating_listeners.remove(self._ratings_changed)
         if self.notifier is not None:
             with contextlib.suppress(ValueError):
                 self.service.rating_listeners.remove(self.notifier.withdraw)
@@ -338,6 +342,13 @@ class Runtime:
 
     def _gate_changed(self) -> None:
         self._gate_stale = True
+
+    def _ratings_changed(self, turn_ids: list[int]) -> None:
+        """Tell the runner which turns' ratings changed: a round holding one is cancelled
+        (``TrainingRunner.ratings_changed``; it never waits for the trainer)."""
+        runner = self.service.runner_if_started()
+        if runner is not None:
+            runner.ratings_changed(turn_ids)
 
     def train_now(self, wait: bool = False) -> dict[str, Any]:
         """Start (or resume) a round now, whatever the schedule says (tray, API)."""

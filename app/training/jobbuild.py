@@ -25,6 +25,10 @@ What a round holds (TRAINER-SPEC "Optimisation" and "Evaluation"):
   what earlier rounds taught. Replayed lines carry ``"replay": true`` so the
   trainer does not count their rewards into the EMA baseline a second time.
 
+A rating the trainer skipped in an earlier round with the same **window** (base
+model and ``max_seq_len``; :func:`unfit_ratings`) is left out: its example cannot fit
+and would be skipped again. It stays untrained, and another window offers it again.
+
 A response the store marks ``truncated`` (cut off when captured) is passed on
 as ``"truncated": true``: the trainer then never trains its end-of-turn token.
 
@@ -88,6 +92,8 @@ DEFAULT_REPLAY_SHARE, DEFAULT_HELDOUT_FRACTION = DATA_SHARES["balanced"]
 #: over 90% of simulated rounds where 8 + 8 does in about half (``bench/gate_power.py``),
 #: and scoring 64 turns stays a small part of a round's forward passes.
 HELDOUT_CAP_PER_CLASS = 32
+#: Why :func:`select` leaves out a rating an earlier round with this window skipped.
+UNFIT = "an earlier round with this window could not fit it"
 
 
 class TrainingSettingsLike(Protocol):
@@ -137,10 +143,16 @@ class BuiltJob:
     parent_version: int | None
     base_model: str
     notes: tuple[str, ...] = ()
+    max_seq_len: int | None = None  # the job's own; None: the trainer's preset picks it
 
     @property
     def job_path(self) -> Path:
         return self.folder / JOB_FILE
+
+    @property
+    def window(self) -> dict[str, Any]:
+        """What decides whether an example fits (:func:`window`)."""
+        return window(self.base_model, self.max_seq_len)
 
     @property
     def rating_ids(self) -> tuple[int, ...]:
@@ -153,6 +165,40 @@ class BuiltJob:
         del d["folder"]
         d["out"] = os.path.relpath(self.out, self.folder)
         return d
+
+
+def window(base_model: str, max_seq_len: Any = None) -> dict[str, Any]:
+    """The window a round's examples must fit: the base model (its tokenizer and chat
+    template) and the job's ``max_seq_len`` (None: the trainer's preset picks it from the
+    model's size, the same for every round of that model). An example the trainer
+    skipped is skipped again in any round with the same window."""
+    return {"base_model": base_model.strip(), "max_seq_len": max_seq_len}
+
+
+def rating_of(example_id: Any) -> int | None:
+    """The rating id of an example id ``rating-12`` (:func:`example_line`), else None."""
+    text = str(example_id)
+    if not text.startswith("rating-") or not text[7:].isdigit():
+        return None
+    return int(text[7:])
+
+
+def unfit_ratings(store: Store, current: Mapping[str, Any]) -> set[int]:
+    """Ratings the trainer skipped in a recent round with the window ``current``.
+
+    Read from the runs' metrics (``skipped`` and ``window``, recorded by the runner):
+    review 2 r4 found them marked trained for good; kept untrained, they would be
+    offered to every round and skipped every time. A rating older than the newest 100
+    runs is offered once more, and recorded again if it is skipped again.
+    """
+    unfit: set[int] = set()
+    for run in store.list_runs(limit=100):
+        entries = run.metrics.get("skipped")
+        if run.metrics.get("window") != dict(current) or not isinstance(entries, list):
+            continue
+        unfit |= {int(e["rating"]) for e in entries
+                  if isinstance(e, dict) and isinstance(e.get("rating"), int)}  # fmt: skip
+    return unfit
 
 
 def example_line(row: Mapping[str, Any], *, replay: bool = False) -> dict[str, Any] | None:
@@ -232,12 +278,21 @@ def select(
     *,
     replay_share: float = DEFAULT_REPLAY_SHARE,
     heldout_fraction: float = DEFAULT_HELDOUT_FRACTION,
+    unfit: Iterable[int] = (),
 ) -> Selection:
-    """Split every active rating (oldest first) into training, held-out and replay parts."""
+    """Split every active rating (oldest first) into training, held-out and replay parts.
+
+    ``unfit``: ratings an earlier round with this window skipped (:func:`unfit_ratings`).
+    """
     usable: list[dict[str, Any]] = []
     skipped: list[tuple[int, str]] = []
+    unfit = set(unfit)
+    left_unfit = 0
     for row in rows:
-        if example_line(row) is None:
+        if int(row["rating_id"]) in unfit:
+            skipped.append((int(row["rating_id"]), UNFIT))
+            left_unfit += 1
+        elif example_line(row) is None:
             skipped.append((int(row["rating_id"]), "empty response or unreadable rating time"))
         else:
             usable.append(dict(row))
@@ -261,8 +316,13 @@ def select(
             f"held out {good} good and {len(heldout) - good} bad ratings, {standing} of them "
             "kept from earlier rounds"
         )
-    if skipped:
-        notes.append(f"left out {len(skipped)} ratings with an empty response or time")
+    if len(skipped) > left_unfit:
+        notes.append(f"left out {len(skipped) - left_unfit} ratings with an empty response or time")
+    if left_unfit:
+        notes.append(
+            f"left out {left_unfit} ratings an earlier round on this model could not fit into "
+            "its max_seq_len (`rltray runs` says which); they stay untrained"
+        )
     new_count = sum(1 for r in fresh if not r.get("heldout_at"))
     return Selection(train, heldout, replay, skipped, notes, new_count)
 
@@ -382,12 +442,22 @@ def build_job(
     preset_replay, preset_heldout = DATA_SHARES.get(training.preset, DATA_SHARES["balanced"])
     replay_share = preset_replay if replay_share is None else replay_share
     heldout_fraction = preset_heldout if heldout_fraction is None else heldout_fraction
+    # custom: balanced with the user's [training.hyper]; a caller's (tests') wins
+    job_hyper = {**(dict(training.hyper) if training.preset == "custom" else {}),
+                 **dict(hyper or {})}  # fmt: skip
+    fits = window(base_model, job_hyper.get("max_seq_len"))
     sel = select(
-        store.training_examples(), replay_share=replay_share, heldout_fraction=heldout_fraction
+        store.training_examples(),
+        replay_share=replay_share,
+        heldout_fraction=heldout_fraction,
+        unfit=unfit_ratings(store, fits),
     )
     fresh_count = sel.new_count  # the standing held-out set is not new: it never starts a round
     if fresh_count < max(1, min_fresh) or not sel.train:
-        raise NotEnoughRatings(not_enough(fresh_count, max(1, min_fresh)))
+        unfit = sum(1 for _, why in sel.skipped if why == UNFIT)
+        also = (f"; {unfit} more could not be fitted to this model's max_seq_len in an "
+                "earlier round (`rltray runs` says which)") if unfit else ""  # fmt: skip
+        raise NotEnoughRatings(not_enough(fresh_count, max(1, min_fresh)) + also)
     parent = line_parent(store.active_adapter(), base_model)
     if parent is not None and not Path(parent.path).is_dir():
         raise UserError(
@@ -404,9 +474,7 @@ def build_job(
         "backend": resolve_backend(training.backend),
         "device": device,
         "preset": training.preset,
-        # custom: balanced with the user's [training.hyper]; a caller's (tests') wins
-        "hyper": {**(dict(training.hyper) if training.preset == "custom" else {}),
-                  **dict(hyper or {})},
+        "hyper": job_hyper,
         "examples": EXAMPLES_FILE,
         "heldout": HELDOUT_FILE,
         "parent_adapter": parent.path if parent is not None else None,
@@ -430,6 +498,7 @@ def build_job(
         parent_version=parent.version if parent is not None else None,
         base_model=base_model,
         notes=tuple(sel.notes),
+        max_seq_len=fits["max_seq_len"],
     )
     write_private_atomic(
         folder / MANIFEST_FILE, (json.dumps(built.manifest(), indent=1) + "\n").encode()
@@ -453,6 +522,7 @@ def read_manifest(folder: Path) -> BuiltJob:
         parent_version=raw["parent_version"],
         base_model=raw["base_model"],
         notes=tuple(raw.get("notes", ())),
+        max_seq_len=raw.get("max_seq_len"),
     )
 
 

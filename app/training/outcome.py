@@ -11,7 +11,8 @@ the run's ``trainer.log``.
 The keys read are the ones the runner records (app/training/versions.py
 ``apply_result`` merges the trainer's ``done`` line into the run's metrics):
 ``accepted``, ``reasons``, ``preference``, ``gate_notes``, and the runner's own
-``kept_as`` / ``parent_version`` / ``active_before`` / ``new_line`` / ``base_now``. The
+``kept_as`` / ``parent_version`` / ``active_before`` / ``new_line`` / ``base_now`` and
+``skipped`` (the trainer's ``skipped`` lines, one entry per example). The
 gate's own sentences (reasons, notes) are shown as written, so a change in how the
 trainer judges needs no change here.
 """
@@ -101,14 +102,73 @@ def cause(run: Mapping[str, Any]) -> str:
 
 
 def summary(run: Mapping[str, Any]) -> str:
-    """One cell for `rltray runs`: the verdict of a finished round, else its cause."""
+    """One cell for `rltray runs`: the verdict of a finished round, else its cause; and
+    the ratings the trainer skipped, if it skipped any."""
     if run.get("status") == "done":
         text = verdict(run)
         m = _metrics(run)
         if accepted(run) and m.get("kept_as") == "candidate":
             text += "; kept as a candidate, not made active"
-        return text
+        said = skipped_phrase(m)
+        return f"{text}; {said}" if said else text
     return cause(run)
+
+
+#: Skipped ratings a run's notes name one by one; the rest are counted.
+SKIPPED_NAMED = 10
+
+
+def skipped(metrics: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The examples the trainer skipped, as the runner records its ``skipped`` lines in a
+    run's metrics: ``{"rating": 12 | None, "id": "rating-12", "set": "training" |
+    "held-out", "reason": "example rating-12: the prompt alone is …"}``."""
+    found = metrics.get("skipped")
+    return [s for s in found if isinstance(s, Mapping)] if isinstance(found, list) else []
+
+
+def _skip_why(entry: Mapping[str, Any]) -> str:
+    """A skipped line's reason without the trainer's ``example <id>: `` prefix."""
+    reason = str(entry.get("reason") or "no reason given")
+    prefix = f"example {entry.get('id')}: "
+    return reason[len(prefix):] if reason.startswith(prefix) else reason
+
+
+def _skip_name(entry: Mapping[str, Any]) -> str:
+    rating = entry.get("rating")
+    return f"rating {rating}" if rating is not None else f"example {entry.get('id')}"
+
+
+def skipped_phrase(metrics: Mapping[str, Any]) -> str:
+    """How many ratings the trainer skipped and why, in one phrase ('' for none)."""
+    entries = skipped(metrics)
+    if not entries:
+        return ""
+    n = len(entries)
+    first = entries[0]
+    more = f"; {n - 1} more in the run's notes" if n > 1 else ""
+    ratings = "1 rating" if n == 1 else f"{n} ratings"
+    return f"skipped {ratings} it could not fit ({_skip_name(first)}: {_skip_why(first)}{more})"
+
+
+def skipped_notes(metrics: Mapping[str, Any]) -> list[str]:
+    """The run's notes on the ratings the trainer skipped: each one and why, then what
+    becomes of them (app/training/versions.py ``apply_result`` adds these)."""
+    entries = skipped(metrics)
+    if not entries:
+        return []
+    notes = [
+        f"the trainer skipped {_skip_name(e)} ({e.get('set') or 'training'} part): {_skip_why(e)}"
+        for e in entries[:SKIPPED_NAMED]
+    ]
+    if len(entries) > SKIPPED_NAMED:
+        notes.append(f"and {len(entries) - SKIPPED_NAMED} more skipped ratings")
+    notes.append(
+        "a skipped rating is neither trained on nor held out: it stays untrained, and rounds "
+        "on this base model with this max_seq_len leave it out, since it would be skipped "
+        "again (another base model, or the custom preset with a longer max_seq_len in "
+        "[training.hyper], offers it again)"
+    )
+    return notes
 
 
 def accepted_sentence(run: Mapping[str, Any]) -> str:

@@ -15,8 +15,12 @@ nothing registered — see app/training/versions.py); ``paused`` after
 ``stop(pause=True)`` (the runner writes ``runs/<id>/stop`` and closes the trainer's
 stdin: it checkpoints and exits 3; :meth:`resume` runs the same job folder, which
 continues from ``runs/<id>/checkpoint``);
-``cancelled`` after ``stop(pause=False)``; ``failed`` for anything else, with the
-trainer's error line and the last lines of trainer.log. Ratings change only on accept.
+``cancelled`` after ``stop(pause=False)``, and when a rating the round holds changes
+while it runs (:meth:`ratings_changed`: the runtime calls it for every rating change, and
+the reader asks the store again as progress comes in, for changes made in another
+process); ``failed`` for anything else, with the trainer's error line and the last
+lines of trainer.log. Ratings change only on accept. The trainer's ``skipped`` lines
+(examples it cannot fit) are kept in the run's metrics as ``skipped``.
 
 Threads: public methods may be called from any thread; ``on_change`` and
 ``publisher.published`` run on the reader thread. Crash retries are the
@@ -36,14 +40,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rltray.app.errors import ExitCode, NothingToDo, UserError
-from rltray.app.training import jobbuild, outcome, remote
+from rltray.app.training import jobbuild, leftovers, outcome, remote
 from rltray.app.training import versions as adapterversions
 from rltray.app.training.publisher import Publisher, failure_line
 
@@ -76,7 +80,8 @@ class _Child:
     built: jobbuild.BuiltJob
     proc: subprocess.Popen[bytes]
     progress: dict[str, Any]
-    stop_mode: str | None = None  # "pause" or "cancel" once stop() was called
+    stop_mode: str | None = None  # "pause", "cancel" or "detach" once asked to stop
+    stop_reason: str = "stopped by the user"  # a cancelled run's error
     done: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     paused: bool = False
@@ -178,7 +183,12 @@ class TrainingRunner:
             )
 
     def resume(self, run_id: str | None = None) -> str:
-        """Run a paused round's job folder again; the trainer continues from its checkpoint."""
+        """Run a paused round's job folder again; the trainer continues from its checkpoint.
+
+        A paused run that must not resume (its ratings changed, another model or version
+        is set up now: ``adapterversions.cancel_if_stale``, what ``start`` asks too) is
+        cancelled instead, and this says why.
+        """
         with self._lock:
             self._refuse_if_running()
             self._refuse_if_elsewhere()
@@ -186,6 +196,13 @@ class TrainingRunner:
             run_id = run_id or (paused[0] if paused else None)
             if run_id is None or run_id not in paused:
                 raise NothingToDo("there is no paused training run to resume")
+            base_model = self._training().base_model
+            why = adapterversions.cancel_if_stale(self.store, self.paths, run_id, base_model)
+            if why is not None:
+                raise NothingToDo(
+                    f"training run {run_id} cannot resume, so it was cancelled: {why}; "
+                    "`rltray train` starts a new round"
+                )
             return self._launch(run_id, reason="resume", by_hand=True)
 
     def stop(self, pause: bool = True, timeout: float | None = None) -> bool:
@@ -194,10 +211,49 @@ class TrainingRunner:
             child = self._child
             if child is None:
                 return False
-            child.stop_mode = "pause" if pause else "cancel"
-            _terminate(child.proc, child.built.folder, cancel=not pause)
+            if child.stop_mode != "cancel":  # a round cancelled for its ratings stays so
+                child.stop_mode = "pause" if pause else "cancel"
+            _terminate(child.proc, child.built.folder, cancel=child.stop_mode == "cancel")
         if threading.current_thread() is child.reader:
             return True  # called from on_change: the reader records the outcome itself
+        self._see_stopped(child, timeout)
+        return True
+
+    def ratings_changed(self, turn_ids: Iterable[int] = ()) -> str | None:
+        """Cancel the running round when a rating it holds is no longer the user's verdict.
+
+        For ``Service.rating_listeners`` (the runtime adds it; ``turn_ids``: turns whose
+        rating changed, or that were deleted): a round trained on a verdict the user
+        reversed or withdrew, or on a deleted turn's text, must not become a version
+        (``adapterversions.stale_ratings``), so it is stopped now rather than at its end
+        (review 2 r2). It is cancelled, not paused: its job files are stale. Returns the
+        reason, or None when the round (if any) holds none of them. Never waits: the
+        trainer is told to stop here and a helper thread escalates if it does not.
+        """
+        del turn_ids  # a deleted turn's ratings can no longer be looked up: ask the store
+        with self._lock:
+            child = self._child
+        if child is None or child.stop_mode in ("cancel", "detach"):
+            return None
+        why = adapterversions.changed_while_training(self.store, child.built)
+        if why is not None:
+            self._cancel(child, why)
+        return why
+
+    def _cancel(self, child: _Child, why: str) -> None:
+        """Stop ``child`` as cancelled with ``why`` as its error, without waiting for it."""
+        with self._lock:
+            if child.finished.is_set() or child.stop_mode in ("cancel", "detach"):
+                return
+            child.stop_mode, child.stop_reason = "cancel", why
+            _terminate(child.proc, child.built.folder, cancel=True)
+        threading.Thread(
+            target=self._see_stopped, args=(child, None), name=f"trainer-cancel-{child.run_id}",
+            daemon=True,
+        ).start()  # fmt: skip
+
+    def _see_stopped(self, child: _Child, timeout: float | None) -> None:
+        """Wait for a trainer asked to stop; SIGTERM, then kill, when it does not."""
         limit = self.stop_timeout_s if timeout is None else timeout
         grace = min(SIGTERM_AFTER_S, limit)
         if not child.finished.wait(grace) and sys.platform != "win32":
@@ -209,7 +265,6 @@ class TrainingRunner:
             with contextlib.suppress(OSError):
                 child.proc.kill()
             child.finished.wait(30)
-        return True
 
     def close(self) -> None:
         """Pause a running round (the tray is quitting); a remote round runs on there and
@@ -298,14 +353,14 @@ class TrainingRunner:
             for run in reversed(self.store.list_runs(limit=100)):  # oldest first
                 if run.status != "running" or run.id == current:
                     continue
-                if adapterversions.live_owner(self.paths.runs / run.id) is not None:
+                if leftovers.live_owner(self.paths.runs / run.id) is not None:
                     continue
                 if current is None and remote.attachable(self.paths.runs / run.id):
                     # a remote round runs on without the tray: follow it again
                     current = self._launch(run.id, reason="reattach")
                     settled.append(run.id)
                     continue
-                version = adapterversions.settle_leftover(
+                version = leftovers.settle_leftover(
                     self.store, self.paths, run, self.stop_timeout_s, self._training().base_model
                 )
                 if version is not None:
@@ -330,7 +385,7 @@ class TrainingRunner:
         for run in self.store.list_runs(limit=100):
             owner = None
             if run.status == "running":
-                owner = adapterversions.live_owner(self.paths.runs / run.id)
+                owner = leftovers.live_owner(self.paths.runs / run.id)
             if owner is not None:
                 raise TrainingBusy(
                     f"training run {run.id} is already running in another process (pid "
@@ -406,7 +461,7 @@ class TrainingRunner:
             with contextlib.suppress(OSError):  # settings and keyring secrets, never argv
                 proc.stdin.write(remote.handshake(training))
                 proc.stdin.flush()
-        adapterversions.claim(folder, proc.pid)  # trainer.pid and owner.pid (reconcile reads them)
+        leftovers.claim(folder, proc.pid)  # trainer.pid and owner.pid (reconcile reads them)
         run = self.store.get_run(run_id)
         before = run.metrics if run else {}
         resumed = reason in ("resume", "reattach")
@@ -419,6 +474,7 @@ class TrainingRunner:
             "fresh": len(built.fresh_ids),
             "heldout": len(built.heldout_ids),
             "replay": len(built.replay_ids),
+            "window": built.window,  # what decides whether an example fits (skipped)
         }
         self.store.set_run_metrics(run_id, metrics)
         if run is not None and run.status != "running":
@@ -456,7 +512,7 @@ class TrainingRunner:
             with contextlib.suppress(Exception):
                 self.store.finish_run(child.run_id, "failed", error=f"{type(exc).__name__}: {exc}")
         finally:
-            adapterversions.release(child.built.folder)  # a detached remote round: the next
+            leftovers.release(child.built.folder)  # a detached remote round: the next
             status = "unknown"  # start re-attaches to it (``reconcile``)
             with contextlib.suppress(Exception):
                 status = getattr(self.store.get_run(child.run_id), "status", status)
@@ -489,11 +545,13 @@ class TrainingRunner:
                 p.update(percent=100.0, message="finishing")
             elif kind == "paused":
                 child.paused = True
+            elif kind == "skipped":
+                _record_skip(child.metrics, line)
             elif kind == "error":
                 child.error = line
                 p["message"] = str(line.get("message", ""))
             now = time.monotonic()
-            save = kind == "metric" or now - child.saved_at >= PROGRESS_SAVE_S
+            save = kind in ("metric", "skipped") or now - child.saved_at >= PROGRESS_SAVE_S
             if save:
                 child.saved_at = now
                 child.metrics["progress"] = {k: v for k, v in p.items() if k != "run_id"}
@@ -501,6 +559,11 @@ class TrainingRunner:
         if save:
             with contextlib.suppress(Exception):
                 self.store.set_run_metrics(child.run_id, snapshot)
+        if save or kind == "progress":
+            # a rating changed in another process (`rltray bad`, a tray while `rltray
+            # train` runs) reaches no listener here: ask the store at each step (one
+            # indexed query, nothing beside a training step)
+            self.ratings_changed()
         self._notify()
 
     def _finish(self, child: _Child, code: int) -> None:
@@ -511,7 +574,7 @@ class TrainingRunner:
             self._apply(child.built, child.done, metrics)
         elif child.stop_mode == "cancel":
             adapterversions.cancel_run(
-                self.store, self.paths, child.run_id, "stopped by the user", metrics
+                self.store, self.paths, child.run_id, child.stop_reason, metrics
             )
         elif child.paused or code == EXIT_PAUSED or (
             child.stop_mode == "pause" and child.error is None  # a pause that failed failed
@@ -563,6 +626,21 @@ class TrainingRunner:
             return
         with contextlib.suppress(Exception):  # a broken listener must not stop bookkeeping
             self.on_change(self.progress)
+
+
+def _record_skip(metrics: dict[str, Any], line: Mapping[str, Any]) -> None:
+    """Keep a ``skipped`` line (``{"type": "skipped", "id", "set", "reason"}``,
+    trainer/rounddata.py) in the run's metrics, once per example (a resumed trainer
+    says it again). Review 2 r4: the runner dropped them, so nothing named the rating."""
+    entry = {
+        "rating": jobbuild.rating_of(line.get("id")),
+        "id": str(line.get("id")),
+        "set": str(line.get("set") or "training"),
+        "reason": str(line.get("reason") or ""),
+    }
+    known = metrics.setdefault("skipped", [])
+    if not any(e.get("id") == entry["id"] and e.get("set") == entry["set"] for e in known):
+        known.append(entry)
 
 
 def open_private_log(path: Path) -> BinaryIO:

@@ -26,15 +26,28 @@ Decisions kept here:
   as a candidate marks none: the active line never learned them. It records them
   (``retires``) and marks them when a rollback makes it active, so they are not
   trained a second time on top of weights that already learned them.
-* A run another process runs (its ``owner.pid`` names a live process: a tray, or
-  `rltray train` in a terminal) is its own; only runs whose owner is gone are
-  settled as leftovers.
 * The round's held-out ratings join the standing held-out set when its result is
   recorded (accepted or rejected: the gate judged on them), not when the job is
   built: a round that failed or was cancelled judged nothing, and must not move
   ratings out of training for good.
 * A paused run trained from a parent that is no longer active is stale, so it
   is ``cancelled`` whenever the active version changes.
+* A round is what the user said *when it was built*. When any rating its job holds
+  is no longer the user's active verdict (reversed, withdrawn, its turn deleted),
+  its result is never recorded: the run is ``cancelled``, its output removed, no
+  rating marked trained or held out, the baseline untouched (``stale_ratings``, the
+  one home of that rule: a paused run is not resumed for it, a running one is
+  stopped by the runner, and ``apply_result`` checks it last, for the live round
+  and a leftover alike).
+* An example the trainer skipped (a ``skipped`` line, recorded by the runner in the
+  run's metrics as ``skipped``) was neither trained nor judged on: a skipped fresh
+  rating is not marked trained, a skipped held-out one does not join the standing
+  held-out set. Both stay out of later rounds with the same window
+  (``jobbuild.unfit_ratings``), since they would be skipped again; the run's notes
+  name them (``outcome.skipped_notes``).
+
+Runs another process left behind (whose trainer is whose, settling a killed tray's
+run) are app/training/leftovers.py's.
 """
 
 from __future__ import annotations
@@ -49,8 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import NothingToDo, UserError
-from rltray.app.fileio import write_private_atomic
-from rltray.app.training import jobbuild
+from rltray.app.training import jobbuild, outcome
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
@@ -58,9 +70,6 @@ if TYPE_CHECKING:
 
 _VERSION_DIR = re.compile(r"^v(\d{4,})$")
 _RUN_OUTPUT = re.compile(r"^\.{1,2}run-(.+?)(?:\.tmp-.*)?$")  # .run-<id>, ..run-<id>.tmp-…
-KILLED_TRAY = "the app stopped while this run was going"
-TRAINER_PID_FILE = "trainer.pid"
-OWNER_FILE = "owner.pid"  # the process that runs the round's trainer: a tray or `rltray train`
 
 
 def folder_name(version: int) -> str:
@@ -88,35 +97,61 @@ def paused_runs(store: Store) -> list[Run]:
 
 
 def resumable_run(store: Store, paths: Paths, base_model: str) -> str | None:
-    """The newest paused run worth resuming; paused runs of another base model (the
-    settings changed) or without their folder are cancelled, since their checkpoints
-    can never give an adapter the user wants.
-
-    So is a paused run whose ratings changed while it waited: its job files were
-    written when it was built, and a rating the user reversed, withdrew or deleted
-    since would be trained (or judged on) with its old value, a deleted turn's text
-    with it. The next round is built afresh from the store.
-    """
+    """The newest paused run worth resuming; the others that can never be resumed are
+    cancelled (``cancel_if_stale`` says which)."""
     keep = None
     for run in paused_runs(store):
-        try:
-            manifest = jobbuild.read_manifest(paths.runs / run.id)
-        except (OSError, ValueError, KeyError):
-            manifest = None
-        if manifest is None or manifest.base_model != base_model.strip():
-            cancel_run(store, paths, run.id, "the model to train changed while it was paused")
-            continue
-        why = _stale_since(store, manifest)
-        if why:
-            cancel_run(store, paths, run.id, why)
-        elif keep is None:
+        if cancel_if_stale(store, paths, run.id, base_model) is None and keep is None:
             keep = run.id
     return keep
 
 
+def cancel_if_stale(store: Store, paths: Paths, run_id: str, base_model: str) -> str | None:
+    """Cancel the paused run ``run_id`` when it must not resume, and say why; else None.
+
+    A paused run of another base model (the settings changed) or without its folder
+    can never give an adapter the user wants. Nor can one whose ratings changed while
+    it waited: its job files were written when it was built, and a rating the user
+    reversed, withdrew or deleted since would be trained (or judged on) with its old
+    value, a deleted turn's text with it. The next round is built afresh from the store.
+    ``TrainingRunner.start`` (through ``resumable_run``) and ``resume`` both ask this.
+    """
+    try:
+        manifest = jobbuild.read_manifest(paths.runs / run_id)
+    except (OSError, ValueError, KeyError):
+        manifest = None
+    if manifest is None or manifest.base_model != base_model.strip():
+        why: str | None = "the model to train changed while it was paused"
+    else:
+        why = _stale_since(store, manifest)
+    if why:
+        cancel_run(store, paths, run_id, why)
+    return why
+
+
+def stale_ratings(store: Store, built: jobbuild.BuiltJob) -> list[int]:
+    """The ratings of a round's job that are no longer the user's active verdict: reversed
+    (a new rating replaced it), withdrawn, or its turn deleted. The one home of "the
+    round is not what the user says now", for a paused, a running and a finished round."""
+    return sorted(set(built.rating_ids) - store.active_of(built.rating_ids))
+
+
+def changed_while_training(store: Store, built: jobbuild.BuiltJob) -> str | None:
+    """Why a running or finished round must not become a version (``stale_ratings``), else
+    None: the reason its run is cancelled with."""
+    changed = stale_ratings(store, built)
+    if not changed:
+        return None
+    them = "1 of its ratings was" if len(changed) == 1 else f"{len(changed)} of its ratings were"
+    return (
+        f"ratings changed while it trained: {them} reversed, withdrawn or deleted since it "
+        "started; a new round will train on what you said now"
+    )
+
+
 def _stale_since(store: Store, manifest: jobbuild.BuiltJob) -> str | None:
     """Why a paused round (of the model set up now) must not resume, if it must not."""
-    changed = len(set(manifest.rating_ids) - store.active_of(manifest.rating_ids))
+    changed = len(stale_ratings(store, manifest))
     if changed:
         return (f"{changed} of its ratings were changed or deleted while it was paused; the "
                 "next round starts afresh with them as they are")
@@ -191,7 +226,7 @@ def discard_output(paths: Paths, run_id: str) -> None:
         out = jobbuild.read_manifest(paths.runs / run_id).out
     except (OSError, ValueError, KeyError):
         return
-    if _written_meta(out).get("job_id") == run_id:
+    if written_meta(out).get("job_id") == run_id:
         shutil.rmtree(out, ignore_errors=True)
     with contextlib.suppress(OSError):
         for partial in out.parent.glob(f".{out.name}.tmp-*"):
@@ -211,7 +246,7 @@ def sweep_outputs(store: Store, paths: Paths) -> None:
             discard_output(paths, run_id)
 
 
-def _written_meta(out: Path) -> dict[str, Any]:
+def written_meta(out: Path) -> dict[str, Any]:
     """An adapter folder's ``rltray.json`` (``{}`` when there is none or it is unreadable)."""
     try:
         meta = json.loads((out / "rltray.json").read_text(encoding="utf-8"))
@@ -231,7 +266,9 @@ def apply_result(
     """Record a ``done`` line (or its rltray.json); the version made active, else None.
 
     ``base_model``: the model set up now (``training.base_model``); a round built on
-    another one is kept as a candidate (see ``_placement``).
+    another one is kept as a candidate (see ``_placement``). A round whose ratings
+    changed while it trained is cancelled instead (``changed_while_training``): this is
+    the one place a result is recorded, for the live round and a leftover alike.
     """
     accepted = bool(done.get("accepted"))
     merged: dict[str, Any] = {
@@ -241,13 +278,27 @@ def apply_result(
         "reasons": list(done.get("reasons") or []),
         "baseline": done.get("baseline"),
     }
+    stale = changed_while_training(store, built)
+    if stale:
+        # Review 2 r2: trained with a verdict the user took back (a deleted turn's text
+        # with it), it was published as active and its ratings marked trained.
+        shutil.rmtree(built.out, ignore_errors=True)
+        gate = {"gate_accepted": accepted, "accepted": None, "baseline": None}
+        cancel_run(store, paths, built.run_id, stale,
+                   {**merged, **gate, "stale_ratings": stale_ratings(store, built)})
+        return None
+    skipped = skipped_ratings(merged)
+    if skipped:
+        merged["notes"] = [*merged.get("notes", []), *outcome.skipped_notes(merged)]
+    # the gate judged on these: they stay held out (a skipped one was not judged on)
+    judged = [i for i in built.heldout_ids if i not in skipped]
     if not accepted:
         # A rejected round changes nothing the next round reads: no version, so the
         # active adapter's baseline stays; the trainer's number is not recorded.
         merged["baseline"] = None
         shutil.rmtree(built.out, ignore_errors=True)
         with store.batch():
-            store.mark_heldout(built.heldout_ids)  # the gate judged on them: they stay held out
+            store.mark_heldout(judged)
             store.finish_run(built.run_id, "done", metrics=merged)
         return None
     version = next_version(store, paths.adapters)
@@ -257,19 +308,20 @@ def apply_result(
         switch = _placement(store, built, version, merged, base_model)
         # A candidate is not what serves: its ratings wait for a round of the active line,
         # or are marked when a rollback makes it active (``retires``, review r7).
-        retired = retired_ratings(built, done)
+        retired = retired_ratings(built, done, skipped)
         seen = retired if switch else []
         if not switch:
             merged["retires"] = {"run": built.run_id, "ratings": retired}
         merged["trained"] = len(seen)
-        if switch and len(seen) < len(built.fresh_ids):
+        fit = [i for i in built.fresh_ids if i not in skipped]
+        if switch and len(seen) < len(fit):
             merged["notes"] = [
                 *merged.get("notes", []),
-                f"the kept weights saw {len(seen)} of the {len(built.fresh_ids)} fresh ratings; "
+                f"the kept weights saw {len(seen)} of the {len(fit)} fresh ratings; "
                 "the others wait for the next round",
             ]
         with store.batch():
-            store.mark_heldout(built.heldout_ids)
+            store.mark_heldout(judged)
             store.add_adapter(
                 built.base_model,
                 final,
@@ -288,6 +340,12 @@ def apply_result(
         os.rename(final, built.out)
         raise
     return version if switch else None
+
+
+def skipped_ratings(metrics: Mapping[str, Any]) -> set[int]:
+    """The ratings whose examples the trainer skipped (training or held-out), from the
+    ``skipped`` list the runner records in a run's metrics (``outcome.skipped``)."""
+    return {int(s["rating"]) for s in outcome.skipped(metrics) if s.get("rating") is not None}
 
 
 def _placement(
@@ -342,22 +400,27 @@ def _placement(
     return switch
 
 
-def retired_ratings(built: jobbuild.BuiltJob, done: Mapping[str, Any]) -> list[int]:
+def retired_ratings(
+    built: jobbuild.BuiltJob, done: Mapping[str, Any], skipped: Iterable[int] = ()
+) -> list[int]:
     """The fresh ratings an accepted round used up: only these are marked trained.
 
     Issue 20 item 8: a drift-guard stop at step k keeps weights that saw only the
     first k x step_examples ratings. The trainer lists the others as
     ``unseen_ids`` (example ids like ``rating-12``, trainer/job.py ``TrainResult``);
-    they stay untrained so a later round trains them. An example the trainer
-    skipped because it can never fit is in neither of its lists and is retired
-    with the round, so this subtracts ``unseen_ids`` rather than keeping only
-    ``trained_ids``. An older trainer lists nothing: every fresh rating was seen.
+    they stay untrained so a later round trains them. An older trainer lists
+    nothing: every fresh rating was seen.
+
+    An example the trainer skipped (``skipped``: it cannot fit the window) is in
+    neither of its lists and was never trained on, so it is not marked trained either
+    (review 2 r4: it was, and so retired for good without a word). It stays untrained
+    and out of later rounds with the same window (``jobbuild.unfit_ratings``).
     """
+    left = set(skipped)
     unseen = done.get("unseen_ids")
-    if not isinstance(unseen, list):
-        return list(built.fresh_ids)
-    left = {str(item) for item in unseen}
-    return [i for i in built.fresh_ids if f"rating-{i}" not in left]
+    if isinstance(unseen, list):
+        left |= {i for i in map(jobbuild.rating_of, unseen) if i is not None}
+    return [i for i in built.fresh_ids if i not in left]
 
 
 def rollback(
@@ -423,110 +486,3 @@ def _retire_candidate_ratings(store: Store, adapter: Adapter) -> None:
         return
     ids = {int(i) for i in retires.get("ratings") or []}
     store.mark_trained(ids - store.trained_of(ids), str(retires["run"]))
-
-
-def claim(folder: Path, trainer_pid: int) -> None:
-    """Record that this process runs the trainer ``trainer_pid`` of run ``folder`` (0600)."""
-    write_private_atomic(folder / TRAINER_PID_FILE, str(trainer_pid).encode(), mode=0o600)
-    write_private_atomic(folder / OWNER_FILE, str(os.getpid()).encode(), mode=0o600)
-
-
-def release(folder: Path) -> None:
-    """This process no longer runs the round of ``folder`` (its trainer ended, or a remote
-    round was left to run on for the next start to re-attach to)."""
-    path = folder / OWNER_FILE
-    with contextlib.suppress(OSError, ValueError):
-        if int(path.read_text(encoding="utf-8")) == os.getpid():
-            path.unlink()
-
-
-def live_owner(folder: Path) -> int | None:
-    """The pid of the live process that runs this round's trainer, else None.
-
-    Regression (review r3): a second `rltray train` (or a tray starting) took the first
-    one's live round for a killed tray's leftover, stopped its trainer and settled it as
-    failed while its version became active. A pid reused since is no owner: a process
-    started after ``owner.pid`` was written did not write it.
-    """
-    import psutil
-
-    path = folder / OWNER_FILE
-    try:
-        pid, written = int(path.read_text(encoding="utf-8")), path.stat().st_mtime
-        proc = psutil.Process(pid)
-        alive = proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= written + 1.0
-    except (OSError, ValueError, psutil.Error):
-        return None
-    return pid if alive else None
-
-
-def settle_leftover(
-    store: Store, paths: Paths, run: Run, timeout: float = 60.0, base_model: str = ""
-) -> int | None:
-    """Settle a run a killed tray left ``running``; see ``TrainingRunner.reconcile``.
-
-    A trainer of it still alive is stopped first (it would pause on its own).
-    Its adapter fully written: apply it from ``rltray.json`` (returns the version
-    made active). A checkpoint: ``paused``, resumable. Otherwise ``failed``. A run
-    another process settled meanwhile is left as that process recorded it.
-    """
-    folder = paths.runs / run.id
-    stop_leftover(folder, timeout)
-    meta = finished_meta(folder, run.id)
-    now = store.get_run(run.id)
-    if now is None or now.status != "running":
-        return None
-    if meta is not None:
-        built = jobbuild.read_manifest(folder)
-        return apply_result(store, paths, built, meta, run.metrics, base_model)
-    if (folder / "checkpoint" / "state.json").is_file():
-        store.set_run_status(run.id, "paused", only_if="running")
-    elif store.finish_run(
-        run.id, "failed", metrics=run.metrics, error=KILLED_TRAY, only_if="running"
-    ).status == "failed":
-        discard_output(paths, run.id)
-    return None
-
-
-def finished_meta(folder: Path, run_id: str) -> dict[str, Any] | None:
-    """The result a trainer wrote before the tray died (its adapter's rltray.json), or None.
-
-    The folder is checked again as the trainer checks a folder it wrote
-    (trainer/finish.py ``written_result``), with the tray's standard-library checker: the
-    trainer may have died between writing it and checking it. A folder that fails is
-    taken as rejected, with the reasons, and so never becomes a version.
-    """
-    from rltray.app.training.remote import verify
-
-    try:
-        out = jobbuild.read_manifest(folder).out
-    except (OSError, ValueError, KeyError):
-        return None
-    meta = _written_meta(out)
-    if meta.get("job_id") != run_id:
-        return None
-    keys = ("accepted", "reasons", "metrics", "baseline", "trained_ids", "unseen_ids")
-    result = {k: meta.get(k) for k in keys}
-    problems = verify.problems(out, run_id, result) if result["accepted"] else []
-    if problems:
-        reasons = [*(result["reasons"] or []), *(f"adapter check failed: {p}" for p in problems)]
-        result.update(accepted=False, reasons=reasons)
-    return result
-
-
-def stop_leftover(folder: Path, timeout: float) -> None:
-    """SIGTERM, then kill, a trainer of this run folder that outlived its tray."""
-    import psutil
-
-    try:
-        pid = int((folder / TRAINER_PID_FILE).read_text(encoding="utf-8"))
-        proc = psutil.Process(pid)
-        if not any(str(folder) in part for part in proc.cmdline()):
-            return  # the pid was reused by something else
-        proc.terminate()
-        proc.wait(timeout)
-    except psutil.TimeoutExpired:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    except (OSError, ValueError, psutil.Error):
-        return

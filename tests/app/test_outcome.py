@@ -103,3 +103,46 @@ def test_the_notice_of_a_rounds_end() -> None:
         "the trainer ran out of memory (`rltray runs` has the details).",
     )
     assert outcome.notice({"status": "cancelled", "error": "stopped by the user"}) is None
+
+
+def test_a_round_that_skipped_ratings_says_how_many_and_why() -> None:
+    """Regression (review 2 r4): nothing `rltray runs` or the run's notes said named a
+    rating the trainer skipped (a prompt longer than max_seq_len): it was lost silently."""
+    why = "the prompt alone is 812 tokens, so no response token fits in max_seq_len 96"
+    skipped = [
+        {"rating": 1, "id": "rating-1", "set": "training", "reason": f"example rating-1: {why}"},
+        {"rating": 16, "id": "rating-16", "set": "held-out",
+         "reason": "example rating-16: the response has no tokens after the chat template"},
+    ]  # fmt: skip
+    run = done(True, preference="better", skipped=skipped)
+    assert outcome.summary(run) == (
+        f"measurably better; skipped 2 ratings it could not fit (rating 1: {why}; 1 more in "
+        "the run's notes)"
+    )
+    one = done(False, reasons=["too far"], skipped=skipped[:1])
+    assert outcome.summary(one) == (
+        f"rejected: too far; skipped 1 rating it could not fit (rating 1: {why})"
+    )
+    notes = outcome.skipped_notes(run["metrics"])
+    assert notes[:2] == [
+        f"the trainer skipped rating 1 (training part): {why}",
+        "the trainer skipped rating 16 (held-out part): the response has no tokens after the "
+        "chat template",
+    ]
+    assert notes[2].startswith("a skipped rating is neither trained on nor held out: it stays "
+                               "untrained, and rounds on this base model with this max_seq_len "
+                               "leave it out")  # fmt: skip
+    many = [{**skipped[0], "rating": i, "id": f"rating-{i}"} for i in range(12)]
+    assert outcome.skipped_notes({"skipped": many})[10] == "and 2 more skipped ratings"
+    assert outcome.summary(done(True, preference="better")) == "measurably better"
+    assert outcome.skipped_notes({}) == [] and outcome.skipped_phrase({"skipped": "x"}) == ""
+
+
+def test_a_round_cancelled_because_its_ratings_changed_says_so() -> None:
+    """Review 2 r2: the reason a round whose ratings changed while it trained was cancelled
+    is what `rltray runs` shows, and the user who changed them gets no notification."""
+    error = ("ratings changed while it trained: 2 of its ratings were reversed, withdrawn or "
+             "deleted since it started; a new round will train on what you said now")  # fmt: skip
+    run = {"status": "cancelled", "metrics": {"accepted": None}, "error": error}
+    assert outcome.summary(run) == outcome.cause(run) == error
+    assert outcome.notice(run) is None and outcome.failure_streak([run]) == 0

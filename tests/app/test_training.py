@@ -30,7 +30,7 @@ from rltray.app.config import Config, TrainingSettings
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.paths import Paths
 from rltray.app.store import Store
-from rltray.app.training import jobbuild, outcome
+from rltray.app.training import jobbuild, leftovers, outcome
 from rltray.app.training import versions as adapterversions
 from rltray.app.training.publisher import Publisher
 from rltray.app.training.runner import TrainingBusy, TrainingRunner
@@ -103,6 +103,15 @@ meta = {{"job_id": job["id"], "accepted": accepted, "reasons": [] if accepted el
         "metrics": {{"kl_to_base": 0.01, "preference": os.environ.get("FAKE_PREF", "unchanged"),
                     "gate_notes": ["held-out AUROC 0.50 -> 0.60: no measurable change"]}},
         "baseline": job["baseline"] - 0.1}}
+if "FAKE_SKIP" in os.environ:  # the first training and held-out examples cannot fit
+    rows = [json.loads(x) for x in open(os.path.join(folder, job["examples"]))]
+    held = [json.loads(x) for x in open(os.path.join(folder, job["heldout"]))]
+    for row, part in ((rows[0], "training"), (held[0], "held-out")):
+        emit({{"type": "skipped", "id": row["id"], "set": part, "reason": "example "
+               + row["id"] + ": the prompt alone is 812 tokens, so no response token fits "
+               "in max_seq_len 96"}})
+    meta["trained_ids"] = [r["id"] for r in rows[1:]]  # a skipped one is in neither list
+    meta["unseen_ids"] = []
 if "FAKE_TRAINED" in os.environ:  # a guard stop: the kept weights saw the first N fresh ones
     rows = [json.loads(x) for x in open(os.path.join(folder, job["examples"]))]
     fresh = [r["id"] for r in rows if not r.get("replay")]
@@ -446,6 +455,165 @@ def test_a_paused_run_overtaken_by_another_round_is_not_resumed(
     assert store.get_run(old).status == "cancelled" and store.get_run(old).error == why
 
 
+def _turn_of(store: Store, rating_id: int) -> int:
+    return next(r["turn_id"] for r in store.training_examples() if r["rating_id"] == rating_id)
+
+
+def _change(service: Any, turn_id: int, change: str) -> None:
+    """What the user does to a rated turn: reverse its rating, withdraw it, delete the turn."""
+    if change == "reversed":
+        service.rate(turn_id, -service.store.active_rating(turn_id).value, source="cli")
+    elif change == "withdrawn":
+        service.unrate(turn_id, source="cli")
+    else:
+        service.delete_turns([turn_id], "a test")
+
+
+def _nothing_recorded(store: Store, paths: Paths, ids: list[int], publisher: Recorder) -> None:
+    """No version, no rating marked trained or held out, nothing left in adapters/."""
+    assert store.list_adapters() == [] and publisher.calls == []
+    assert store.trained_of(ids) == set()
+    assert all(r["heldout_at"] is None for r in store.training_examples())
+    assert [p.name for p in paths.adapters.iterdir()] == []
+
+
+STALE = "ratings changed while it trained: 1 of its ratings was reversed, withdrawn or deleted"
+FRESH_ROUND = "a new round will train on what you said now"
+
+
+@pytest.mark.parametrize("change", ["reversed", "withdrawn", "deleted"])
+def test_a_rating_changed_while_its_round_runs_cancels_the_round(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch,
+    change: str,
+) -> None:
+    """Regression (review 2 r2): a rating reversed, withdrawn or deleted while a round ran
+    (not paused) was trained with its old verdict, a deleted turn's text with it, and the
+    version was published as active. The service's rating listener (the runtime adds the
+    runner's) stops the round at once, as cancelled."""
+    from rltray.app.service import Service
+
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    # a step a second: no progress line (where the reader asks the store itself) comes
+    # between the change and the stop file, so the listener alone stopped it
+    monkeypatch.setenv("FAKE_STEP_S", "1.0")
+    ids = rate_many(store, make_turn, 8)
+    runner, publisher, changes = make_runner(store, paths, fake_python)
+    service = Service(paths, store=store)
+    service.rating_listeners.append(runner.ratings_changed)
+    run_id = runner.start()
+    wait_for_a_step(runner, changes)
+    _change(service, _turn_of(store, ids[0]), change)  # the oldest: a fresh training one
+    assert (paths.runs / run_id / "stop").read_text() == "cancel"  # asked at once
+    assert runner.wait(20)
+    run = store.get_run(run_id)
+    assert run.status == "cancelled" and run.error == f"{STALE} since it started; {FRESH_ROUND}"
+    assert max(c.get("step") or 0 for c in changes) < 40  # stopped, not run to its end
+    assert not (paths.runs / run_id / "checkpoint").exists()
+    _nothing_recorded(store, paths, ids, publisher)
+
+
+def test_a_rating_changed_by_another_process_cancels_the_round_too(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rating withdrawn by another process (`rltray undo` while `rltray train` runs)
+    reaches no listener of this one: the reader asks the store at each progress line."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    monkeypatch.setenv("FAKE_STEP_S", "0.2")
+    ids = rate_many(store, make_turn, 8)
+    runner, publisher, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    wait_for_a_step(runner, changes)
+    store.undo("cli", turn_id=_turn_of(store, ids[-1]))  # the newest: a held-out one
+    assert runner.wait(20)
+    run = store.get_run(run_id)
+    assert run.status == "cancelled" and run.error.startswith(STALE)
+    assert max(c.get("step") or 0 for c in changes) < 40
+    _nothing_recorded(store, paths, ids, publisher)
+
+
+@pytest.mark.parametrize("how", ["at its end", "settled as a leftover"])
+def test_a_result_whose_ratings_changed_meanwhile_is_not_recorded(
+    store: Store, paths: Paths, make_turn, fake_python: str, how: str
+) -> None:
+    """Regression (review 2 r2): ``apply_result`` (a round's end, and a killed tray's
+    finished round at the next start) never asked whether the ratings the round was built
+    from are still what the user says: the version became active, the ratings trained."""
+    ids = rate_many(store, make_turn, 8)
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    built = jobbuild.build_job(store, paths, training, "stale")
+    store.add_run("stale", status="running")
+    heldout = built.heldout_ids[0]  # a rating the gate judged on counts as much
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    if how == "at its end":
+        built.out.mkdir(parents=True)
+        (built.out / "rltray.json").write_text(json.dumps({"job_id": "stale"}))
+        store.undo("cli", turn_id=_turn_of(store, heldout))
+        done = {"accepted": True, "reasons": [], "metrics": {"kl_to_base": 0.01}, "baseline": 0.5}
+        assert adapterversions.apply_result(store, paths, built, done, {"fresh": 4}) is None
+    else:
+        _written_adapter(built.out, "stale")
+        store.undo("cli", turn_id=_turn_of(store, heldout))
+        assert runner.reconcile() == ["stale"]
+    run = store.get_run("stale")
+    assert run.status == "cancelled" and run.error.startswith(STALE)
+    assert run.metrics["stale_ratings"] == [heldout] and run.metrics["baseline"] is None
+    _nothing_recorded(store, paths, ids, publisher)
+
+
+def test_resume_cancels_a_paused_run_whose_ratings_changed(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 2 r2): ``TrainingRunner.resume()`` skipped the check that
+    ``start()`` makes (``resumable_run``), so it trained the changed rating's old verdict."""
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    ids = rate_many(store, make_turn, 8)
+    runner, _, changes = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    wait_for_a_step(runner, changes)
+    runner.stop(pause=True, timeout=20)
+    store.undo("cli", turn_id=_turn_of(store, ids[0]))
+    with pytest.raises(NothingToDo, match=f"run {run_id} cannot resume, so it was cancelled: "
+                       "1 of its ratings were changed or deleted"):  # fmt: skip
+        runner.resume(run_id)
+    assert not runner.running() and store.get_run(run_id).status == "cancelled"
+    assert not (paths.runs / run_id / "checkpoint").exists()
+
+
+def test_the_running_rltray_tells_the_runner_when_ratings_change(
+    paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The runtime adds the runner to the service's rating listeners (review 2 r2): a
+    rating given in the tray (a notification, the window, the API) stops the round."""
+    from rltray.app.runtime import compose
+    from rltray.app.service import Service
+
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    monkeypatch.setenv("FAKE_STEP_S", "1.0")  # no step between the change and the stop file
+    model = tmp_path / "models" / "tiny"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    with Service(paths) as service:
+        errors, _ = service.save_settings(
+            {"training.python": fake_python, "training.base_model": str(model)}
+        )
+        assert not errors
+        ids = rate_many(service.store, make_turn, 8)
+        runtime = compose(service, None, notifications=False, scheduler=False, api=False)
+        try:
+            run_id = service.train_now()["run"]
+            deadline = time.monotonic() + 30
+            while not service.runner().progress.get("step"):
+                assert time.monotonic() < deadline, "no progress line"
+                time.sleep(0.02)
+            service.rate(_turn_of(service.store, ids[0]), -1, source="cli")
+            assert (paths.runs / run_id / "stop").read_text() == "cancel"
+            assert service.runner().wait(20)
+            run = service.store.get_run(run_id)
+            assert run.status == "cancelled" and run.error.startswith(STALE)
+        finally:
+            runtime.close()
+
+
 def test_rollback_restores_the_parent_and_its_baseline(
     store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -497,7 +665,7 @@ def test_reconcile_settles_runs_of_a_killed_tray(
     runner, publisher, _ = make_runner(store, paths, fake_python)
     assert sorted(runner.reconcile()) == ["checkpointed", "crashed", "finished"]
     assert store.get_run("crashed").status == "failed"
-    assert store.get_run("crashed").error == adapterversions.KILLED_TRAY
+    assert store.get_run("crashed").error == leftovers.KILLED_TRAY
     assert store.get_run("checkpointed").status == "cancelled"  # stale after v1 was applied
     assert store.get_run("finished").status == "done"
     assert store.active_adapter().version == 1 and store.active_adapter().baseline == 0.3
@@ -584,7 +752,7 @@ def test_a_leftover_settled_meanwhile_by_its_owner_is_left_as_recorded(
     jobbuild.build_job(store, paths, training, "late")
     run = store.add_run("late", status="running")
     store.finish_run("late", "done", metrics={"accepted": False})
-    assert adapterversions.settle_leftover(store, paths, run, 1.0) is None
+    assert leftovers.settle_leftover(store, paths, run, 1.0) is None
     assert store.get_run("late").status == "done"
     assert store.finish_run("late", "failed", only_if="running").status == "done"
     assert store.set_run_status("late", "paused", only_if="running").status == "done"
@@ -707,6 +875,59 @@ def test_a_result_without_trained_ids_retires_every_fresh_rating(
     assert adapterversions.apply_result(store, paths, built, done, {}) == 1
     assert store.get_run("older").metrics["trained"] == len(built.fresh_ids) > 0
     assert untrained(store) == set(built.heldout_ids)
+
+
+SKIP_WHY = "the prompt alone is 812 tokens, so no response token fits in max_seq_len 96"
+
+
+def test_examples_the_trainer_skips_are_named_and_not_retired(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 2 r4): the runner dropped the trainer's ``skipped`` lines; a
+    skipped fresh rating was marked trained (retired for good), a skipped held-out one
+    joined the standing held-out set without being judged on, and nothing said so."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    monkeypatch.setenv("FAKE_SKIP", "1")  # the first training and held-out examples
+    ids = rate_many(store, make_turn, 16)
+    runner, _, _ = make_runner(store, paths, fake_python)
+    run_id = runner.start()
+    assert runner.wait(30)
+    built = jobbuild.read_manifest(paths.runs / run_id)
+    fresh, held = built.fresh_ids[0], built.heldout_ids[0]
+    run = store.get_run(run_id)
+    assert run.status == "done" and run.adapter_version == 1
+    assert run.metrics["skipped"] == [
+        {"rating": fresh, "id": f"rating-{fresh}", "set": "training",
+         "reason": f"example rating-{fresh}: {SKIP_WHY}"},
+        {"rating": held, "id": f"rating-{held}", "set": "held-out",
+         "reason": f"example rating-{held}: {SKIP_WHY}"},
+    ]  # fmt: skip
+    # neither trained on nor judged on: not trained, not in the standing held-out set
+    assert store.trained_of(ids) == set(built.fresh_ids) - {fresh}
+    assert run.metrics["trained"] == len(built.fresh_ids) - 1
+    standing = {r["rating_id"] for r in store.training_examples() if r["heldout_at"]}
+    assert standing == set(built.heldout_ids) - {held}
+    # said: in `rltray runs` and in the run's notes
+    summary = outcome.summary({"status": run.status, "metrics": run.metrics})
+    assert summary.endswith(f"; skipped 2 ratings it could not fit (rating {fresh}: "
+                            f"{SKIP_WHY}; 1 more in the run's notes)")  # fmt: skip
+    notes = run.metrics["notes"]
+    assert f"the trainer skipped rating {fresh} (training part): {SKIP_WHY}" in notes
+    assert f"the trainer skipped rating {held} (held-out part): {SKIP_WHY}" in notes
+    assert not any("kept weights saw" in n for n in notes)  # no guard stop: none waits
+    # a later round with the same window leaves them out (they would be skipped again) ...
+    training = TrainingSettings(base_model="/models/tiny", backend="torch")
+    with pytest.raises(jobbuild.NotEnoughRatings, match=r"No new ratings yet; .*; 2 more could "
+                       r"not be fitted to this model's max_seq_len in an earlier round"):
+        jobbuild.build_job(store, paths, training, "nothing-new")
+    rate_many(store, make_turn, 8, start=16)
+    same = jobbuild.build_job(store, paths, training, "same-window")
+    assert {fresh, held}.isdisjoint(same.rating_ids)
+    assert any("left out 2 ratings an earlier round on this model could not fit" in n
+               for n in same.notes)  # fmt: skip
+    # ... and one with a longer max_seq_len offers them again
+    longer = jobbuild.build_job(store, paths, training, "longer", hyper={"max_seq_len": 4096})
+    assert {fresh, held} <= set(longer.rating_ids)
 
 
 def test_a_new_base_model_starts_a_new_line_that_becomes_active(
@@ -999,3 +1220,28 @@ def test_real_gate_rejection(store: Store, paths: Paths, make_turn, tiny_model: 
     assert store.list_adapters() == [] and publisher.calls == []
     assert [p.name for p in paths.adapters.iterdir()] == []
     assert untrained(store) == set(ids)
+
+
+@pytest.mark.ml
+@pytest.mark.slow
+def test_real_skipped_example_is_named_and_stays_untrained(
+    store: Store, paths: Paths, make_turn, tiny_model: Path
+) -> None:
+    """Review 2 r4 with the real trainer: its ``skipped`` line (trainer/rounddata.py) for a
+    prompt longer than max_seq_len is kept in the run, said, and the rating not retired."""
+    pasted = "Traceback (most recent call last):\n  File x.py line 3\n" * 40  # ~800 tokens
+    ids = []
+    for i in range(16):
+        prompt = f"Question {i}: fix this\n{pasted}" if i == 0 else f"Question {i}: how?"
+        turn_id, _ = store.add_turn(make_turn(prompt=prompt, context=[],
+                                              response=(GOOD if i % 2 == 0 else BAD)[i // 2 % 4]))
+        ids.append(store.rate(turn_id, 1 if i % 2 == 0 else -1, "cli",
+                              at=T0 + timedelta(minutes=i)).id)  # fmt: skip
+    runner, _, _ = real_runner(store, paths, tiny_model)
+    run = finished(runner, store, runner.start())
+    (skip,) = run.metrics["skipped"]
+    assert (skip["rating"], skip["id"], skip["set"]) == (ids[0], f"rating-{ids[0]}", "training")
+    assert skip["reason"].endswith("so no response token fits in max_seq_len 96"), skip
+    assert ids[0] not in store.trained_of(ids) and run.metrics["examples_skipped"] == 1
+    said = outcome.summary({"status": run.status, "metrics": run.metrics})
+    assert f"; skipped 1 rating it could not fit (rating {ids[0]}: the prompt alone is " in said
