@@ -74,17 +74,27 @@ def gate(runtime: Runtime) -> None:
         log.warning("training gate skipped: %s: %s", type(exc).__name__, exc)
         runtime.set_gate_reason(f"training check failed: {exc}")
         return
+    said_before = runtime.gate_reason
     runtime.set_gate_reason(decision.reason)
     runner = service.runner()
     if decision.stop and runner.running():
         runner.stop(pause=True)
         service.store.log_event("training", f"paused: {decision.reason}")
     elif decision.train and not runner.running():
+        from rltray.app.training.jobbuild import NotEnoughRatings
         from rltray.app.training.runner import TrainingBusy
 
         try:
             run_id = runner.start(reason="scheduled")
         except TrainingBusy as exc:  # another process's round (`rltray train`): it goes on
+            runtime.set_gate_reason(str(exc))
+            return
+        except NotEnoughRatings as exc:
+            # The count said enough, but some new ratings cannot be trained (an empty
+            # answer, too long for the model): said on the status line, and logged once,
+            # not every minute the gate asks again.
+            if said_before != str(exc):
+                service.store.log_event("training", f"not started: {exc}")
             runtime.set_gate_reason(str(exc))
             return
         except Exception as exc:

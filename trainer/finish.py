@@ -58,7 +58,9 @@ def finish(rnd: Round, state: checkpoint.RoundState, stopped_early: str = "") ->
         rnd.emit({"type": "metric", "name": name, "value": metrics[name]})
     verdict = _verdict(rnd, state, metrics, stopped_early)
     metrics.update({k: v for k, v in verdict.metrics.items() if k.startswith("preference")})
-    baseline = _new_baseline(rnd, verdict.accept, set(ids.unseen))
+    kept = set(state.kept)
+    skipped = {e.id for i, e in enumerate(rnd.examples) if i not in kept}
+    baseline = _new_baseline(rnd, verdict.accept, set(ids.unseen) | skipped)
     out = _write_adapter(rnd, lora, metrics, verdict, baseline, ids)
     return _result(rnd, out, metrics, verdict, baseline, ids)
 
@@ -139,18 +141,18 @@ def _verdict(rnd: Round, state: checkpoint.RoundState, metrics: dict[str, Any],
     return verdict
 
 
-def _new_baseline(rnd: Round, accept: bool, unseen: set[str]) -> float:
+def _new_baseline(rnd: Round, accept: bool, not_counted: set[str]) -> float:
     """The EMA reward baseline the round leaves behind.
 
     The EMA folds in the round's *fresh* training ratings in rated_at order, the
-    ones the round retires: those the kept weights saw, and skipped (too long)
-    ones too (a rating is a reward whether or not it fits the window), but not
-    the unseen ones of a guard stop inside the first epoch (a later round trains
-    and counts them). Replayed ratings were counted in the round that first
+    ones the round retires: those the kept weights saw, but neither the unseen
+    ones of a guard stop inside the first epoch nor skipped (too long) ones
+    (``not_counted``: the tray leaves both untrained, so a later round that trains
+    them counts them then, and only then). Replayed ratings were counted in the round that first
     trained them; held-out ones are counted in the round that trains them. A
     rejected round trained nothing the user keeps: it leaves the baseline alone.
     """
-    fresh = sorted((e for e in rnd.examples if not e.replay and e.id not in unseen),
+    fresh = sorted((e for e in rnd.examples if not e.replay and e.id not in not_counted),
                    key=_rated_key)
     decay = float(rnd.hyper.ema_decay)
     updated = ema_update(rnd.job.baseline, [e.value for e in fresh], decay)

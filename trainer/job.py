@@ -411,10 +411,11 @@ class TrainResult:
         ratings untrained, so a later round trains them.
 
     An example the trainer skipped (a ``skipped`` line: no response token fits
-    ``max_seq_len``) is in neither list: it will never fit, so the tray retires it
-    with the round. So an accepted round retires its fresh ratings **minus
-    ``unseen_ids``**, and ``baseline`` has folded in exactly those ratings (rated_at
-    order). A ``done`` line without these keys comes from an older trainer, which
+    ``max_seq_len``) is in neither list: the tray leaves it untrained and out of later
+    rounds with the same window (app/training/jobbuild.py ``unfit_ratings``). So an
+    accepted round retires its fresh ratings **minus ``unseen_ids`` and the skipped
+    ones**, and ``baseline`` has folded in exactly those ratings (rated_at order). A
+    ``done`` line without these keys comes from an older trainer, which
     trained every example: read it as ``unseen_ids == []``.
     """
 

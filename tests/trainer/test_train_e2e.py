@@ -134,6 +134,12 @@ def test_too_long_example_is_skipped_and_reported(tiny_model_dir: Path, tmp_path
     assert [s["id"] for s in skipped] == ["ex2"] and skipped[0]["reason"]
     assert outcome.status == "done" and outcome.result.metrics["examples_trained"] == 2
     assert outcome.result.metrics["examples_skipped"] == 1
+    # the tray leaves the skipped rating untrained: the baseline counts it when it trains
+    from rltray.trainer.presets import Hyper
+
+    assert outcome.result.accepted
+    counted = objective.ema_update(0.0, [1.0, -1.0], Hyper().ema_decay)
+    assert outcome.result.baseline == pytest.approx(counted)
 
 
 def test_epoch_order_depends_only_on_seed_and_epoch() -> None:
