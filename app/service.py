@@ -258,12 +258,16 @@ class Service:
         self.changed(rated=[t.id for t in changed])
         return len(changed)
 
-    def comment(self, turn_id: int, text: str | None) -> Rating:
-        """Change the comment of a turn's rating ("" or None removes it); not a new rating."""
+    def comment(self, turn_id: int, text: str | None, was: Any = ...) -> Rating:
+        """Change the comment of a turn's rating ("" or None removes it); not a new rating.
+
+        ``was``: the comment the edit started from; the store refuses the change
+        (``CommentChanged``) when the comment is no longer it.
+        """
         from rltray.app.hooks import lessonfiles
 
         turn = self._turn(turn_id)
-        rating = self.store.set_comment(turn_id, text)  # StoreError when it has no rating
+        rating = self.store.set_comment(turn_id, text, was=was)  # StoreError: no rating
         if os.path.exists(lessonfiles.note_path(str(self.paths.home), turn.agent, turn.session)):
             self._note_for_next_prompt(turn, rating)  # the waiting note says the words now
         self.changed()
@@ -283,6 +287,13 @@ class Service:
         count = self.store.tag_turns(turn_ids, tag, on=on)
         self.changed()
         return count
+
+    def tag_turn(self, turn_id: int, tag: str, on: bool = True) -> list[str]:
+        """Add (or remove) one tag on one turn, its other tags untouched; returns its tags."""
+        self._turn(turn_id)
+        self.store.tag_turns([turn_id], tag, on=on)
+        self.changed()
+        return self.store.tags_of([turn_id]).get(turn_id, [])
 
     def add_tag(self, name: str) -> str:
         stored = self.store.add_tag(name)

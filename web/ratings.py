@@ -9,12 +9,13 @@ export and training job.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, render_template, request
+from flask import Blueprint, Response, jsonify, render_template, request, url_for
 from rltray.app.api.input import ID_PATH, SMALL_BODY, takes
 from rltray.app.errors import UserError
 from rltray.app.store import TurnFilter
@@ -26,17 +27,26 @@ from rltray.web.ratings_input import (
     ExportQuery,
     RateTurnBody,
     RatingsPageQuery,
+    TagBody,
     TagNameBody,
     TagsBody,
     TurnListQuery,
     TurnQuery,
+    cursor,
 )
+from rltray.web.security import Refused
 from rltray.web.state import rating_source, state
 
 bp = Blueprint("ratings", __name__)
 
 
-def _local_day_start(text: str, field: str) -> str:
+def _local_day_start(text: str, field: str, days: int = 0) -> str:
+    """The UTC time the local day ``text`` (plus ``days`` days) starts at.
+
+    A day is not always 24 hours: the start of the next local day, not this day's
+    start plus 24 hours, ends it (on the days clocks change the hour would be lost
+    or doubled).
+    """
     from rltray.app.store import utc_iso
 
     try:
@@ -44,7 +54,7 @@ def _local_day_start(text: str, field: str) -> str:
     except ValueError:
         raise UserError(f"The {field} date must look like 2025-03-01, not {text!r}.") from None
     try:  # the first and last days a date can name have no local start in UTC, or no next day
-        start = datetime.combine(day, time()).astimezone()
+        start = datetime.combine(day + timedelta(days=days), time()).astimezone()
         (start + timedelta(days=1)).astimezone(timezone.utc)
         return utc_iso(start)
     except (ValueError, OverflowError):
@@ -54,10 +64,7 @@ def _local_day_start(text: str, field: str) -> str:
 
 def current_filter(query: TurnQuery) -> TurnFilter:
     """The store's filter for the query string's filters (local days become UTC bounds)."""
-    until = None
-    if query.until:
-        start = _local_day_start(query.until, "until")
-        until = (datetime.fromisoformat(start) + timedelta(days=1)).isoformat()
+    until = _local_day_start(query.until, "until", days=1) if query.until else None
     return TurnFilter(
         text=query.q,
         agent=query.agent,
@@ -90,29 +97,63 @@ def turn_json(turn: Any, tags: list[str] | None = None) -> dict[str, Any]:
 @bp.get("/ratings")
 @takes(query=RatingsPageQuery)
 def page(query: RatingsPageQuery) -> Any:
+    """The list, a page at a time, newest first.
+
+    The pager's links name the row a page continues from (``before`` / ``after``, its
+    ``captured_at,id``), not a page number: rating turns out of a filtered list
+    ("unrated") shrinks it, and "page 2" of the shorter list would skip a page of them.
+    """
     store = state().service.store
     where = current_filter(query)
-    page_no = query.page
+    if query.before and query.after:
+        raise UserError("Give before or after (where the page starts), not both.")
+    if (query.before or query.after) and query.page != 1:
+        raise UserError("Give page or before / after (where the page starts), not both.")
     total = store.count_turns(where)
-    turns = store.search_turns(where, limit=PAGE_SIZE, offset=(page_no - 1) * PAGE_SIZE)
+    if query.before or query.after:
+        turns = store.search_turns(dataclasses.replace(
+            where,
+            before=cursor(query.before) if query.before else None,
+            after=cursor(query.after) if query.after else None,
+        ), limit=PAGE_SIZE)
+        if query.after and len(turns) < PAGE_SIZE:  # newer than it: the newest page, full
+            turns = store.search_turns(where, limit=PAGE_SIZE)
+    else:  # the first page, or an old link's page number
+        turns = store.search_turns(where, limit=PAGE_SIZE, offset=(query.page - 1) * PAGE_SIZE)
+    newer = 0
+    older = False
+    if turns:
+        first, last = turns[0], turns[-1]
+        newer = store.count_turns(dataclasses.replace(where, after=(first.captured_at, first.id)))
+        older = bool(store.search_turns(
+            dataclasses.replace(where, before=(last.captured_at, last.id)), limit=1))
     tags = store.tags_of(t.id for t in turns)
-    args = request.args.to_dict(flat=False)
+    args = {k: v for k, v in request.args.to_dict(flat=False).items()
+            if k not in ("page", "before", "after")}
     return render_template(
         "ratings.html",
         turns=turns,
         tags=tags,
         total=total,
-        page=page_no,
-        pages=max(1, -(-total // PAGE_SIZE)),
+        first=newer + 1,  # the place of the page's first turn among all that match
+        newer_link=url_for("ratings.page", after=_place(turns[0]), **args) if newer else None,
+        older_link=url_for("ratings.page", before=_place(turns[-1]), **args) if older else None,
+        newest_link=url_for("ratings.page", **args)
+        if query.before or query.after or query.page != 1 else None,
         f=request.args,
         filter_tags=where.tags,
-        args={k: v for k, v in args.items() if k != "page"},
+        args=args,
         agents=store.agents(),
         projects=store.projects(),
         all_tags=store.list_tags(),
         ratings=RATINGS,
         open_turn=query.turn if any(t.id == query.turn for t in turns) else None,
     )
+
+
+def _place(turn: Any) -> str:
+    """A row's place in the list, as the pager's links carry it."""
+    return f"{turn.captured_at},{turn.id}"
 
 
 @bp.get(f"/ratings/turn/<{ID_PATH}:turn_id>")
@@ -219,16 +260,32 @@ def api_rate(turn_id: int, body: RateTurnBody) -> Any:
 @bp.post(f"/api/turns/<{ID_PATH}:turn_id>/comment")
 @takes(body=CommentBody)
 def api_comment(turn_id: int, body: CommentBody) -> Any:
-    """Change the comment of a turn's active rating."""
-    state().service.comment(turn_id, body.comment)
+    """Change the comment of a turn's active rating; with ``was``, only if it still is that
+    (409 otherwise: another window changed it meanwhile, and its words are kept)."""
+    from rltray.app.store.turns import CommentChanged
+
+    was = body.was if "was" in body.model_fields_set else ...
+    try:
+        state().service.comment(turn_id, body.comment, was=was)
+    except CommentChanged as exc:
+        raise Refused(409, "comment_changed", str(exc)) from None
     return _one(turn_id)
 
 
 @bp.post(f"/api/turns/<{ID_PATH}:turn_id>/tags")
 @takes(body=TagsBody)
 def api_tags(turn_id: int, body: TagsBody) -> Any:
-    """Make a turn carry exactly these tags."""
+    """Make a turn carry exactly these tags (a tag another window added meanwhile is
+    dropped: the page adds and removes one tag at a time, through ``/tag``)."""
     state().service.set_tags(turn_id, body.tags)
+    return _one(turn_id)
+
+
+@bp.post(f"/api/turns/<{ID_PATH}:turn_id>/tag")
+@takes(body=TagBody)
+def api_tag(turn_id: int, body: TagBody) -> Any:
+    """Add one tag to a turn (``on`` true) or remove it; its other tags stay as they are."""
+    state().service.tag_turn(turn_id, body.name, on=body.on)
     return _one(turn_id)
 
 

@@ -20,6 +20,10 @@ class TurnFilter:
 
     ``since`` / ``until`` are ISO-8601 UTC bounds on ``captured_at`` (the web
     layer turns the user's local dates into them); ``until`` is exclusive.
+    ``before`` / ``after`` are a row's place in the newest-first order, its
+    ``(captured_at, id)``: only turns older (or newer) than that row match. The
+    browser pages with them, so rating turns out of a filtered list (``unrated``)
+    while paging through it skips none, as an offset into the shrinking list did.
     """
 
     text: str = ""
@@ -30,6 +34,8 @@ class TurnFilter:
     until: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
     turn: int | None = None  # one turn by id (a link from the Lessons page)
+    before: tuple[str, int] | None = None  # (captured_at, id): strictly older turns
+    after: tuple[str, int] | None = None  # (captured_at, id): strictly newer turns
 
     def where(self) -> tuple[str, list[Any]]:
         parts: list[str] = []
@@ -63,12 +69,21 @@ class TurnFilter:
         if self.until:
             parts.append("t.captured_at < ?")
             params.append(self.until)
-        for tag in self.tags:
+        if self.before is not None:
+            parts.append("(t.captured_at, t.id) < (?, ?)")
+            params += [self.before[0], int(self.before[1])]
+        if self.after is not None:
+            parts.append("(t.captured_at, t.id) > (?, ?)")
+            params += [self.after[0], int(self.after[1])]
+        names = _distinct_tags(self.tags)
+        if names:  # one subquery, however many tags: an EXISTS each went past SQLite's depth
+            marks = ",".join("?" * len(names))
             parts.append(
-                "EXISTS (SELECT 1 FROM turn_tags tt JOIN tags g ON g.id = tt.tag_id"
-                " WHERE tt.turn_id = t.id AND g.name = ?)"
+                "t.id IN (SELECT tt.turn_id FROM turn_tags tt JOIN tags g ON g.id = tt.tag_id"
+                f" WHERE g.name IN ({marks}) GROUP BY tt.turn_id"
+                " HAVING COUNT(DISTINCT tt.tag_id) = ?)"
             )
-            params.append(tag)
+            params += [*names, len(names)]
         return (" WHERE " + " AND ".join(parts)) if parts else "", params
 
 
@@ -80,6 +95,18 @@ _RATING_WHERE = {
 }
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _distinct_tags(names: tuple[str, ...]) -> list[str]:
+    """The tag names once each, as ``tags.name`` (COLLATE NOCASE: ASCII letters only) tells
+    them apart; a name given twice must not ask a turn for two tags it cannot have."""
+    seen: dict[str, str] = {}
+    for name in names:
+        seen.setdefault(name.translate(_ASCII_LOWER), name)
+    return list(seen.values())
+
+
 def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -88,13 +115,19 @@ class Browse(StoreBase):
     """Search, count and group turns and ratings for the web screens."""
 
     def search_turns(self, where: TurnFilter, limit: int = 50, offset: int = 0) -> list[Turn]:
-        """The ratings browser's page of turns, newest captured first."""
+        """The ratings browser's page of turns, newest captured first.
+
+        With ``where.after`` the page is the ``limit`` turns just newer than that
+        row (the nearest ones, not the newest of all), still shown newest first.
+        """
         sql, params = where.where()
+        order = "ASC" if where.after is not None and where.before is None else "DESC"
         rows = self._read(
-            f"{_TURN_SELECT}{sql} ORDER BY t.captured_at DESC, t.id DESC LIMIT ? OFFSET ?",
+            f"{_TURN_SELECT}{sql} ORDER BY t.captured_at {order}, t.id {order} LIMIT ? OFFSET ?",
             (*params, int(limit), int(offset)),
         )
-        return [_turn(r) for r in rows]
+        turns = [_turn(r) for r in rows]
+        return turns[::-1] if order == "ASC" else turns
 
     def count_turns(self, where: TurnFilter) -> int:
         sql, params = where.where()

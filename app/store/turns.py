@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from types import EllipsisType
 from typing import Any
 
 from rltray.app.hooks import sessionstate
@@ -130,6 +131,24 @@ _NEXT_ID = (
     " COALESCE((SELECT high FROM id_marks WHERE name = '{0}'), 0)) + 1)"
 )
 _NEXT_TURN, _NEXT_RATING = _NEXT_ID.format("turns"), _NEXT_ID.format("ratings")
+
+
+def _same_words(comment: str | None) -> str | None:
+    # as a browser's text box gives a comment back: line ends as \n, the edges trimmed
+    return (comment or "").replace("\r\n", "\n").replace("\r", "\n").strip() or None
+
+
+class CommentChanged(StoreError):
+    """``set_comment``'s refusal: the comment is no longer the one the edit started from."""
+
+    def __init__(self, turn_id: int, current: str | None) -> None:
+        self.current = current
+        now = f"it now reads \u201c{current}\u201d" if current else "it was removed"
+        super().__init__(
+            f"The comment of turn {turn_id} was changed in another window meanwhile; {now}. "
+            "Yours is not saved: save it again to replace that one."
+        )
+
 
 _RATING_COLS = (
     "id, turn_id, value, comment, source, rated_at, withdrawn_at, withdrawn_by, trained_run_id, "
@@ -311,13 +330,25 @@ class TurnsAndRatings(StoreBase):
                 with contextlib.suppress(sqlite3.Error):
                     self.checkpoint(wait_s=1.0)
 
-    def set_comment(self, turn_id: int, comment: str | None) -> Rating:
+    def set_comment(
+        self, turn_id: int, comment: str | None, was: str | EllipsisType | None = ...
+    ) -> Rating:
         """Change the comment of a turn's active rating in place.
 
         A comment explains a judgement, it is not one: editing it neither adds a
         rating to the history nor makes a trained rating count as new again.
+        ``was``: the comment the edit started from; when given and the rating's
+        comment is no longer it (another window saved one meanwhile), nothing is
+        written and ``CommentChanged`` says what it is now.
         """
         with self._write() as conn:
+            if was is not ...:
+                row = conn.execute(
+                    "SELECT comment FROM ratings WHERE turn_id = ? AND withdrawn_at IS NULL",
+                    (turn_id,),
+                ).fetchone()
+                if row is not None and _same_words(row[0]) != _same_words(was):
+                    raise CommentChanged(turn_id, row[0])
             cur = conn.execute(
                 "UPDATE ratings SET comment = ? WHERE turn_id = ? AND withdrawn_at IS NULL",
                 ((comment or "").strip() or None, turn_id),

@@ -144,3 +144,70 @@ def test_delete_adapter_keeps_the_chain_and_never_the_active_one(store: Store, t
     assert store.get_adapter(2) is None and store.get_adapter(3).parent_version == 1
     with pytest.raises(StoreError, match="no adapter version 2"):
         store.delete_adapter(2)
+
+
+# -- review2-web: paging, many tags, a comment changed elsewhere -----------------------------
+
+
+def test_before_and_after_page_by_a_rows_place_ties_broken_by_id(store: Store, make_turn) -> None:
+    """Regression (review2-web t1_pager_skip): the browser paged with an offset into a list
+    the user's own ratings shrink, so "older" skipped a page of unrated turns. A page now
+    continues from a row's (captured_at, id); turns captured in the same second keep order."""
+    ids = [store.add_turn(make_turn(captured_at=f"2025-02-01T10:00:0{i // 2}Z"))[0]
+           for i in range(6)]  # pairs share a captured_at
+    newest_first = ids[::-1]
+
+    def page(**kw) -> list[int]:
+        return [t.id for t in store.search_turns(TurnFilter(**kw), limit=2)]
+
+    def place(turn_id: int) -> tuple[str, int]:
+        return store.get_turn(turn_id).captured_at, turn_id
+
+    assert page() == newest_first[:2]
+    assert page(before=place(newest_first[1])) == newest_first[2:4]
+    assert page(before=place(newest_first[2])) == newest_first[3:5]  # inside a pair
+    assert page(after=place(newest_first[4])) == newest_first[2:4]  # the nearest newer ones
+    assert page(after=place(newest_first[0])) == []
+    unrated = TurnFilter(rating="unrated", before=place(newest_first[1]))
+    for turn_id in newest_first[:2]:  # rating the first page does not move the next one
+        store.rate(turn_id, 1, "cli")
+    assert [t.id for t in store.search_turns(unrated, limit=2)] == newest_first[2:4]
+    assert store.count_turns(TurnFilter(after=place(newest_first[2]))) == 2
+
+
+def test_many_tags_in_one_filter_and_a_tag_named_twice(store: Store, make_turn) -> None:
+    """Regression (review2-web t9_filters): one EXISTS per tag went past SQLite's expression
+    depth (a 500 at 1000 tags); the filter is one subquery now, and a tag named twice (in
+    any letter case: names are COLLATE NOCASE) is asked for once."""
+    ids = _fill(store, make_turn)
+    store.set_turn_tags(ids[0], ["wrong", "verbose"])
+    store.set_turn_tags(ids[1], ["wrong"])
+
+    def found(*tags: str) -> list[int]:
+        where = TurnFilter(tags=tags)
+        assert store.count_turns(where) == len(store.search_turns(where))
+        return [t.id for t in store.search_turns(where)]
+
+    assert found("wrong") == [ids[1], ids[0]]
+    assert found("wrong", "verbose") == [ids[0]]
+    assert found("wrong", "WRONG", "wrong ") == [] and found("wrong", "WRONG") == [ids[1], ids[0]]
+    assert found("wrong", "no such tag") == []
+    many = tuple(f"t{i}" for i in range(1000))
+    assert found("wrong", *many) == []  # OperationalError: expression tree too large, before
+
+
+def test_a_comment_changed_meanwhile_is_not_overwritten(store: Store, make_turn) -> None:
+    """Regression (review2-web t6_two_tabs): a comment saved from a stale drawer replaced the
+    one another window saved meanwhile. With ``was`` the store only writes over that one."""
+    from rltray.app.store.turns import CommentChanged
+
+    ids = _fill(store, make_turn)  # ids[1] is commented "ignored the tests"
+    assert store.set_comment(ids[1], "and slow", was="ignored the tests").comment == "and slow"
+    with pytest.raises(CommentChanged, match="now reads “and slow”") as refused:
+        store.set_comment(ids[1], "mine", was="ignored the tests")
+    assert refused.value.current == "and slow"
+    assert store.active_rating(ids[1]).comment == "and slow"
+    assert store.set_comment(ids[0], "first", was="").comment == "first"  # none before: ""
+    assert store.set_comment(ids[0], "second\r\nline", was=" first\n").comment == "second\r\nline"
+    assert store.set_comment(ids[0], None, was="second\nline").comment is None  # as a text box
+    assert store.set_comment(ids[0], "no check").comment == "no check"  # no ``was``: as before

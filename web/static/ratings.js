@@ -19,19 +19,25 @@
   // The drawer is redrawn from the server after every change, while the user may be typing in
   // it: a new tag's name and a comment not yet saved survive the redraw, and only the newest
   // of overlapping requests is shown (an older answer arriving last would undo a change).
+  // A comment being typed keeps the comment it started from (data-was) through redraws, so
+  // saving it can tell the server which one it replaces; `rebase` (after the server said another
+  // window changed it) makes the comment now stored the one it replaces.
   let opening = 0;
-  async function openDetail(id) {
+  async function openDetail(id, { rebase = false } = {}) {
     const mine = ++opening;
     const response = await fetch(`/ratings/turn/${id}`, { credentials: "same-origin" });
-    if (!response.ok) { rltray.say(`Turn ${id} could not be opened (HTTP ${response.status}).`, "error"); return; }
+    if (!response.ok) { rltray.say(`Turn ${id} could not be opened (HTTP ${response.status}).`, "error"); return false; }
     const html = await response.text();
-    if (mine !== opening) return;
+    if (mine !== opening) return false;
     const typing = drawer.dataset.id === String(id) && !drawer.hidden ? typedIn(drawer) : null;
     drawer.innerHTML = html;
     drawer.hidden = false;
     drawer.dataset.id = id;
-    if (typing) typing.restore(drawer);
+    if (typing) typing.restore(drawer, rebase);
+    return true;
   }
+
+  function startedFrom(box) { return box.dataset.was !== undefined ? box.dataset.was : box.defaultValue; }
 
   function typedIn(root) {
     const tag = root.querySelector(".new-tag");
@@ -40,14 +46,19 @@
     const saved = {
       tag: tag ? tag.value : "",
       comment: comment && comment.value !== comment.defaultValue ? comment.value : null,
+      was: comment ? startedFrom(comment) : "",
       focus: focused === tag ? ".new-tag" : focused === comment ? "textarea" : null,
     };
     return {
-      restore(fresh) {
+      restore(fresh, rebase) {
         const newTag = fresh.querySelector(".new-tag");
         const newComment = fresh.querySelector("textarea");
         if (newTag) newTag.value = saved.tag;
-        if (newComment && saved.comment !== null) newComment.value = saved.comment;
+        // what was typed is kept unless it is what is stored now (it was just saved)
+        if (newComment && saved.comment !== null && saved.comment !== newComment.defaultValue) {
+          newComment.value = saved.comment;
+          if (!rebase) newComment.dataset.was = saved.was;
+        }
         if (saved.focus) { const el = fresh.querySelector(saved.focus); if (el) el.focus(); }
       },
     };
@@ -75,11 +86,27 @@
   // a graded rating shows its score ("4/5"); good and bad show as words
   function label(r) { return r.score ? `${r.score}/5` : r.value > 0 ? "good" : "bad"; }
 
+  // A turn's changes (rating, comment, tags) go to the server one after another, each once the
+  // one before it was answered: a quick g then b must store b, not whichever request the server
+  // finished last. The row and the message follow the newest change's answer only.
+  const queues = new Map();
+  function change(id, send) {
+    const queue = queues.get(id) || { tail: Promise.resolve(), sent: 0 };
+    queues.set(id, queue);
+    const mine = ++queue.sent;
+    const done = queue.tail.catch(() => {}).then(send).then((turn) => {
+      const newest = mine === queue.sent;
+      if (newest) redraw(turn);
+      return { turn, newest };
+    });
+    queue.tail = done;
+    return done;
+  }
+
   async function rate(id, value, score) {
     const body = score ? { score } : { value };
-    const turn = await rltray.call("POST", `/api/turns/${id}/rating`, body);
-    redraw(turn);
-    rltray.say(value === 0 && !score ? `Turn ${id}: rating withdrawn.` : `Turn ${id} rated ${label(turn.rating)}.`);
+    const { turn, newest } = await change(id, () => rltray.call("POST", `/api/turns/${id}/rating`, body));
+    if (newest) rltray.say(value === 0 && !score ? `Turn ${id}: rating withdrawn.` : `Turn ${id} rated ${label(turn.rating)}.`);
   }
 
   async function remove(ids) {
@@ -91,7 +118,8 @@
     updateCount();
   }
 
-  function selected() { return rows().filter((r) => r.querySelector(".pick").checked).map((r) => Number(r.dataset.id)); }
+  // the selection is the ids the checked boxes carry (value), read when an action runs
+  function selected() { return rows().filter((r) => r.querySelector(".pick").checked).map((r) => Number(r.querySelector(".pick").value)); }
   function updateCount() {
     const n = selected().length;
     document.getElementById("selected-count").textContent = `${n} selected`;
@@ -106,17 +134,23 @@
     }
     if (event.target.classList.contains("pick") || event.target.id === "select-all") updateCount();
     const pick = event.target.closest(".tagpick input");
-    if (pick) saveTags();
+    if (pick) tag(pick.value, pick.checked).catch(() => {});
   });
 
-  async function saveTags(extra) {
-    const id = drawer.dataset.id;
-    const tags = Array.from(drawer.querySelectorAll(".tagpick input:checked")).map((i) => i.value);
-    if (extra) tags.push(extra);
-    const turn = await rltray.call("POST", `/api/turns/${id}/tags`, { tags });
-    redraw(turn);
-    rltray.say(`Turn ${id}: tags saved.`);
+  // One tag added or removed, not the drawer's whole list: a list drawn before another window
+  // tagged the turn would take that tag away again.
+  async function tag(name, on) {
+    const id = Number(drawer.dataset.id);
+    const { newest } = await change(id, () => rltray.call("POST", `/api/turns/${id}/tag`, { name, on }));
+    if (newest) rltray.say(on ? `Turn ${id}: tagged ${name}.` : `Turn ${id}: ${name} removed.`);
   }
+
+  // After Back (or a reload) the browser may tick boxes by their place on the page, and the
+  // list may have moved meanwhile: a box would select a turn the user never picked.
+  window.addEventListener("pageshow", () => {
+    document.querySelectorAll(".pick, #select-all").forEach((box) => { box.checked = false; });
+    updateCount();
+  });
 
   document.addEventListener("click", async (event) => {
     const t = event.target;
@@ -136,12 +170,12 @@
     if (t.closest("[data-close]")) return closeDetail();
     const id = drawer.dataset.id;
     const rateButton = t.closest("[data-rate]");
-    if (rateButton && drawer.contains(rateButton)) return rate(Number(id), Number(rateButton.dataset.rate));
+    if (rateButton && drawer.contains(rateButton)) return rate(Number(id), Number(rateButton.dataset.rate)).catch(() => {});
     if (t.closest("[data-delete]") && drawer.contains(t)) return remove([Number(id)]);
     if (t.closest("[data-add-tag]")) {
       const input = drawer.querySelector(".new-tag");
       const name = input.value.trim();
-      if (name) { input.value = ""; return saveTags(name); }
+      if (name) { input.value = ""; return tag(name, true).catch(() => {}); }
       return;
     }
     const row = t.closest("#turns tbody tr");
@@ -152,14 +186,30 @@
     const form = event.target.closest("[data-comment]");
     if (!form) return;
     event.preventDefault();
-    const id = drawer.dataset.id;
-    const turn = await rltray.call("POST", `/api/turns/${id}/comment`, { comment: form.querySelector("textarea").value });
-    redraw(turn);
-    rltray.say(`Turn ${id}: comment saved.`);
+    const id = Number(drawer.dataset.id);
+    const box = form.querySelector("textarea");
+    const body = { comment: box.value, was: startedFrom(box) };
+    try {
+      const { newest } = await change(id, () => rltray.call("POST", `/api/turns/${id}/comment`, body));
+      if (newest) rltray.say(`Turn ${id}: comment saved.`);
+    } catch (err) {
+      if (!err.data || !err.data.error || err.data.error.code !== "comment_changed") return;
+      // another window saved a comment meanwhile: show it; what was typed stays, unsaved
+      if (!(await openDetail(id, { rebase: true }))) return;
+      const now = drawer.querySelector("textarea");
+      const note = rltray.el("p", { class: "muted comment-changed", role: "status" },
+        now.defaultValue ? `Saved meanwhile in another window: “${now.defaultValue}”. Save again to replace it with yours.`
+          : "Another window removed the comment meanwhile. Save again to keep yours.");
+      drawer.querySelector("[data-comment] label").after(note);
+      rltray.say(err.message, "error");
+    }
   });
 
   document.addEventListener("keydown", (event) => {
-    if (event.target.closest("input, textarea, select") || event.ctrlKey || event.metaKey || event.altKey) return;
+    const t = event.target;
+    if (t.closest("input, textarea, select") || t.isContentEditable || event.ctrlKey || event.metaKey || event.altKey) return;
+    // Enter and Space on a focused button, link or summary are that control's own
+    if ((event.key === "Enter" || event.key === " ") && t.closest("button, a, summary")) return;
     const list = rows();
     if (!list.length) return;
     const index = current ? list.indexOf(current) : -1;
@@ -168,7 +218,7 @@
     else if (key === "k") focusRow(list[Math.max(0, index - 1)]);
     else if (key === "Enter" && current) focusRow(current, true);
     else if (key === "Escape") closeDetail();
-    else if ((key === "g" || key === "b" || key === "u") && current) rate(Number(current.dataset.id), key === "g" ? 1 : key === "b" ? -1 : 0);
+    else if ((key === "g" || key === "b" || key === "u") && current) rate(Number(current.dataset.id), key === "g" ? 1 : key === "b" ? -1 : 0).catch(() => {});
     else if ("12345".includes(key) && key.length === 1 && current) rate(Number(current.dataset.id), null, Number(key)).catch(() => {});
     else if (key === "x" && current) { const box = current.querySelector(".pick"); box.checked = !box.checked; updateCount(); }
     else return;
