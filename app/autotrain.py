@@ -78,8 +78,8 @@ def gate(runtime: Runtime) -> None:
     runtime.set_gate_reason(decision.reason)
     runner = service.runner()
     if decision.stop and runner.running():
-        runner.stop(pause=True)
-        service.store.log_event("training", f"paused: {decision.reason}")
+        if runner.stop(pause=True):  # False: the round is done, its result being recorded
+            service.store.log_event("training", f"paused: {decision.reason}")
     elif decision.train and not runner.running():
         from rltray.app.training.jobbuild import NotEnoughRatings
         from rltray.app.training.runner import TrainingBusy
@@ -98,7 +98,10 @@ def gate(runtime: Runtime) -> None:
             runtime.set_gate_reason(str(exc))
             return
         except Exception as exc:
+            # Said once, not every minute the gate asks again (a trainer environment
+            # that is gone fails the same way at every tick until it is mended).
+            if said_before != str(exc):
+                service.store.log_event("training", f"could not start: {exc}")
             runtime.set_gate_reason(str(exc))
-            service.store.log_event("training", f"could not start: {exc}")
             return
         service.store.log_event("training", f"started run {run_id}: {decision.reason}")

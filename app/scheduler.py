@@ -32,6 +32,7 @@ Rules the decision keeps (the tray's status line shows ``Decision.reason``):
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -181,6 +182,11 @@ class Scheduler:
     own scheduler, job store and worker, so two can run in one process (tests).
     Missed runs (a suspended laptop) coalesce into one; a gate still running
     when the next is due is skipped rather than stacked.
+
+    APScheduler waits on the wall clock: set back an hour (NTP correcting a clock kept
+    in local time, or by hand), it ran no gate for that hour, so a round went on while
+    the user worked or on battery. A watchdog on the monotonic clock asks for a gate
+    when none ran for two intervals.
     """
 
     def __init__(self, gate: Callable[[], None], *, interval_s: float = 60.0) -> None:
@@ -190,6 +196,18 @@ class Scheduler:
         self.interval_s = interval_s
         self._lock = threading.Lock()
         self._scheduler: BackgroundScheduler | None = None
+        self._last_gate = time.monotonic()
+        self._watching: threading.Event | None = None  # set: the watchdog stops
+
+    def _timed_gate(self) -> None:
+        self._last_gate = time.monotonic()
+        self._gate()
+
+    def _watch(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval_s / 2):
+            if time.monotonic() - self._last_gate > 2 * self.interval_s:
+                self._last_gate = time.monotonic()  # asked once per silence, not stacked
+                self.run_gate_now()
 
     @property
     def running(self) -> bool:
@@ -212,13 +230,17 @@ class Scheduler:
                 timezone=timezone.utc,
             )
             self._scheduler.add_job(
-                self._gate,
+                self._timed_gate,
                 "interval",
                 seconds=self.interval_s,
                 id=GATE_JOB_ID,
                 name="rltray training gate",
             )
             self._scheduler.start()
+            self._last_gate = time.monotonic()
+            self._watching = threading.Event()
+            threading.Thread(target=self._watch, args=(self._watching,), daemon=True,
+                             name="rltray gate watchdog").start()
 
     def run_gate_now(self) -> bool:
         """Queue one gate run at once (a rating arrived, settings changed); False if not started.
@@ -235,6 +257,9 @@ class Scheduler:
     def shutdown(self, wait: bool = True) -> None:
         """Stop the heartbeat; with ``wait`` also wait for a gate that is running to return."""
         with self._lock:
+            if self._watching is not None:
+                self._watching.set()
+                self._watching = None
             if self._scheduler is not None and self._scheduler.running:
                 self._scheduler.shutdown(wait=wait)
             self._scheduler = None

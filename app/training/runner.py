@@ -206,10 +206,15 @@ class TrainingRunner:
             return self._launch(run_id, reason="resume", by_hand=True)
 
     def stop(self, pause: bool = True, timeout: float | None = None) -> bool:
-        """Ask the trainer to stop (it checkpoints), kill it after ``timeout``; False if idle."""
+        """Ask the trainer to stop (it checkpoints), kill it after ``timeout``; False if idle.
+
+        Also False once the trainer has exited and its result is being recorded (the
+        publish to Ollama runs then): there is nothing left to pause, and waiting for the
+        publish blocked the gate and left a stop file behind for a round that was done.
+        """
         with self._lock:
             child = self._child
-            if child is None:
+            if child is None or child.proc.returncode is not None:
                 return False
             if child.stop_mode != "cancel":  # a round cancelled for its ratings stays so
                 child.stop_mode = "pause" if pause else "cancel"

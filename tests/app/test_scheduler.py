@@ -387,3 +387,36 @@ def test_the_status_line_follows_a_rating_without_waiting_for_the_next_tick(
     assert runtime.status()["training"]["next_training"] == "waiting for 2 more ratings"
     service.set_automatic(False)
     assert runtime.status()["training"]["next_training"] == "paused"
+
+
+def test_a_wall_clock_set_back_does_not_silence_the_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: APScheduler waits on the wall clock; set back (NTP fixing a clock kept
+    in local time), it ran no gate for as long as the step, so a round went on while
+    the user worked or on battery. Scaled down: interval 0.2 s, clock set back 30 s."""
+    from datetime import datetime as real_datetime
+    from datetime import timedelta
+
+    import apscheduler.schedulers.base as aps_base
+    from rltray.app import scheduler as scheduler_module
+
+    offset = [0.0]
+
+    class Shifted(real_datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[override]
+            return real_datetime.now(tz) + timedelta(seconds=offset[0])
+
+    monkeypatch.setattr(aps_base, "datetime", Shifted)
+    monkeypatch.setattr(scheduler_module, "datetime", Shifted)
+    gate = Counter()
+    sched = Scheduler(gate, interval_s=0.2)
+    sched.start()
+    try:
+        assert wait_for(lambda: gate.calls >= 2)
+        offset[0] = -30.0
+        before = gate.calls
+        assert wait_for(lambda: gate.calls >= before + 3, timeout=5.0), gate.calls
+    finally:
+        sched.shutdown()

@@ -1245,3 +1245,33 @@ def test_real_skipped_example_is_named_and_stays_untrained(
     assert ids[0] not in store.trained_of(ids) and run.metrics["examples_skipped"] == 1
     said = outcome.summary({"status": run.status, "metrics": run.metrics})
     assert f"; skipped 1 rating it could not fit (rating {ids[0]}: the prompt alone is " in said
+
+
+def test_a_stop_while_the_done_round_publishes_returns_at_once(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the publish to Ollama runs after the trainer exits, while the runner
+    still counts as running; the gate's stop (the user came back) waited for the whole
+    publish, logged "paused" for a round that was done, and left a stop file behind."""
+    import threading
+
+    monkeypatch.setenv("FAKE_MODE", "done")
+    rate_many(store, make_turn, 20)
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    publishing, release = threading.Event(), threading.Event()
+
+    def slow_publish(version: int) -> None:
+        publishing.set()
+        release.wait(30)
+
+    publisher.published = slow_publish  # type: ignore[method-assign]
+    run_id = runner.start()
+    assert publishing.wait(30) and runner.running()
+    started = time.monotonic()
+    assert runner.stop(pause=True, timeout=20) is False
+    assert time.monotonic() - started < 2
+    assert not (paths.runs / run_id / "stop").exists()
+    release.set()
+    assert runner.wait(30)
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "done" and run.adapter_version == 1

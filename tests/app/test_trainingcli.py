@@ -435,3 +435,24 @@ def test_a_round_the_gate_cannot_start_is_said_once_not_every_minute(
         assert len(said) == 1 and said[0].startswith("not started: "), said
         assert "could not start" not in " ".join(said)
         assert runtime.gate_reason and not service.runner().running()
+
+
+def test_a_trainer_that_cannot_start_is_said_once_not_every_minute(
+    fake_trainer: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trainer environment that is gone fails the same way at every tick: it was logged
+    every minute (1,440 rows a day, never pruned)."""
+    from rltray.app import autotrain
+    from rltray.app.runtime import Runtime
+    from rltray.app.scheduler import Decision
+
+    assert cli("config", "set", "training.python", "/nonexistent/bin/python")[0] == ExitCode.OK
+    rate(fake_trainer, 48, 0)
+    monkeypatch.setattr(autotrain, "decide", lambda runtime: Decision(True, False, "now"))
+    with Service(fake_trainer) as service:
+        runtime = Runtime(service)
+        for _ in range(3):
+            autotrain.gate(runtime)
+        said = [e["message"] for e in service.store.events(limit=20) if e["kind"] == "training"]
+        assert len(said) == 1 and said[0].startswith("could not start: "), said
+        assert "/nonexistent/bin/python" in runtime.gate_reason

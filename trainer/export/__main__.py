@@ -169,7 +169,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..priority import lower_priority
+
     args = _parser().parse_args(argv)
+    # A merge, a requantize or an upload runs for minutes after a round, whatever the
+    # user is doing then: at the trainer's own low CPU and IO priority, like the round.
+    lower_priority()
     try:
         result = run(args)
     except Exception as exc:  # one sentence on stdout for the caller, the type for logs
