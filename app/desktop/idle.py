@@ -12,6 +12,30 @@ Like ActivityWatch's afk watcher, each source is one small function and
 * macOS: ``CGEventSourceSecondsSinceLastEventType`` through ctypes.
 * Windows: ``GetLastInputInfo`` through ctypes.
 
+Input idle grows while the user watches a film or presents without touching
+anything, so :func:`idle_seconds` also asks whether something *inhibits idle*
+(media players and browsers do while playing) and then reports 0, the user is
+there. The checks, first "yes" wins, each unknown answer just skipped:
+
+* Linux: GNOME's ``org.gnome.SessionManager.IsInhibited(8)`` (8 = idle; the
+  session bus), then logind's ``BlockInhibited`` property containing ``idle``
+  (the system bus; ``systemd-inhibit --what=idle``). The idle-inhibition
+  spec's ``org.freedesktop.ScreenSaver`` (KDE) has Inhibit/UnInhibit but no
+  query, and ``org.freedesktop.PowerManagement.Inhibit.HasInhibit`` is about
+  suspend, not "screen in use", so KDE is not covered yet.
+* macOS: ``pmset -g assertions``: a ``PreventUserIdleDisplaySleep`` assertion
+  (what players, browsers' video and Keynote take) held by a process other
+  than powerd. ``PreventUserIdleSystemSleep`` is left out on purpose, like
+  GNOME's suspend flag (4): downloads, backups, coreaudiod for any sound and
+  powerd's own "prevent sleep while display is on" take it without a user.
+* Windows: none. Reading other processes' ``SetThreadExecutionState``
+  requests needs ``powercfg /requests`` as administrator; there is no
+  unprivileged API for it (the aggregate ``CallNtPowerInformation
+  (SystemExecutionState)`` is untested here).
+
+An inhibitor only answers "is the user there now": once the film ends, input
+idle is back to the time since the last key press.
+
 D-Bus calls are blocking jeepney calls (keyring already needs jeepney on
 Linux; dbus-fast is asyncio-only) with a one-second limit, and every provider
 runs under an overall deadline on a helper thread, so a stuck bus or X server
@@ -24,13 +48,19 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 DBUS_TIMEOUT_S = 1.0
 PROVIDER_DEADLINE_S = 2.0
+PMSET_TIMEOUT_S = 1.5
+SYSTEM_BUS_DEFAULT = "unix:path=/run/dbus/system_bus_socket"
+GSM_INHIBITOR_FLAG_IDLE = 8  # org.gnome.SessionManager: 1 logout, 2 switch user, 4 suspend, 8 idle
 
 
 class IdleUnavailable(Exception):
@@ -43,6 +73,23 @@ class IdleProvider:
 
     name: str
     read: Callable[[], float]
+
+
+@dataclass(frozen=True)
+class InhibitCheck:
+    """One "does something keep the screen awake?" source: a label and a bool function."""
+
+    name: str
+    read: Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class InhibitProbe:
+    """True: something inhibits idle (``source`` says what); None: no check could tell."""
+
+    inhibited: bool | None
+    source: str | None = None
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -72,28 +119,44 @@ def session_bus_address() -> str:
     raise IdleUnavailable("no session bus (DBUS_SESSION_BUS_ADDRESS is not set)")
 
 
-def _dbus_call(bus_name: str, path: str, interface: str, method: str) -> tuple[object, ...]:
-    """One blocking method call on the session bus with no arguments, limited to DBUS_TIMEOUT_S."""
+def system_bus_address() -> str:
+    """``$DBUS_SYSTEM_BUS_ADDRESS`` or the standard socket (logind lives there)."""
+    return os.environ.get("DBUS_SYSTEM_BUS_ADDRESS", "").strip() or SYSTEM_BUS_DEFAULT
+
+
+def _dbus_call(
+    bus_name: str,
+    path: str,
+    interface: str,
+    method: str,
+    signature: str | None = None,
+    body: tuple[object, ...] = (),
+    *,
+    system: bool = False,
+) -> tuple[object, ...]:
+    """One blocking method call on the session (or system) bus, limited to DBUS_TIMEOUT_S."""
     try:
         from jeepney import DBusAddress, new_method_call
         from jeepney.io.blocking import open_dbus_connection
         from jeepney.wrappers import DBusErrorResponse, unwrap_msg
     except ImportError as exc:
         raise IdleUnavailable("jeepney is not installed (pip install jeepney)") from exc
-    address = session_bus_address()
-    msg = new_method_call(DBusAddress(path, bus_name=bus_name, interface=interface), method)
+    which = "system bus" if system else "session bus"
+    address = system_bus_address() if system else session_bus_address()
+    target = DBusAddress(path, bus_name=bus_name, interface=interface)
+    msg = new_method_call(target, method, signature, body)
     try:
         with open_dbus_connection(bus=address, auth_timeout=DBUS_TIMEOUT_S) as conn:
             reply = conn.send_and_get_reply(msg, timeout=DBUS_TIMEOUT_S)
         return tuple(unwrap_msg(reply))
     except DBusErrorResponse as exc:
         if exc.name == "org.freedesktop.DBus.Error.ServiceUnknown":
-            raise IdleUnavailable(f"{bus_name} is not on the session bus") from exc
+            raise IdleUnavailable(f"{bus_name} is not on the {which}") from exc
         raise IdleUnavailable(f"{bus_name}.{method} failed: {exc.name}") from exc
     except TimeoutError as exc:
         raise IdleUnavailable(f"{bus_name} did not answer within {DBUS_TIMEOUT_S:g} s") from exc
     except (OSError, RuntimeError, ValueError) as exc:
-        raise IdleUnavailable(f"cannot reach the session bus at {address}: {exc}") from exc
+        raise IdleUnavailable(f"cannot reach the {which} at {address}: {exc}") from exc
 
 
 def mutter_idle() -> float:
@@ -116,6 +179,36 @@ def freedesktop_screensaver_idle() -> float:
         "GetSessionIdleTime",
     )
     return float(ms) / 1000.0  # type: ignore[arg-type]
+
+
+def gnome_idle_inhibited() -> bool:
+    """GNOME: ``IsInhibited(u flags) → b`` with the idle flag (players and browsers set it)."""
+    (inhibited,) = _dbus_call(
+        "org.gnome.SessionManager",
+        "/org/gnome/SessionManager",
+        "org.gnome.SessionManager",
+        "IsInhibited",
+        "u",
+        (GSM_INHIBITOR_FLAG_IDLE,),
+    )
+    return bool(inhibited)
+
+
+def logind_idle_inhibited() -> bool:
+    """logind: the Manager's ``BlockInhibited`` (``"sleep:idle:…"``) names ``idle``."""
+    (variant,) = _dbus_call(
+        "org.freedesktop.login1",
+        "/org/freedesktop/login1",
+        "org.freedesktop.DBus.Properties",
+        "Get",
+        "ss",
+        ("org.freedesktop.login1.Manager", "BlockInhibited"),
+        system=True,
+    )
+    what = variant[1] if isinstance(variant, tuple) else variant  # jeepney: (signature, value)
+    if not isinstance(what, str):
+        raise IdleUnavailable(f"BlockInhibited is not a string: {what!r}")
+    return "idle" in what.split(":")
 
 
 # -- Linux: X11 ---------------------------------------------------------------
@@ -163,6 +256,50 @@ def macos_idle() -> float:
     return float(fn(1, 0xFFFFFFFF))
 
 
+MACOS_PRESENCE_ASSERTIONS = frozenset({"PreventUserIdleDisplaySleep", "NoDisplaySleepAssertion"})
+MACOS_BASELINE_OWNERS = frozenset({"powerd"})  # the system's own, held whenever the display is on
+_PMSET_LINE = re.compile(
+    r"^\s*pid (\d+)\((.*?)\):\s+\[0x[0-9A-Fa-f]+\]\s+\S+\s+(\w+)\s+named:\s+\"(.*)\"\s*$"
+)
+
+
+def macos_display_holders(pmset_text: str) -> list[str]:
+    """Who keeps the display awake, from ``pmset -g assertions``: ``"owner (pid N): name"``.
+
+    Reads the "Listed by owning process" lines, e.g.
+    ``pid 456(Google Chrome): [0x…] 00:01:02 PreventUserIdleDisplaySleep named: "Video Wake Lock"``,
+    and keeps those of MACOS_PRESENCE_ASSERTIONS types not held by a baseline owner.
+    """
+    holders = []
+    for line in pmset_text.splitlines():
+        match = _PMSET_LINE.match(line)
+        if match is None:
+            continue
+        pid, owner, kind, name = match.groups()
+        if kind in MACOS_PRESENCE_ASSERTIONS and owner not in MACOS_BASELINE_OWNERS:
+            holders.append(f"{owner} (pid {pid}): {name}")
+    return holders
+
+
+def macos_display_inhibited() -> bool:
+    """macOS: an app holds a display-sleep assertion (``pmset -g assertions``, a short timeout)."""
+    try:
+        out = subprocess.run(
+            ["/usr/bin/pmset", "-g", "assertions"],
+            capture_output=True,
+            text=True,
+            timeout=PMSET_TIMEOUT_S,
+            check=True,
+        ).stdout
+    except subprocess.TimeoutExpired as exc:
+        raise IdleUnavailable(f"pmset did not answer within {PMSET_TIMEOUT_S:g} s") from exc
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise IdleUnavailable(f"pmset -g assertions failed: {exc}") from exc
+    if "Listed by owning process" not in out:
+        raise IdleUnavailable("pmset -g assertions printed no per-process list")
+    return bool(macos_display_holders(out))
+
+
 def windows_idle() -> float:
     """Milliseconds since the session's last input, from GetLastInputInfo and GetTickCount."""
     import ctypes
@@ -195,9 +332,22 @@ def default_providers(platform: str | None = None) -> list[IdleProvider]:
     ]
 
 
-def _read_with_deadline(provider: IdleProvider, deadline_s: float) -> float:
+def default_inhibit_checks(platform: str | None = None) -> list[InhibitCheck]:
+    """The "something keeps the screen awake" checks on ``platform``; none on Windows."""
+    platform = platform or sys.platform
+    if platform == "darwin":
+        return [InhibitCheck("macOS pmset assertions", macos_display_inhibited)]
+    if platform == "win32":
+        return []
+    return [
+        InhibitCheck("GNOME SessionManager", gnome_idle_inhibited),
+        InhibitCheck("logind", logind_idle_inhibited),
+    ]
+
+
+def _read_with_deadline(provider: IdleProvider | InhibitCheck, deadline_s: float) -> Any:
     """Run one provider on a daemon thread; a hung bus or X server costs at most ``deadline_s``."""
-    box: list[float | Exception] = []
+    box: list[object] = []
 
     def run() -> None:
         try:
@@ -241,9 +391,43 @@ def probe_idle(
     return IdleProbe(None, None, problems)
 
 
-def idle_seconds(providers: Sequence[IdleProvider] | None = None) -> float | None:
-    """Seconds since the user last touched keyboard or mouse; None when no provider can tell."""
-    return probe_idle(providers).seconds
+def probe_inhibit(
+    checks: Sequence[InhibitCheck] | None = None, *, deadline_s: float = PROVIDER_DEADLINE_S
+) -> InhibitProbe:
+    """Ask each check in turn; the first "inhibited" wins. Never raises."""
+    problems: list[str] = []
+    answered = False
+    for check in default_inhibit_checks() if checks is None else checks:
+        try:
+            inhibited = bool(_read_with_deadline(check, deadline_s))
+        except IdleUnavailable as exc:
+            problems.append(f"{check.name}: {exc}")
+            continue
+        except Exception as exc:
+            problems.append(f"{check.name}: {type(exc).__name__}: {exc}")
+            continue
+        if inhibited:
+            return InhibitProbe(True, check.name, problems)
+        answered = True
+    return InhibitProbe(False if answered else None, None, problems)
+
+
+def idle_seconds(
+    providers: Sequence[IdleProvider] | None = None,
+    inhibit_checks: Sequence[InhibitCheck] | None = None,
+) -> float | None:
+    """Seconds since the user last touched keyboard or mouse; None when no provider can tell.
+
+    0 while something inhibits idle (a film, a presentation): the user is there.
+    The inhibit checks run only when there is idle time to cancel, and an
+    unknown answer leaves the idle time as it is.
+    """
+    seconds = probe_idle(providers).seconds
+    if not seconds:  # None (unknown) or already 0
+        return seconds
+    if probe_inhibit(inhibit_checks).inhibited:
+        return 0.0
+    return seconds
 
 
 # -- power ----------------------------------------------------------------------

@@ -1,5 +1,9 @@
 """Idle time from fake GNOME/KDE D-Bus services, a real Xvfb, and injected providers; AC power.
 
+Idle inhibitors (a film, a presentation) come from a fake org.gnome.SessionManager
+and a fake logind served on the same private bus (it stands in for the system bus
+through DBUS_SYSTEM_BUS_ADDRESS), and from captured ``pmset -g assertions`` text.
+
 The D-Bus tests start a private ``dbus-daemon`` (dbus_fixtures.PrivateSessionBus: no
 service activation, so nothing installed on the host can answer in the fakes' place)
 and export fake Mutter IdleMonitor / freedesktop ScreenSaver objects with
@@ -25,10 +29,17 @@ from types import SimpleNamespace
 import pytest
 from dbus_fast import DBusError
 from dbus_fast.aio import MessageBus
-from dbus_fast.annotations import DBusUInt32, DBusUInt64
-from dbus_fast.service import ServiceInterface, method
+from dbus_fast.annotations import DBusBool, DBusStr, DBusUInt32, DBusUInt64
+from dbus_fast.constants import PropertyAccess
+from dbus_fast.service import ServiceInterface, dbus_property, method
 from rltray.app.desktop import idle
-from rltray.app.desktop.idle import IdleProvider, IdleUnavailable, probe_idle
+from rltray.app.desktop.idle import (
+    IdleProvider,
+    IdleUnavailable,
+    InhibitCheck,
+    probe_idle,
+    probe_inhibit,
+)
 
 from tests.support.dbus_fixtures import PrivateSessionBus, missing_dbus_daemon
 
@@ -45,6 +56,8 @@ def no_desktop(monkeypatch: pytest.MonkeyPatch) -> None:
         "XDG_RUNTIME_DIR",
     ):
         monkeypatch.delenv(name, raising=False)
+    # the host's logind (and whatever inhibits idle there) must not answer either
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/rltray-no-system-bus")
 
 
 # -- a private session bus with fake services -----------------------------------
@@ -101,6 +114,34 @@ class FakeScreenSaver(ServiceInterface):
         return self.ms
 
 
+class FakeSessionManager(ServiceInterface):
+    """GNOME's org.gnome.SessionManager: IsInhibited(u flags) -> b; records the flags asked."""
+
+    def __init__(self, held_flags: int, delay_s: float = 0.0) -> None:
+        super().__init__("org.gnome.SessionManager")
+        self.held_flags, self.delay_s = held_flags, delay_s
+        self.asked: list[int] = []
+
+    @method()
+    async def IsInhibited(self, flags: DBusUInt32) -> DBusBool:
+        self.asked.append(flags)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return bool(self.held_flags & flags)
+
+
+class FakeLogind(ServiceInterface):
+    """logind's org.freedesktop.login1.Manager with only the BlockInhibited property."""
+
+    def __init__(self, block_inhibited: str) -> None:
+        super().__init__("org.freedesktop.login1.Manager")
+        self.block_inhibited = block_inhibited
+
+    @dbus_property(access=PropertyAccess.READ)
+    def BlockInhibited(self) -> DBusStr:
+        return self.block_inhibited
+
+
 class FakeDesktop:
     """Owns an asyncio loop thread that serves fake interfaces on the session bus."""
 
@@ -128,6 +169,14 @@ class FakeDesktop:
         self.serve(
             "org.freedesktop.ScreenSaver", "/org/freedesktop/ScreenSaver", FakeScreenSaver(ms)
         )
+
+    def session_manager(self, held_flags: int, delay_s: float = 0.0) -> FakeSessionManager:
+        iface = FakeSessionManager(held_flags, delay_s)
+        self.serve("org.gnome.SessionManager", "/org/gnome/SessionManager", iface)
+        return iface
+
+    def logind(self, block_inhibited: str) -> None:
+        self.serve("org.freedesktop.login1", "/org/freedesktop/login1", FakeLogind(block_inhibited))
 
     def close(self) -> None:
         async def stop() -> None:
@@ -225,6 +274,180 @@ def test_dead_bus_address_is_a_problem_not_an_exception(bus_dir: Path, monkeypat
     probe = probe_idle()
     assert probe.seconds is None
     assert probe.problems[0].startswith("Mutter IdleMonitor: cannot reach the session bus at unix:")
+
+
+# -- idle inhibitors: a film or a presentation means the user is there ------------
+
+IDLE, SUSPEND = 8, 4  # org.gnome.SessionManager inhibitor flags
+
+
+def test_gnome_idle_inhibitor_means_the_user_is_there(desktop: FakeDesktop) -> None:
+    """Regression: input idle grew during a film and a round took the cores after 10 min."""
+    desktop.mutter(600_000)
+    manager = desktop.session_manager(IDLE | SUSPEND)
+    assert idle.idle_seconds() == 0.0
+    assert manager.asked == [IDLE]
+    probe = probe_inhibit()
+    assert (probe.inhibited, probe.source, probe.problems) == (True, "GNOME SessionManager", [])
+
+
+def test_gnome_without_idle_inhibitor_keeps_the_idle_time(desktop: FakeDesktop) -> None:
+    """A suspend-only inhibitor (a download) is no sign of a user; GNOME is asked for idle."""
+    desktop.mutter(600_000)
+    manager = desktop.session_manager(SUSPEND)
+    assert idle.idle_seconds() == 600.0
+    assert manager.asked == [IDLE]
+    probe = probe_inhibit()
+    assert probe.inhibited is False
+    assert len(probe.problems) == 1
+    assert probe.problems[0].startswith(
+        "logind: cannot reach the system bus at unix:path=/nonexistent/rltray-no-system-bus: "
+    )
+
+
+def test_logind_idle_block_means_the_user_is_there(
+    desktop: FakeDesktop, session_bus: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``systemd-inhibit --what=idle``: the private bus stands in for the system bus."""
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", session_bus)
+    desktop.mutter(600_000)
+    desktop.logind("shutdown:sleep:idle:handle-lid-switch")
+    assert idle.idle_seconds() == 0.0
+    probe = probe_inhibit()
+    assert (probe.inhibited, probe.source) == (True, "logind")
+    assert probe.problems == [
+        "GNOME SessionManager: org.gnome.SessionManager is not on the session bus"
+    ]
+
+
+def test_logind_without_idle_block_keeps_the_idle_time(
+    desktop: FakeDesktop, session_bus: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", session_bus)
+    desktop.mutter(600_000)
+    desktop.logind("shutdown:sleep:handle-power-key")
+    assert idle.idle_seconds() == 600.0
+    assert probe_inhibit().inhibited is False  # logind answered: known, not inhibited
+
+
+def test_no_inhibitor_services_leave_idle_unchanged_and_fast(desktop: FakeDesktop) -> None:
+    """Not GNOME, no logind: unknown, never an error, and no wait beyond the bus round trips."""
+    desktop.mutter(600_000)
+    started = time.monotonic()
+    assert idle.idle_seconds() == 600.0
+    assert time.monotonic() - started < idle.DBUS_TIMEOUT_S
+    probe = probe_inhibit()
+    assert (probe.inhibited, probe.source) == (None, None)
+    assert [p.split(":")[0] for p in probe.problems] == ["GNOME SessionManager", "logind"]
+    assert probe.problems[0].endswith("org.gnome.SessionManager is not on the session bus")
+
+
+def test_hung_session_manager_costs_at_most_the_dbus_timeout(desktop: FakeDesktop) -> None:
+    desktop.mutter(600_000)
+    desktop.session_manager(IDLE, delay_s=5)
+    started = time.monotonic()
+    assert idle.idle_seconds() == 600.0  # unknown is not "inhibited"
+    assert time.monotonic() - started < idle.DBUS_TIMEOUT_S + 1.0
+
+
+def test_inhibit_checks_run_only_when_there_is_idle_time_to_cancel() -> None:
+    asked: list[str] = []
+
+    def inhibited() -> bool:
+        asked.append("asked")
+        return True
+
+    checks = [InhibitCheck("player", inhibited)]
+    assert idle.idle_seconds([IdleProvider("none", lambda: math.nan)], checks) is None
+    assert idle.idle_seconds([IdleProvider("busy", lambda: 0.0)], checks) == 0.0
+    assert asked == []
+    assert idle.idle_seconds([IdleProvider("away", lambda: 900.0)], checks) == 0.0
+    assert asked == ["asked"]
+
+
+def test_inhibit_chain_first_yes_wins_and_failures_are_recorded() -> None:
+    def broken() -> bool:
+        raise RuntimeError("boom")
+
+    def absent() -> bool:
+        raise IdleUnavailable("not here")
+
+    probe = probe_inhibit(
+        [
+            InhibitCheck("broken", broken),
+            InhibitCheck("absent", absent),
+            InhibitCheck("no", lambda: False),
+            InhibitCheck("yes", lambda: True),
+            InhibitCheck("never asked", broken),
+        ]
+    )
+    assert (probe.inhibited, probe.source) == (True, "yes")
+    assert probe.problems == ["broken: RuntimeError: boom", "absent: not here"]
+    assert probe_inhibit([InhibitCheck("absent", absent)]).inhibited is None
+    assert probe_inhibit([]).inhibited is None
+
+
+def test_default_inhibit_checks_per_platform() -> None:
+    names = [c.name for c in idle.default_inhibit_checks("linux")]
+    assert names == ["GNOME SessionManager", "logind"]
+    assert [c.name for c in idle.default_inhibit_checks("darwin")] == ["macOS pmset assertions"]
+    assert idle.default_inhibit_checks("win32") == []  # no unprivileged API; see the module
+
+
+# `pmset -g assertions` as macOS prints it (format of a real capture: header, system-wide
+# counts, then one line per assertion with indented detail lines). powerd's "display is
+# on" assertion and WindowServer's UserIsActive are always there.
+PMSET_BASELINE = """\
+2025-11-02 13:20:57 -0600
+Assertion status system-wide:
+   BackgroundTask                 0
+   ApplePushServiceTask           0
+   UserIsActive                   1
+   PreventUserIdleDisplaySleep    0
+   PreventSystemSleep             0
+   ExternalMedia                  0
+   PreventUserIdleSystemSleep     1
+   NetworkClientActive            0
+Listed by owning process:
+   pid 145(WindowServer): [0x00044f2f00099212] 00:00:00 UserIsActive named: \
+"com.apple.iohideventsystem.queue.tickle serviceID:10009be9e service:AppleUserHIDEventService"
+	Timeout will fire in 600 secs Action=TimeoutActionRelease
+   pid 80(powerd): [0x00044f2f00019216] 00:22:34 PreventUserIdleSystemSleep named: \
+"Powerd - Prevent sleep while display is on"
+   pid 98217(caffeinate): [0x00045477000194b3] 00:00:03 PreventUserIdleSystemSleep named: \
+"caffeinate command-line tool"
+	Details: caffeinate asserting for 1600 secs
+	Localized=THE CAFFEINATE TOOL IS PREVENTING SLEEP.
+	Timeout will fire in 1597 secs Action=TimeoutActionRelease
+"""  # a backslash at a line's end joins it with the next: one line per assertion
+
+PMSET_FILM = PMSET_BASELINE.replace(
+    "PreventUserIdleDisplaySleep    0", "PreventUserIdleDisplaySleep    2"
+) + (
+    "   pid 412(Google Chrome Helper (Renderer)): [0x0004547700019a11] 00:41:07 "
+    'PreventUserIdleDisplaySleep named: "Video Wake Lock"\n'
+    "   pid 80(powerd): [0x00044f2f00019217] 00:41:07 PreventUserIdleDisplaySleep named: "
+    '"powerd self"\n'
+    "Kernel Assertions: 0x4=USB\n"
+    "   id=500  level=255 0x4=USB mod=11/2/25, 1:02 PM description=com.apple.usb.externaldevice\n"
+)
+
+
+def test_pmset_baseline_has_no_display_holder() -> None:
+    """powerd's own and caffeinate's system-sleep assertions are no sign of a user."""
+    assert "Listed by owning process" in PMSET_BASELINE
+    assert idle.macos_display_holders(PMSET_BASELINE) == []
+
+
+def test_pmset_video_wake_lock_is_a_display_holder() -> None:
+    assert idle.macos_display_holders(PMSET_FILM) == [
+        "Google Chrome Helper (Renderer) (pid 412): Video Wake Lock"
+    ]
+
+
+@pytest.mark.skipif(not hasattr(os, "uname") or os.uname().sysname != "Darwin", reason="macOS only")
+def test_macos_pmset_check_answers() -> None:
+    assert idle.macos_display_inhibited() in (True, False)
 
 
 # -- X11 on a private Xvfb ---------------------------------------------------------
