@@ -368,22 +368,31 @@ def _read_with_deadline(provider: IdleProvider | InhibitCheck, deadline_s: float
     return result
 
 
+def _answers(sources: Sequence[Any], deadline_s: float, problems: list[str]) -> Any:
+    """Each source's answer in turn (``(source, value)``); one that fails or hangs is
+    noted in ``problems`` and skipped. The one way every probe below asks."""
+    for source in sources:
+        try:
+            yield source, _read_with_deadline(source, deadline_s)
+        except IdleUnavailable as exc:
+            problems.append(f"{source.name}: {exc}")
+        except Exception as exc:
+            problems.append(f"{source.name}: {type(exc).__name__}: {exc}")
+
+
 def probe_idle(
     providers: Sequence[IdleProvider] | None = None, *, deadline_s: float = PROVIDER_DEADLINE_S
 ) -> IdleProbe:
     """Ask each provider in turn; the first plausible answer wins. Never raises."""
     problems: list[str] = []
-    for provider in default_providers() if providers is None else providers:
+    chosen = default_providers() if providers is None else providers
+    for provider, value in _answers(chosen, deadline_s, problems):
         try:
-            seconds = float(_read_with_deadline(provider, deadline_s))
-        except IdleUnavailable as exc:
-            problems.append(f"{provider.name}: {exc}")
-            continue
-        except Exception as exc:
-            problems.append(f"{provider.name}: {type(exc).__name__}: {exc}")
-            continue
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
         if not math.isfinite(seconds) or seconds < 0:
-            problems.append(f"{provider.name}: implausible idle time {seconds!r}")
+            problems.append(f"{provider.name}: implausible idle time {value!r}")
             continue
         return IdleProbe(seconds, provider.name, problems)
     if not problems:
@@ -397,15 +406,8 @@ def probe_inhibit(
     """Ask each check in turn; the first "inhibited" wins. Never raises."""
     problems: list[str] = []
     answered = False
-    for check in default_inhibit_checks() if checks is None else checks:
-        try:
-            inhibited = bool(_read_with_deadline(check, deadline_s))
-        except IdleUnavailable as exc:
-            problems.append(f"{check.name}: {exc}")
-            continue
-        except Exception as exc:
-            problems.append(f"{check.name}: {type(exc).__name__}: {exc}")
-            continue
+    chosen = default_inhibit_checks() if checks is None else checks
+    for check, inhibited in _answers(chosen, deadline_s, problems):
         if inhibited:
             return InhibitProbe(True, check.name, problems)
         answered = True
