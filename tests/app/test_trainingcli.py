@@ -411,30 +411,37 @@ def test_train_waits_for_a_starting_rltray_and_never_trains_beside_it(
         holder.communicate("", timeout=10)
 
 
+def _three_ticks_that_start(paths: Paths, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], str]:
+    """Three scheduler ticks that each decide to start a round; what the event log says of
+    training, and the status line's reason after them."""
+    from rltray.app import autotrain
+    from rltray.app.runtime import Runtime
+    from rltray.app.scheduler import Decision
+
+    monkeypatch.setattr(autotrain, "decide", lambda runtime: Decision(True, False, "now"))
+    with Service(paths) as service:
+        runtime = Runtime(service)
+        for _ in range(3):
+            autotrain.gate(runtime)
+        assert not service.runner().running()
+        said = [e["message"] for e in service.store.events(limit=20) if e["kind"] == "training"]
+        return said, runtime.gate_reason
+
+
 def test_a_round_the_gate_cannot_start_is_said_once_not_every_minute(
     fake_trainer: Paths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The count of new ratings says enough, but none can be trained (empty answers, or
     too long for the model): each tick logged "could not start", every minute, for ever."""
-    from rltray.app import autotrain
-    from rltray.app.runtime import Runtime
-    from rltray.app.scheduler import Decision
-
     with Store.open(fake_trainer) as store:
         for n in range(3):
             turn_id, _ = store.add_turn({"agent": "codex", "session": "s", "turn": f"e{n}",
                                          "prompt": "p", "response": "   ", "context": [],
                                          "captured_at": "2025-01-01T00:00:00Z"})
             store.rate(turn_id, 1 if n % 2 else -1, "cli")
-    monkeypatch.setattr(autotrain, "decide", lambda runtime: Decision(True, False, "now"))
-    with Service(fake_trainer) as service:
-        runtime = Runtime(service)
-        for _ in range(3):
-            autotrain.gate(runtime)
-        said = [e["message"] for e in service.store.events(limit=20) if e["kind"] == "training"]
-        assert len(said) == 1 and said[0].startswith("not started: "), said
-        assert "could not start" not in " ".join(said)
-        assert runtime.gate_reason and not service.runner().running()
+    said, reason = _three_ticks_that_start(fake_trainer, monkeypatch)
+    assert len(said) == 1 and said[0].startswith("not started: "), said
+    assert reason == said[0].removeprefix("not started: ")
 
 
 def test_a_trainer_that_cannot_start_is_said_once_not_every_minute(
@@ -442,17 +449,8 @@ def test_a_trainer_that_cannot_start_is_said_once_not_every_minute(
 ) -> None:
     """A trainer environment that is gone fails the same way at every tick: it was logged
     every minute (1,440 rows a day, never pruned)."""
-    from rltray.app import autotrain
-    from rltray.app.runtime import Runtime
-    from rltray.app.scheduler import Decision
-
     assert cli("config", "set", "training.python", "/nonexistent/bin/python")[0] == ExitCode.OK
     rate(fake_trainer, 48, 0)
-    monkeypatch.setattr(autotrain, "decide", lambda runtime: Decision(True, False, "now"))
-    with Service(fake_trainer) as service:
-        runtime = Runtime(service)
-        for _ in range(3):
-            autotrain.gate(runtime)
-        said = [e["message"] for e in service.store.events(limit=20) if e["kind"] == "training"]
-        assert len(said) == 1 and said[0].startswith("could not start: "), said
-        assert "/nonexistent/bin/python" in runtime.gate_reason
+    said, reason = _three_ticks_that_start(fake_trainer, monkeypatch)
+    assert len(said) == 1 and said[0].startswith("could not start: "), said
+    assert "/nonexistent/bin/python" in reason
