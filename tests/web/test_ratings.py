@@ -464,8 +464,10 @@ def test_enter_on_a_focused_button_presses_it(tab, server, service,  # noqa: F81
     tab.keyboard.press("Enter")
     tab.wait_for_selector("#flash >> text=comment saved", timeout=5000)
     assert service.store.active_rating(ids[1]).comment == "it ignored my instructions"
-    tab.wait_for_function(  # the drawer is drawn again from the answer
-        "document.querySelector('#detail textarea').defaultValue === 'it ignored my instructions'")
+    tab.wait_for_function(  # the drawer is drawn again from the answer (a function, not an
+        # expression: polling an expression evals it, which the page's CSP refuses)
+        "said => document.querySelector('#detail textarea').defaultValue === said",
+        arg="it ignored my instructions")
     tab.focus("#detail button[data-rate='-1']")
     tab.keyboard.press("Enter")
     tab.wait_for_selector(f"tr[data-id='{ids[1]}'] .badge.bad", timeout=5000)
