@@ -12,6 +12,7 @@ a token runs any command by design, so :func:`check_auth` refuses such a cluster
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -21,6 +22,9 @@ from rltray.app.training.remote.ssh import RemoteError
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 #: The oldest Ray whose job API takes token auth (and carries the 2025 CVE fixes).
 MIN_RAY = (2, 52)
+#: How long a job waits for a head whose job agent is still starting ("No available agent
+#: to submit job, please try again later": HTTP 500 for the first seconds after a start).
+AGENT_WAIT_S = 45.0
 
 
 class RayJobs:
@@ -72,16 +76,25 @@ class RayJobs:
             "run commands; start Ray with RAY_AUTH_MODE=token"
         )
 
-    def submit(self, submission_id: str, entrypoint: str, **extra: Any) -> None:
-        try:
-            self._request(
-                "POST", "/api/jobs/",
-                {"entrypoint": entrypoint, "submission_id": submission_id, **extra},
-            )  # fmt: skip
-        except RayHTTPError as exc:
-            if "already exists" in exc.text:
-                return  # a retry after a lost answer: the job is there
-            raise RemoteError(f"Ray did not take the job: {exc.first_line()}") from None
+    def submit(self, submission_id: str, entrypoint: str, *, agent_wait_s: float = AGENT_WAIT_S,
+               **extra: Any) -> None:
+        """Submit a job; a head whose job agent is still starting is asked again (it says
+        to try again later) for up to ``agent_wait_s`` seconds."""
+        deadline = time.monotonic() + agent_wait_s
+        while True:
+            try:
+                self._request(
+                    "POST", "/api/jobs/",
+                    {"entrypoint": entrypoint, "submission_id": submission_id, **extra},
+                )  # fmt: skip
+                return
+            except RayHTTPError as exc:
+                if "already exists" in exc.text:
+                    return  # a retry after a lost answer: the job is there
+                if "No available agent" in exc.text and time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    continue
+                raise RemoteError(f"Ray did not take the job: {exc.first_line()}") from None
 
     def status(self, submission_id: str) -> dict[str, Any] | None:
         """The job's details (``status``, ``message``…), None when Ray does not know it."""
