@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -250,19 +250,25 @@ def _base_answers(backend: Any, prompts: list[list[int]], everyday: list[list[in
     return rated, general, (2 if everyday else 1) - len(fresh)
 
 
-def finish(backend: Any, state: dict[str, Any], pad_id: int, hyper: Any = None
-           ) -> dict[str, Any]:
+def finish(backend: Any, state: dict[str, Any], pad_id: int, hyper: Any = None,
+           check: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """The new adapter's NLL on the round-start answers: the round's prompts
     (``ref_nll_*``) and the everyday ones (``general_nll_*``), and with
-    ``hyper.degen_cap`` set, its own greedy answers' broken count (``ref_degenerate_*``)."""
+    ``hyper.degen_cap`` set, its own greedy answers' broken count (``ref_degenerate_*``).
+
+    ``check`` runs before each of the three parts: it raises to abandon the rest (a
+    round asked to pause)."""
     if not state:
         return {}
     t0 = time.monotonic()
+    check()
     out = _scored("ref", backend, state, pad_id)
     out["ref_tokens"] = int(sum(len(a) for a in state["answers"]))
     if state.get("general"):
+        check()
         out.update(_scored("general", backend, state["general"], pad_id))
     if getattr(hyper, "degen_cap", None) is not None:
+        check()
         out.update(broken_answers(backend, state, int(hyper.ref_tokens)))
     out["ref_seconds"] = round(float(state.get("seconds", 0.0)) + time.monotonic() - t0, 3)
     out["ref_answers_kept"] = int(state.get("answers_kept", 0))  # sets not decoded again

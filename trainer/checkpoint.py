@@ -69,6 +69,13 @@ class RoundState:
     #: the base's greedy answers (token ids) and their NLL under base and parent. Kept
     #: so a resumed round scores the very same answers instead of generating anew.
     reference: dict[str, Any] = field(default_factory=dict)
+    #: Set once every optimizer step ran (or the drift guard ended them): a round
+    #: resumed from here goes straight to its finish, with the guard's sentence that
+    #: ended the steps (``""`` when all ran). The finish of a large model takes many
+    #: minutes; a pause or a hard kill in it no longer costs the steps since the last
+    #: periodic checkpoint.
+    steps_done: bool = False
+    stopped_early: str = ""
 
     def position(self) -> dict[str, Any]:
         """The JSON part (everything except the arrays)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -32,11 +33,23 @@ def _rated_key(example: Example) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
+class FinishPaused(Exception):
+    """Asked to stop between the finish's measurements, before the folder is written.
+
+    The round's checkpoint (written when the steps ended) holds everything the finish
+    needs, so the caller reports the round paused; running the job again measures anew
+    and ends as a round that never paused.
+    """
+
+
 def finish(rnd: Round, state: checkpoint.RoundState, stopped_early: str = "") -> TrainResult:
     """The end of a round: measure the kept weights, judge them, write the adapter folder.
 
     ``stopped_early`` is the drift guard's sentence when it ended the round ("" when
-    every step ran). The metrics' key order is the done line's: keep it.
+    every step ran). The metrics' key order is the done line's: keep it. Raises
+    :class:`FinishPaused` when ``rnd.should_stop()`` between two measurements: on a
+    large model they take many minutes, and a user who comes back should not wait
+    for them (nor have the runner kill the trainer).
     """
     t_finish = time.monotonic()
     metrics = _measure(rnd, state)
@@ -68,6 +81,8 @@ def finish(rnd: Round, state: checkpoint.RoundState, stopped_early: str = "") ->
 def _measure(rnd: Round, state: checkpoint.RoundState) -> dict[str, Any]:
     """The round-start metrics plus the kept weights' drift (to the parent and the base),
     held-out metrics (``auroc_new``) and capability NLLs (``ref_nll_*``)."""
+    check = _stop_check(rnd)
+    check()
     metrics: dict[str, Any] = dict(state.metrics)
     # When the drift set is the held-out turns, the forward that measures drift also
     # gives the policy's held-out log-probs the gate scores (one forward, not two).
@@ -77,16 +92,29 @@ def _measure(rnd: Round, state: checkpoint.RoundState) -> dict[str, Any]:
     shared = drift.which == "held-out" and drift.idx == list(state.held_kept)
     metrics.update(drift.measure(rnd.backend, rnd.hyper, rnd.pad_id,
                                  policy_rows=h_pol if shared else None, known=rnd.guard.current))
+    check()
     if not shared:
         h_pol = rounddata.logprob_rows(rnd.backend, rnd.held_enc, state.held_kept, rnd.size,
                                        rnd.pad_id, adapter=True, should_stop=lambda: False) or {}
     h_base = dict(zip(state.held_kept, state.held_base, strict=True))
     metrics.update(rounddata.heldout_metrics(
         rnd.held_enc, state.held_kept, rnd.heldout, h_pol, h_base, "auroc_new"))
-    metrics.update(capability.finish(rnd.backend, state.reference, rnd.pad_id, rnd.hyper))
+    metrics.update(capability.finish(rnd.backend, state.reference, rnd.pad_id, rnd.hyper,
+                                     check=check))
+    check()
     metrics["kl_to_base"] = metrics["kl_total"]  # the name earlier rounds stored
     metrics["drift_set"] = drift.which
     return metrics
+
+
+def _stop_check(rnd: Round) -> Callable[[], None]:
+    """A function that raises :class:`FinishPaused` once the round is asked to stop."""
+
+    def check() -> None:
+        if rnd.should_stop():
+            raise FinishPaused
+
+    return check
 
 
 class _Lora(NamedTuple):

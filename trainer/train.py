@@ -29,8 +29,10 @@ The round:
    the round retires (a guard stop inside the first epoch leaves the examples the
    kept weights never saw unseen: ``TrainResult.unseen_ids``).
 
-``should_stop()`` is polled between optimizer steps; a stop saves a checkpoint
-(:mod:`.checkpoint`) and returns ``paused``. Running the same job again resumes
+``should_stop()`` is polled in the round start's passes, between optimizer steps and
+between the finish's measurements; a stop saves a checkpoint (:mod:`.checkpoint`)
+and returns ``paused``. The end of the steps is checkpointed too, so a pause or a
+hard kill in the finish resumes at the finish. Running the same job again resumes
 from it and ends bit-identical to a run that never paused.
 """
 
@@ -52,7 +54,7 @@ from rltray.trainer import (
 )
 from rltray.trainer.backends.base import Backend
 from rltray.trainer.drift import DriftSet
-from rltray.trainer.finish import finish
+from rltray.trainer.finish import FinishPaused, finish
 from rltray.trainer.guard import Guard
 from rltray.trainer.job import Example, JobError, TrainJob, TrainResult
 from rltray.trainer.objective import (
@@ -133,13 +135,26 @@ def train(
     if state is None:
         return Outcome("paused", checkpoint=None)
     rnd.guard = _guard(rnd, state)
-    how = _optimise(rnd, state)
+    how = state.stopped_early if state.steps_done else _optimise(rnd, state)
+    if how != "paused" and not state.steps_done:
+        state.steps_done, state.stopped_early = True, how
+        _save(rnd, state)  # a kill during the finish resumes at the finish
     if how == "paused":
-        state.guard, state.guard_arrays = rnd.guard.state()
-        return Outcome("paused", checkpoint=checkpoint.save(job.checkpoint_dir, state, backend))
-    result = finish(rnd, state, stopped_early=how)
+        return Outcome("paused", checkpoint=_save(rnd, state))
+    try:
+        result = finish(rnd, state, stopped_early=how)
+    except FinishPaused:
+        rnd.emit({"type": "log", "message": "paused in the checks after the last step; "
+                  "resuming runs only those checks"})  # fmt: skip
+        return Outcome("paused", checkpoint=job.checkpoint_dir)
     checkpoint.remove(job.checkpoint_dir)
     return Outcome("done", result=result)
+
+
+def _save(rnd: Round, state: checkpoint.RoundState) -> Path:
+    """Checkpoint the round where it is, with its drift guard's state."""
+    state.guard, state.guard_arrays = rnd.guard.state()
+    return checkpoint.save(rnd.job.checkpoint_dir, state, rnd.backend)
 
 
 def _resume_or_start(rnd: Round) -> checkpoint.RoundState | None:
@@ -157,7 +172,9 @@ def _resume_or_start(rnd: Round) -> checkpoint.RoundState | None:
         state = None
     if state is not None:
         rnd.backend.load_checkpoint(checkpoint.backend_dir(ck_dir))
-        emit({"type": "log", "message": f"resumed at optimizer step {state.global_step}"})
+        emit({"type": "log", "message": "resumed after the last optimizer step, at the "
+              "round's checks" if state.steps_done else
+              f"resumed at optimizer step {state.global_step}"})  # fmt: skip
         return state
     checkpoint.remove(ck_dir)
     t_start = time.monotonic()

@@ -72,3 +72,61 @@ def test_a_round_paused_after_an_unmeasured_crossing_resumes_to_the_same_guard_s
                if not k.endswith(("_s", "_seconds"))} for o in (straight, resumed))
     assert mb == ma and resumed.result.reasons == straight.result.reasons
     assert "kept the weights of step 2" in mb["stopped_early"]
+
+
+def _same_result(a_out, b_out) -> None:
+    a = adapters.load_adapter_tensors(a_out.result.adapter)
+    b = adapters.load_adapter_tensors(b_out.result.adapter)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    ma, mb = ({k: v for k, v in o.result.metrics.items()  # all but the timings
+               if not k.endswith(("_s", "_seconds"))} for o in (a_out, b_out))
+    assert mb == ma and b_out.result.reasons == a_out.result.reasons
+    assert b_out.result.trained_ids == a_out.result.trained_ids
+
+
+@pytest.mark.parametrize("hyper", [HYPER, {**HYPER, "kl_cap": 1e-7, "kl_cap_total": 1e-7}],
+                         ids=["every-step", "guard-stop"])
+def test_a_stop_in_the_checks_after_the_last_step_resumes_at_those_checks(
+    tiny_model_dir: Path, tmp_path: Path, hyper: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pause (or a kill) in the finish resumes there: no step runs again, and the
+    result is the uninterrupted round's, a drift guard stop included."""
+    monkeypatch.setenv("RLTRAY_ANSWER_CACHE", "off")  # every round decodes its own answers
+    straight, _ = run_round(make_job(tmp_path / "a", tiny_model_dir, hyper=hyper))
+    assert straight.status == "done"
+    steps = [x for x in _ if x["type"] == "progress"]
+
+    job = make_job(tmp_path / "b", tiny_model_dir, hyper=hyper)
+    lines: list[dict] = []
+
+    def in_the_finish() -> bool:  # every progress line is out: the steps are over
+        return len([x for x in lines if x["type"] == "progress"]) == len(steps)
+
+    paused, _ = run_round(job, in_the_finish, lines)
+    assert paused.status == "paused" and paused.checkpoint is not None
+    assert any("paused in the checks" in x.get("message", "") for x in lines)
+    resumed, after = run_round(job)
+    assert not [x for x in after if x["type"] == "progress"]
+    assert any("resumed after the last optimizer step" in x.get("message", "") for x in after)
+    _same_result(straight, resumed)
+    if hyper.get("kl_cap") == 1e-7:
+        assert resumed.result.metrics["stopped_early"] and not resumed.result.accepted
+
+    class Killed(BaseException):
+        pass
+
+    job_c = make_job(tmp_path / "c", tiny_model_dir, hyper=hyper)
+    lines_c: list[dict] = []
+
+    def killed_in_the_finish() -> bool:
+        if len([x for x in lines_c if x["type"] == "progress"]) == len(steps):
+            raise Killed  # the runner's kill: nothing after this point is written
+        return False
+
+    with pytest.raises(Killed):
+        run_round(job_c, killed_in_the_finish, lines_c)
+    resumed_c, after_c = run_round(job_c)
+    assert not [x for x in after_c if x["type"] == "progress"]
+    _same_result(straight, resumed_c)
