@@ -34,7 +34,10 @@ there. The checks, first "yes" wins, each unknown answer just skipped:
   (SystemExecutionState)`` is untested here).
 
 An inhibitor only answers "is the user there now": once the film ends, input
-idle is back to the time since the last key press.
+idle is the time since the last key press, two hours after a film. So the last
+moment an inhibitor said the user was there is remembered (:class:`Presence`),
+and idle counts from the later of the two: a round does not start the minute the
+credits end.
 
 D-Bus calls are blocking jeepney calls (keyring already needs jeepney on
 Linux; dbus-fast is asyncio-only) with a one-second limit, and every provider
@@ -52,6 +55,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -414,22 +418,50 @@ def probe_inhibit(
     return InhibitProbe(False if answered else None, None, problems)
 
 
+class Presence:
+    """The last moment (monotonic) an inhibitor said the user was there.
+
+    One per process: the gate asks every minute or so, so the end of a film is
+    known to within one tick. Monotonic, so a clock set back cannot make the
+    user look present (or away) for an hour.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.at: float | None = None
+
+    def seen(self) -> None:
+        self.at = self.clock()
+
+    def since(self) -> float | None:
+        """Seconds since the user was last seen through an inhibitor; None: never."""
+        return None if self.at is None else max(0.0, self.clock() - self.at)
+
+
+PRESENCE = Presence()
+
+
 def idle_seconds(
     providers: Sequence[IdleProvider] | None = None,
     inhibit_checks: Sequence[InhibitCheck] | None = None,
+    presence: Presence | None = None,
 ) -> float | None:
-    """Seconds since the user last touched keyboard or mouse; None when no provider can tell.
+    """Seconds since the user last touched keyboard or mouse, or was last seen watching
+    (``presence``); None when no provider can tell.
 
     0 while something inhibits idle (a film, a presentation): the user is there.
     The inhibit checks run only when there is idle time to cancel, and an
     unknown answer leaves the idle time as it is.
     """
+    presence = PRESENCE if presence is None else presence
     seconds = probe_idle(providers).seconds
     if not seconds:  # None (unknown) or already 0
         return seconds
     if probe_inhibit(inhibit_checks).inhibited:
+        presence.seen()
         return 0.0
-    return seconds
+    since = presence.since()
+    return seconds if since is None else min(seconds, since)
 
 
 # -- power ----------------------------------------------------------------------

@@ -350,6 +350,37 @@ def test_hung_session_manager_costs_at_most_the_dbus_timeout(desktop: FakeDeskto
     assert time.monotonic() - started < idle.DBUS_TIMEOUT_S + 1.0
 
 
+@pytest.fixture(autouse=True)
+def _nobody_seen_yet() -> Iterator[None]:
+    """Each test starts as a fresh tray: no inhibitor has said the user was there."""
+    idle.PRESENCE.at = None
+    yield
+    idle.PRESENCE.at = None
+
+
+def test_after_a_film_idle_counts_from_its_end_not_from_the_last_key_press() -> None:
+    """Regression: input idle read two hours the minute a film ended, so a round took the
+    cores as the credits rolled; the user was there all along."""
+    now = [1000.0]
+    presence = idle.Presence(clock=lambda: now[0])
+    playing = [True]
+    checks = [InhibitCheck("player", lambda: playing[0])]
+    keys = [IdleProvider("input", lambda: 7200.0 + now[0] - 1000.0)]
+    assert idle.idle_seconds(keys, checks, presence) == 0.0  # the film plays
+    now[0] += 60.0
+    playing[0] = False  # the credits end; nobody has touched a key for two hours
+    assert idle.idle_seconds(keys, checks, presence) == 60.0
+    now[0] += 600.0
+    assert idle.idle_seconds(keys, checks, presence) == 660.0  # away since then: it counts
+    assert idle.idle_seconds([IdleProvider("input", lambda: 30.0)], checks, presence) == 30.0
+
+
+def test_without_an_inhibitor_seen_idle_is_the_input_idle() -> None:
+    presence = idle.Presence(clock=lambda: 5.0)
+    checks = [InhibitCheck("player", lambda: False)]
+    assert idle.idle_seconds([IdleProvider("input", lambda: 900.0)], checks, presence) == 900.0
+
+
 def test_inhibit_checks_run_only_when_there_is_idle_time_to_cancel() -> None:
     asked: list[str] = []
 
