@@ -21,9 +21,10 @@ import json
 import logging
 import os
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rltray.app.autopublish import OllamaReturn
@@ -274,14 +275,56 @@ class Runtime:
         from rltray.app.desktop.notifier import Notifier
 
         def on_rating(turn_id: int, value: int, comment: str | None) -> None:
-            self.submit(lambda: self._rate_from_notification(turn_id, value, comment))
+            # The press's time, taken now: the job may wait in the queue (a busy database)
+            # while the user types `/rl` in the agent, and the last word must win.
+            pressed = datetime.now(timezone.utc)
+            self.submit(lambda: self._rate_from_notification(turn_id, value, comment, pressed))
 
         self.notifier = Notifier(on_rating, icon=appicon.install() or "rltray")
         self.notifier.start()
         self.service.rating_listeners.append(self.notifier.withdraw)
 
-    def _rate_from_notification(self, turn_id: int, value: int, comment: str | None) -> None:
-        self.service.rate(turn_id, value, comment=comment, source="notification")
+    def _rate_from_notification(
+        self, turn_id: int, value: int, comment: str | None, pressed: datetime | None = None
+    ) -> None:
+        """Store a press; one the database cannot take now waits in the spool instead.
+
+        The server took the bubble down when it was pressed, so a press dropped here
+        would be lost without a trace: a database held by another process past the
+        busy timeout (which ``Service.rate`` already waited out) hands it to the spool,
+        whose ingest retries it on every pass of this worker, in or after this run.
+        """
+        try:
+            self.service.rate(turn_id, value, comment=comment, source="notification", at=pressed)
+        except sqlite3.DatabaseError as exc:  # DatabaseBusy, DatabaseDamaged: not the press's
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise
+            self._spool_press(turn_id, value, comment, pressed or datetime.now(timezone.utc), exc)
+
+    def _spool_press(
+        self, turn_id: int, value: int, comment: str | None, pressed: datetime, why: Exception
+    ) -> None:
+        """Keep a press the database refused as a spool record; say so when even that fails."""
+        from rltray.app import spool
+        from rltray.app.words import word
+
+        try:
+            turn = self.service.store.get_turn(turn_id)  # a read: WAL lets it past a writer
+            if turn is None:  # deleted meanwhile: there is nothing left to rate
+                log.info("a press on turn %s was dropped: the turn was deleted", turn_id)
+                return
+            name = spool.spool_press(self.service.paths, turn, value, comment, pressed)
+        except Exception as exc:  # the user must hear that the press is gone
+            log.error("a %s pressed for turn %s could not be stored (%s) nor kept in the "
+                      "spool (%s)", word(value), turn_id, why, exc)
+            if self.notifier is not None:
+                self.notifier.tell("rltray", f"Your {word(value)} rating of turn {turn_id} "
+                                   f"could not be saved ({why}); rate it again with `rltray "
+                                   f"rate {turn_id} {word(value)}`.")  # fmt: skip
+            return
+        log.warning("the database did not take a %s for turn %s (%s): it waits in the spool "
+                    "as %s and is stored once the database is free", word(value), turn_id, why,
+                    name)  # fmt: skip
 
     def _maybe_ask(self, turn_id: int, seconds: float | None = None) -> None:
         if self.notifier is None:
@@ -415,9 +458,21 @@ class Runtime:
         self.snoozed_until = end
         return {"snoozed_until": None if end is None else end.isoformat(timespec="minutes")}
 
+    def snooze_end(self) -> datetime | None:
+        """When the snooze ends, while it lasts; None once that time has passed.
+
+        ``snoozed_until`` keeps an ended snooze (nothing clears it at its end), and
+        the policy ignores it then; what is shown to the user must ignore it too.
+        """
+        end = self.snoozed_until
+        if end is None:
+            return None
+        now = datetime.now(end.tzinfo) if end.tzinfo is not None else datetime.now()
+        return end if now < end else None
+
     def health(self) -> dict[str, Any]:
         """For `rltray doctor`: the process, delivery problems, snooze, where the token lives."""
-        snoozed = self.snoozed_until
+        snoozed = self.snooze_end()
         return {
             "pid": os.getpid(),
             "notifications": None if self.notifier is None else self.notifier.delivery_problems(),

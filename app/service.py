@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 SETUP_DONE = "setup-done"  # in the data folder once the setup wizard was finished
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from rltray.app.config import Config
     from rltray.app.store import Rating, Store, Turn
     from rltray.app.training.publisher import Publisher
@@ -159,16 +161,20 @@ class Service:
         comment: str | None = None,
         source: str = "cli",
         score: int | None = None,
+        at: datetime | None = None,
     ) -> RateOutcome:
         """Rate or re-rate one turn; no ``comment`` keeps the one it has (app/rating.py).
 
         ``score``: a graded rating (1, 2, 4 or 5); ``value`` is then its class.
+        ``at``: when the user gave it (a press or a click that waited in the runtime's
+        queue), so a ``/rl`` typed after it, but stored first, stays the last word;
+        None: now.
         """
         from rltray.app import rating
 
         _check_value(value)
         turn = self._turn(turn_id)
-        applied = rating.apply(self.store, turn.id, value, source, comment, score=score)
+        applied = rating.apply(self.store, turn.id, value, source, comment, at=at, score=score)
         if applied.stale:
             self.store.log_event(
                 "rating",
@@ -183,10 +189,20 @@ class Service:
     def _note_for_next_prompt(self, turn: Any, rating: Any) -> None:
         """A bad rating with a comment given outside the agent (a notification's reply, the
         CLI, the window) is said to that session's next prompt, once, as `/rl bad why`
-        typed in the agent is (issue 24); a rating taken back or turned good says nothing."""
+        typed in the agent is (issue 24); a rating taken back or turned good says nothing.
+
+        Only for the session's newest captured turn: the note tells the agent "your
+        previous answer", and a rating of an older answer (`rltray rate 12 bad -c …`, the
+        ratings window) is about another one, maybe one the agent no longer has in its
+        context. Such a rating leaves no note and takes none back (a waiting note is about
+        the newest answer): naming the older prompt instead would hand the agent, mid-task,
+        a correction to work it did not just do, and the comment still reaches it as a
+        lesson at the next session start."""
         from rltray.app.hooks import lessonfiles
 
         home = str(self.paths.home)
+        if self.store.session_turn_after(turn.agent, turn.session, turn.captured_at, turn.id):
+            return
         try:
             if rating is not None and rating.value < 0 and rating.comment:
                 from rltray.app.scrub import scrub  # the note waits in a file: no credential
@@ -262,12 +278,16 @@ class Service:
         """Change the comment of a turn's rating ("" or None removes it); not a new rating.
 
         ``was``: the comment the edit started from; the store refuses the change
-        (``CommentChanged``) when the comment is no longer it.
+        (``CommentChanged``) when the comment is no longer it. The words are scrubbed of
+        credentials first, as every rating's comment is (app/rating.py): they are told
+        to the agent (note, lessons, Claude Code's rules file).
         """
         from rltray.app.hooks import lessonfiles
+        from rltray.app.scrub import scrub
 
         turn = self._turn(turn_id)
-        rating = self.store.set_comment(turn_id, text, was=was)  # StoreError: no rating
+        words = scrub(text) if text else text
+        rating = self.store.set_comment(turn_id, words, was=was)  # StoreError: no rating
         if os.path.exists(lessonfiles.note_path(str(self.paths.home), turn.agent, turn.session)):
             self._note_for_next_prompt(turn, rating)  # the waiting note says the words now
         self.changed()

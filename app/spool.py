@@ -33,7 +33,7 @@ from rltray.app.store.base import StoreError, parse_iso
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
-    from rltray.app.store import Store
+    from rltray.app.store import Store, Turn
 
 __all__ = ["IngestReport", "SpoolError", "ingest", "scrub", "validate"]
 
@@ -48,6 +48,11 @@ AGENT = re.compile(r"[a-z0-9][a-z0-9\-]{0,39}")
 COMMANDS = ("good", "bad", "undo", "status", "1", "2", "4", "5", "lesson")
 ROLES = ("user", "assistant", "system")
 
+
+#: The ``event`` of a command record that is a notification's Good / Bad the database could
+#: not take when it was pressed (the runtime's ``spool_press``): applied as that press, with
+#: the notification's rules (it never overrides a rating given elsewhere), not as a `/rl`.
+PRESS_EVENT = "rltray-notification"
 
 #: How long a command naming a turn not stored yet waits for it before it is refused: its
 #: file can sort before the turn's when the clock stepped back between the two hooks.
@@ -211,6 +216,8 @@ def validate(obj: object) -> dict[str, Any]:
             "target_message": _optional(obj, "target_message", 400),
             "comment": _optional(obj, "comment", MAX_COMMENT),
             "event": _optional(obj, "event", 40),
+            # `/rl lesson`: the folder it was typed in (absent from older hooks' records)
+            "cwd": _optional(obj, "cwd", 4096),
         }
     if obj.get("kind") == "message":  # OpenClaw: the platform message a turn's answer went as
         return {**base, "turn": _text(obj, "turn", limit=200),
@@ -328,13 +335,14 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
                 store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
         else:
             value, score = rating.parse(command)
-            applied = rating.apply(
-                store, turn.id, value, "agent", rec["comment"], at=when, score=score
-            )
+            press = rec.get("event") == PRESS_EVENT
+            applied = rating.apply(store, turn.id, value, rating.NOTIFICATION if press else "agent",
+                                   rec["comment"], at=when, score=score)  # fmt: skip
             changed = applied.changed
             if applied.stale:
                 kept = applied.rating
-                store.log_event("command", f"/rl {command} typed in {where} was read after turn "
+                said = f"{command} pressed on a notification" if press else f"/rl {command} typed"
+                store.log_event("command", f"{said} in {where} was read after turn "
                                 f"{turn.id} was rated {rating.label(kept.value, kept.score)} in "
                                 f"the {kept.source}; kept that")
     store.mark_command_applied(name, command, None if turn is None else turn.id)
@@ -354,17 +362,19 @@ def _age_s(rec: dict[str, Any]) -> float:
 
 
 def _add_lesson(rec: dict[str, Any], store: Store) -> None:
-    """`/rl lesson <text>`: a lesson in the user's words for the session's project.
+    """`/rl lesson <text>`: a lesson in the user's words for the project it was typed in.
 
-    The project is the folder of the turn the command names, else the newest known
-    folder of that session's turns; a session with no known folder makes it a
-    lesson for every project.
+    The project is the folder the hook recorded with it (``cwd``); a record from an
+    older hook has none, and then it is the folder of the turn the command names, else
+    the newest known folder of that session's turns, else none: a lesson for every
+    project. (Before the hook recorded it, `/rl lesson` as a session's first prompt fell
+    through to that last case, and a project's note was told in every project.)
     """
     text = (rec.get("comment") or "").strip()
     if not text:
         raise SpoolError("/rl lesson needs the lesson's words after it (/rl lesson <text>).")
-    folder = None
-    if rec["target_turn"] is not None:
+    folder = rec.get("cwd")
+    if not folder and rec["target_turn"] is not None:
         turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{rec['target_turn']}")
         folder = turn.cwd if turn is not None else None
     folder = folder or store.session_folder(rec["agent"], rec["session"])
@@ -546,3 +556,29 @@ def _older_than(path: Path, cutoff: float) -> bool:
 def _safely(paths: Paths, store: Store, name: str, reason: str, report: IngestReport) -> None:
     with contextlib.suppress(FileNotFoundError):  # another ingester took it first
         _reject(paths, name, reason, report, store)
+
+
+def spool_press(
+    paths: Paths, turn: Turn, value: int, comment: str | None, pressed: datetime
+) -> str:
+    """Keep a notification's press as a command record (``PRESS_EVENT``); its file's name.
+
+    For a press the database could not take (held by another process past the busy
+    timeout): the record names the turn as a `/rl` does, carries the press's time so
+    the rating rules weigh it as given then, and is applied by the next ingest like
+    any hook record, so the press survives a busy database and a restart.
+    """
+    from rltray.app.fileio import write_private_atomic
+
+    record = {
+        "v": 1, "kind": "command", "agent": turn.agent, "session": turn.session,
+        "command": "good" if value > 0 else "bad", "target_turn": turn.turn,
+        "comment": comment[:MAX_COMMENT] if comment else None, "event": PRESS_EVENT,
+        "captured_at": pressed.astimezone(timezone.utc).isoformat(timespec="microseconds"),
+    }  # fmt: skip
+    validate(record)  # what ingest would refuse is refused here, where the caller can say so
+    incoming = paths.spool_incoming
+    incoming.mkdir(mode=0o700, parents=True, exist_ok=True)
+    name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.json"
+    write_private_atomic(incoming / name, json.dumps(record).encode("utf-8"))
+    return name

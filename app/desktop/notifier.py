@@ -28,6 +28,15 @@ Each notification's buttons carry their own turn id: a press rates exactly the
 turn that was asked about, never "the newest". Dismissing or letting it expire
 rates nothing.
 
+Ids belong to one server: one that restarts (dunst reloaded, GNOME Shell
+restarted) numbers from 1 again, for other apps too. So when the owner of
+org.freedesktop.Notifications changes, every id held (ours and desktop-notifier's)
+is forgotten: a withdraw never closes another app's bubble, and a press on a new
+bubble reusing an old id (ActionInvoked is broadcast) never rates the old turn.
+What is kept per notification goes when it ends, however it ends; a ``tell()`` is
+let go once sent. Where the server reads bodies as markup (``body-markup``), an
+answer's ``<``, ``>`` and ``&`` are escaped so they show as typed.
+
 This module imports desktop-notifier lazily (on the loop thread), so importing
 it costs the CLI nothing; it never imports torch, transformers or mlx.
 """
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import html
 import logging
 import os
 import sys
@@ -77,6 +87,14 @@ NO_LIBRARY = (
     "The desktop-notifier package is missing, so rltray cannot show notifications; "
     "reinstall rltray (pip install --force-reinstall rltray)."
 )
+NOTIFICATIONS = "org.freedesktop.Notifications"
+DBUS = "org.freedesktop.DBus"
+OWNER_RULE = (
+    f"type='signal',sender='{DBUS}',interface='{DBUS}',member='NameOwnerChanged',"
+    f"arg0='{NOTIFICATIONS}'"
+)
+"""The match rule for a change of the notification server (a restart, another server)."""
+
 NOT_DELIVERED = (
     "A rating notification could not be delivered to the notification server (see the "
     "rltray log); check that your desktop's notification service is running."
@@ -157,6 +175,8 @@ class Notifier:
         self._desktop: Any = None  # the DesktopNotifier
         self._capabilities: frozenset[Any] = frozenset()
         self._probed = False  # the server answered get_capabilities() once
+        self._markup = False  # the server reads bodies as markup (its "body-markup")
+        self._watched: Any = None  # the bus connection whose server changes are followed
         self._shown: dict[int, str] = {}  # turn id -> the notification asking about it
         self._groups: dict[str, int] = {}  # session -> the turn its notification asks about
 
@@ -312,6 +332,8 @@ class Notifier:
             return False
         self._probed = True
         self._problem("server", None)
+        await self._watch_server()
+        self._markup = "body-markup" in await self._server_capabilities()
         buttons = Capability.BUTTONS in self._capabilities
         stand_in = notify_access.is_stand_in(self._capabilities)  # "allowed" says that one
         self._problem("buttons", None if buttons or stand_in else NO_BUTTONS)
@@ -356,11 +378,11 @@ class Notifier:
 
         if not await self._ready():
             return
+        self._prune_closed()  # a backend that sends no close signal is tidied here
         if group is not None:
             older = self._groups.get(group)
             if older is not None and older != turn_id:
                 await self._withdraw([older])
-            self._groups[group] = turn_id
         reply = None
         if self._comments:
             reply = ReplyField(
@@ -371,15 +393,17 @@ class Notifier:
         delivered = await self._send(
             turn_id,
             title=title,
-            message=body,
+            message=self._body(body),
             buttons=(
                 Button("Good", lambda: self._rated(turn_id, 1, None), identifier=GOOD),
                 Button("Bad", lambda: self._rated(turn_id, -1, None), identifier=BAD),
             ),
             reply_field=reply,
-            on_dismissed=lambda: self._shown.pop(turn_id, None),
+            on_dismissed=lambda: self._forget_turn(turn_id),
             timeout=expire_s if expire_s else -1,
         )
+        if delivered and group is not None:  # only a bubble on screen is replaced later
+            self._groups[group] = turn_id
         if not delivered:
             logger.info("the rating notification for turn %s was not delivered", turn_id)
         elif self._on_delivered is not None:
@@ -393,8 +417,8 @@ class Notifier:
 
         if await self._ready():
             urgency = Urgency.Low if quiet else Urgency.Normal
-            await self._send(title=title, message=body, timeout=5 if not quiet else 15,
-                             urgency=urgency)  # fmt: skip
+            await self._send(title=title, message=self._body(body),
+                             timeout=5 if not quiet else 15, urgency=urgency)  # fmt: skip
 
     async def _send_test(self, future: concurrent.futures.Future[bool]) -> None:
         ok = False
@@ -417,8 +441,7 @@ class Notifier:
 
     async def _withdraw(self, turn_ids: list[int]) -> None:
         for turn_id in turn_ids:
-            identifier = self._shown.pop(turn_id, None)
-            self._groups = {g: t for g, t in self._groups.items() if t != turn_id}
+            identifier = self._forget_turn(turn_id)
             if identifier is not None and self._desktop is not None:
                 try:
                     await self._desktop.clear(identifier)
@@ -428,13 +451,16 @@ class Notifier:
     async def _send(self, turn_id: int | None = None, **kwargs: Any) -> bool:
         """desktop-notifier's send, True only if ``on_dispatched`` fired (send never raises).
 
-        A rating notification (``turn_id``) is remembered until answered or withdrawn.
+        A rating notification (``turn_id``) is remembered until it ends (answered,
+        closed, withdrawn); any other is let go at once: nothing answers it.
         """
         dispatched = asyncio.Event()
         identifier = await self._desktop.send(on_dispatched=dispatched.set, **kwargs)
         if dispatched.is_set():
             if turn_id is not None:
                 self._shown[turn_id] = identifier
+            else:
+                self._let_go(identifier)
             self._problem("send", None)
             return True
         self._problem("send", NOT_DELIVERED)
@@ -442,12 +468,104 @@ class Notifier:
         return False
 
     def _rated(self, turn_id: int, value: int, comment: str | None) -> None:
-        self._shown.pop(turn_id, None)  # answered: the server took it down
+        self._forget_turn(turn_id)  # answered: the server took it down
         text = comment.strip() if comment else None
         try:
             self._on_rating(turn_id, value, text or None)
         except Exception:
             logger.exception("on_rating failed for turn %s", turn_id)
+
+    def _body(self, text: str) -> str:
+        """``text`` as the server shows it as typed: escaped where bodies are markup."""
+        return html.escape(text, quote=False) if self._markup else text
+
+    def _forget_turn(self, turn_id: int) -> str | None:
+        """Drop what is kept about a turn's notification; its identifier, if it had one."""
+        self._groups = {g: t for g, t in self._groups.items() if t != turn_id}
+        return self._shown.pop(turn_id, None)
+
+    def _prune_closed(self) -> None:
+        """Forget the rating notifications desktop-notifier saw end (expired, closed).
+
+        It drops one from its cache on every close reason but calls back only for
+        "dismissed", so its cache says what is still on screen (private, read
+        defensively: without it a notification is kept until answered or withdrawn).
+        """
+        cache = getattr(getattr(self._desktop, "_backend", None), "_notification_cache", None)
+        if not isinstance(cache, dict):
+            return
+        for turn_id, identifier in list(self._shown.items()):
+            if identifier not in cache:
+                self._forget_turn(turn_id)
+
+    def _let_go(self, identifier: str) -> None:
+        """Drop desktop-notifier's records of a notification nothing will ever answer
+        (a ``tell()``): servers that keep banners never close them, so its cache and
+        id map would grow by one per notification for as long as rltray runs."""
+        backend = getattr(self._desktop, "_backend", None)
+        clear = getattr(backend, "_clear_notification_from_cache", None)
+        if clear is not None:
+            clear(identifier)
+        ids = getattr(backend, "_platform_to_interface_notification_identifier", None)
+        inverse = getattr(ids, "inverse", None)
+        if inverse is not None:
+            inverse.pop(identifier, None)
+
+    async def _watch_server(self) -> None:
+        """Follow who owns org.freedesktop.Notifications on desktop-notifier's connection
+        (once per connection: it may open another after a failure). The handler runs on
+        this loop in message order: a new owner is seen before any of its signals."""
+        bus = getattr(getattr(self._desktop, "_backend", None), "bus", None)
+        if bus is None or bus is self._watched or not hasattr(bus, "add_message_handler"):
+            return
+        from dbus_fast import Message
+
+        self._watched = bus
+        bus.add_message_handler(self._on_bus_message)
+        try:
+            await bus.call(
+                Message(destination=DBUS, path="/org/freedesktop/DBus", interface=DBUS,
+                        member="AddMatch", signature="s", body=[OWNER_RULE])
+            )  # fmt: skip
+        except Exception:  # dbus-fast's own owner tracking may still deliver the signal
+            logger.warning("cannot follow restarts of the notification server", exc_info=True)
+
+    async def _server_capabilities(self) -> list[str]:
+        """The server's own capability names (desktop-notifier maps only some of them)."""
+        interface = getattr(getattr(self._desktop, "_backend", None), "interface", None)
+        try:  # the D-Bus proxy desktop-notifier made; other backends have none
+            return [str(c) for c in await interface.call_get_capabilities()]
+        except Exception:  # the probe that just worked says what matters
+            return []
+
+    def _on_bus_message(self, msg: Any) -> None:
+        """Every message on the watched connection (loop thread); handles none of them."""
+        if msg.interface == DBUS and msg.member == "NameOwnerChanged" and msg.sender == DBUS:
+            if msg.body and msg.body[0] == NOTIFICATIONS:
+                self._server_changed(str(msg.body[1]), str(msg.body[2]))
+        elif msg.interface == NOTIFICATIONS and msg.member == "NotificationClosed":
+            loop = asyncio.get_running_loop()  # this notifier's: handlers run on it
+            loop.call_soon(self._prune_closed)  # after desktop-notifier's own handler of it
+
+    def _server_changed(self, old: str, new: str) -> None:
+        """A new (or no) notification server: the old one's ids mean nothing any more.
+
+        Its bubbles went with it, and the new one numbers its own from 1: forget
+        every id, ours and desktop-notifier's, so nothing closes or rates by an id
+        the old server issued. Ask its capabilities again before the next send.
+        """
+        logger.info("the notification server changed (%s -> %s): forgetting %d notification(s)",
+                    old or "none", new or "none", len(self._shown))  # fmt: skip
+        self._shown.clear()
+        self._groups.clear()
+        self._probed = False
+        backend = getattr(self._desktop, "_backend", None)
+        for name in ("_platform_to_interface_notification_identifier", "_notification_cache"):
+            kept = getattr(backend, name, None)
+            if kept is not None:
+                kept.clear()
+        if backend is not None and hasattr(backend, "_capabilities"):
+            backend._capabilities = None
 
     async def _shutdown(self) -> None:
         # A rating bubble left on screen would outlive this process with buttons nothing

@@ -124,6 +124,13 @@ def snooze_until_tomorrow(now: datetime) -> datetime:
     (08:00 on the same date). 08:00 rather than midnight because a snooze that
     ends at midnight would wake the notifications for a late-night session,
     which is exactly what the user asked to stop.
+
+    A fixed UTC offset (what ``datetime.now().astimezone()`` gives) that is the
+    system's local one is read as the local zone: the morning may have another
+    offset (the night clocks change), and 08:00 means the wall clock's 08:00.
+    A real zone (``ZoneInfo``) is kept; so is a fixed offset that is not local.
     """
     day = now.date() if now.time() < LATE_NIGHT_UNTIL else now.date() + timedelta(days=1)
+    if isinstance(now.tzinfo, timezone) and now.astimezone().utcoffset() == now.utcoffset():
+        return datetime.combine(day, TOMORROW_AT).astimezone()  # naive: local, its own offset
     return datetime.combine(day, TOMORROW_AT, tzinfo=now.tzinfo)

@@ -11,6 +11,13 @@ loop). Nothing else touches pystray objects.
 
 What a click says back: a short plain notification (``Notifier.tell``), so a
 click from the menu is never silent, and a failure is one sentence.
+
+What a click means is fixed when the menu is drawn: the menu shows one
+``TrayState`` and the worker may run the click seconds later, after another
+agent finished a turn or a terminal changed a setting. So each item carries
+what it showed (the turn it named, the checkbox state the user saw), and a
+rating carries the click's own time (``Service.rate(at=)``), so a `/rl` typed
+after it stays the last word even when it is stored first.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import UserError
@@ -225,21 +233,21 @@ class Tray:
             if s.training
             else item("Train now", self._action(self._train_now))
         )
+        rate = [item(s.last_label, None, enabled=False)] if s.last_label else []
+        rate += [
+            item("Good", self._rate_action(1, s.last_turn)),
+            item("Bad", self._rate_action(-1, s.last_turn)),
+        ]
         return [
             *info,
             menu.SEPARATOR,
-            item(
-                "Rate last answer",
-                menu(
-                    item("Good", self._action(lambda: self._rate(1))),
-                    item("Bad", self._action(lambda: self._rate(-1))),
-                ),
-            ),
+            item("Rate last answer", menu(*rate)),
             training,
             item(
                 "Pause automatic training",
-                self._action(self._toggle_automatic),
-                checked=lambda _: self.state.paused,
+                # a click asks for the other state than the one drawn, whatever changed since
+                self._action(lambda want=not s.paused: self._set_paused(want)),
+                checked=lambda _, shown=s.paused: shown,
             ),
             item(
                 "Snooze notifications" + (f" (until {s.snoozed_until})" if s.snoozed_until else ""),
@@ -258,6 +266,17 @@ class Tray:
         def clicked(icon: Any, item: Any) -> None:
             if self.runtime.running:
                 self.runtime.submit(lambda: self._run_job(job))
+
+        return clicked
+
+    def _rate_action(self, value: int, turn_id: int | None) -> Callable[[Any, Any], None]:
+        """A rating item's callback: rates ``turn_id`` (the turn the menu named) as of the
+        click, however long the worker takes to get to it."""
+
+        def clicked(icon: Any, item: Any) -> None:
+            at = datetime.now(timezone.utc)
+            if self.runtime.running:
+                self.runtime.submit(lambda: self._run_job(lambda: self._rate(value, turn_id, at)))
 
         return clicked
 
@@ -281,25 +300,25 @@ class Tray:
 
     # -- what each item does (on the worker thread) ---------------------------------
 
-    def _rate(self, value: int) -> str:
-        from rltray.app.service import AlreadyRated
+    def _rate(self, value: int, turn_id: int | None, at: datetime | None = None) -> str:
+        """Rate the turn the menu named (``TrayState.last_turn``), as of the click ``at``."""
         from rltray.app.words import preview, word
 
-        try:
-            outcome = self.service.rate_newest(value, source="tray")
-        except AlreadyRated:
+        if turn_id is None:
+            return ("No turn has been captured yet: finish a turn in Claude Code or Codex "
+                    "first (run `rltray hooks status` to check that capture works).")
+        turn = self.service.store.get_turn(turn_id)
+        if turn is None:
+            return f"Not rated: turn {turn_id} was deleted since the menu was drawn."
+        current = turn.rating
+        if current is not None and current.value != value and current.source != "tray":
             # The tray's own click may be corrected from the tray; a rating given elsewhere
-            # (the agent, the CLI, a notification) is not flipped quietly: the newest turn
-            # may be another agent's, rated there.
-            turn = self.service.store.newest_turn()
-            assert turn is not None and turn.rating is not None  # what AlreadyRated says
-            if turn.rating.source != "tray":
-                return (f"Not rated: the newest answer (turn {turn.id}, {turn.agent}: "
-                        f"{preview(turn.prompt or turn.response)}) is already rated "
-                        f"{word(turn.rating.value)} in the {turn.rating.source}; change it in "
-                        "the ratings window.")
-            outcome = self.service.rate_newest(value, source="tray", change=True)
-        turn = outcome.turn
+            # (the agent, the CLI, a notification) is not flipped quietly.
+            return (f"Not rated: the newest answer (turn {turn.id}, {turn.agent}: "
+                    f"{preview(turn.prompt or turn.response)}) is already rated "
+                    f"{word(current.value)} in the {current.source}; change it in "
+                    "the ratings window.")
+        self.service.rate(turn.id, value, source="tray", at=at)
         return f"Rated {word(value)}: turn {turn.id} — {preview(turn.prompt or turn.response)}"
 
     def _train_now(self) -> str:
@@ -307,17 +326,25 @@ class Tray:
         return f"Training run {started['run']} started."
 
     def _stop_training(self) -> str:
-        self.service.runner().stop(pause=True)
+        if not self.service.runner().stop(pause=True):  # it ended before the click ran
+            return "No training round was running, so there was nothing to stop."
         said = "Training paused at its checkpoint; Train now resumes it"
         automatic = self.service.settings().training.automatic
         if automatic and not self.runtime.training_status().get("stopped"):
             return said + ", and so does the next idle time."
         return said + " (automatic training is off, so nothing else will)."
 
-    def _toggle_automatic(self) -> str:
-        paused = not self.service.settings().training.automatic
-        self.service.set_automatic(paused)  # paused now → resume, and the other way round
-        return "Automatic training resumed." if paused else "Automatic training paused."
+    def _set_paused(self, paused: bool) -> str:
+        """Pause (or resume) automatic training, as the checkbox the user saw asked.
+
+        Not a toggle of the current setting: `rltray pause` in a terminal may have
+        changed it after the menu was drawn, and ticking an unticked box means pause.
+        """
+        if self.service.settings().training.automatic != paused:
+            return ("Automatic training was already paused." if paused
+                    else "Automatic training was already on.")  # fmt: skip
+        self.service.set_automatic(not paused)
+        return "Automatic training paused." if paused else "Automatic training resumed."
 
     def _snooze(self, until: str | None) -> str:
         end = self.runtime.snooze(until)["snoozed_until"]

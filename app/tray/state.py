@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rltray.app.service import Service
 
 IDLE, TRAINING, ATTENTION = "idle", "training", "attention"
+LAST_ANSWER_CHARS = 48  # the "Rate last answer" submenu names the answer in one short line
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class TrayState:
     training: bool
     snoozed_until: str | None  # local "HH:MM" / "tomorrow HH:MM", None when not snoozed
     versions: tuple[VersionChoice, ...] = field(default=())
+    # The turn "Rate last answer" rates: the newest when the menu was drawn, so a click
+    # rates the answer the menu named, not one another agent finished since.
+    last_turn: int | None = None
+    last_label: str = ""  # "Turn 12 · fix the parser", shown in that submenu
 
     @property
     def tooltip(self) -> str:
@@ -77,7 +82,8 @@ def snapshot(runtime: Runtime) -> TrayState:
         next_line = f"Training now… {percent}%"
     else:
         next_line = "Next training: " + str(training.get("next_training") or "not checked yet")
-    snoozed = runtime.snoozed_until
+    snoozed = runtime.snooze_end()  # an ended snooze is no snooze (the menu offered to end it)
+    last = service.store.newest_turn()
     return TrayState(
         mode=TRAINING if running else (ATTENTION if problems else IDLE),
         percent=percent,
@@ -88,7 +94,16 @@ def snapshot(runtime: Runtime) -> TrayState:
         training=running,
         snoozed_until=None if snoozed is None else _when(snoozed),
         versions=tuple(_versions(versions, active, settings.training.base_model)),
+        last_turn=None if last is None else last.id,
+        last_label="" if last is None else _answer_label(last),
     )
+
+
+def _answer_label(turn: Any) -> str:
+    """One short menu line naming a turn: its id and what was asked (or answered)."""
+    from rltray.app.words import preview
+
+    return f"Turn {turn.id} · {preview(turn.prompt or turn.response, LAST_ANSWER_CHARS)}"
 
 
 def _run_problem(service: Service) -> list[str]:

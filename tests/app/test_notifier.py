@@ -35,6 +35,8 @@ from rltray.app.words import NOTIFICATION_CHARS, preview
 
 from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
     NOTIFICATIONS,
+    NOTIFICATIONS_PATH,
+    BusThread,
     NotificationServer,
     PrivateSessionBus,
     notification_server_fixture,
@@ -308,6 +310,156 @@ def test_send_test_resolves_true_with_a_server(
     assert notifier.send_test().result(10) is True
     assert notification_server.calls[-1].summary == "rltray test"
     assert notifier.delivery_problems() == []
+
+
+def test_a_server_that_advertises_body_markup_gets_the_answer_escaped(
+    session_bus: PrivateSessionBus, make_notifier, recorder: Recorder
+) -> None:
+    """Regression: answers went out as markup, so dunst (markup = full) drew "<b>bold</b>"
+    in bold, dropped "Vec<u8>"'s "<u8>" as a bad tag and read "&amp;" as "&"."""
+    answer = 'Changed Vec<u8> to &[u8] where a < b; see <a href="x">docs</a>'
+    server = NotificationServer(session_bus.address, ("actions", "body", "body-markup"))
+    try:
+        notifier = make_notifier()
+        notifier.ask(1, "Codex · web", answer)
+        notifier.tell("rltray", "a <b> tag & more")
+        calls = server.wait_for_calls(2)
+        assert calls[0].body == ("Changed Vec&lt;u8&gt; to &amp;[u8] where a &lt; b; "
+                                 'see &lt;a href="x"&gt;docs&lt;/a&gt;')  # fmt: skip
+        assert calls[1].body == "a &lt;b&gt; tag &amp; more"
+    finally:
+        server.close()
+    plain = NotificationServer(session_bus.address)  # no body-markup: the text as it is
+    try:
+        other = make_notifier()
+        other.ask(2, "Codex · web", answer)
+        assert plain.wait_for_calls(1)[0].body == answer
+    finally:
+        plain.close()
+
+
+def _other_app_notifies(address: str) -> tuple[BusThread, int]:
+    """Another application's Notify over its own connection: (its connection, the id)."""
+    from dbus_fast import Message, MessageType
+
+    app = BusThread(address)
+
+    async def notify() -> int:
+        reply = await app.bus.call(
+            Message(destination=NOTIFICATIONS, path=NOTIFICATIONS_PATH, interface=NOTIFICATIONS,
+                    member="Notify", signature="susssasa{sv}i",
+                    body=["slack", 0, "", "Slack: a message from Bob", "private", [], {}, -1])
+        )  # fmt: skip
+        assert reply is not None and reply.message_type == MessageType.METHOD_RETURN
+        return int(reply.body[0])
+
+    return app, app.call(notify)
+
+
+def _restart(bus: PrivateSessionBus, server: NotificationServer) -> NotificationServer:
+    """The notification server restarts (dunst reloaded, GNOME Shell restarted): its bubbles
+    go with it, without NotificationClosed, and the new one numbers its own from 1 again."""
+    server.close()
+    deadline = time.monotonic() + 10
+    while bus.name_has_owner(NOTIFICATIONS):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    again = NotificationServer(bus.address)
+    bus.wait_for_name(NOTIFICATIONS)
+    return again
+
+
+def _wait_forgotten(notifier: Notifier, turn_id: int) -> None:
+    """Give the notifier's loop a moment to read the change of owner (it is not asserted
+    here: the assertions that follow say what goes wrong when it never does)."""
+    deadline = time.monotonic() + 3
+    while turn_id in notifier._shown and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_after_the_server_restarts_a_replaced_notification_never_closes_another_apps(
+    session_bus: PrivateSessionBus, make_notifier, recorder: Recorder
+) -> None:
+    """Regression: after a restart rltray replaced a session's older notification by closing
+    its old id, which the new server had given to another app's notification."""
+    server = NotificationServer(session_bus.address)
+    notifier = make_notifier()
+    notifier.ask(1, "Codex · projA", "answer for turn 1", group="codex:s1")
+    recorder.wait_delivered(1)
+    server = _restart(session_bus, server)
+    other, other_id = _other_app_notifies(session_bus.address)
+    try:
+        assert other_id == 1  # the id turn 1's notification had
+        _wait_forgotten(notifier, 1)
+        notifier.ask(2, "Codex · projA", "answer for turn 2", group="codex:s1")  # same session
+        recorder.wait_delivered(2)
+        assert notifier.send_test().result(10) is True  # every job before it has run
+        assert other_id not in server.service.closed
+        ours = [c.id for c in server.calls if c.app_name == "rltray" and c.summary != "rltray test"]
+        server.invoke_action(ours[0], "good")  # the new notification still works
+        assert recorder.wait_ratings(1) == [(2, 1, None)]
+    finally:
+        other.close()
+        server.close()
+
+
+def test_a_press_on_a_new_servers_notification_never_rates_an_old_turn(
+    session_bus: PrivateSessionBus,
+) -> None:
+    """Regression: with two rltrays (two data folders) and a server that broadcasts
+    ActionInvoked, a press on B's first bubble after a restart (id 1 again) also rated
+    A's turn whose bubble had id 1 on the old server."""
+    one, two = Recorder(), Recorder()
+    server = NotificationServer(session_bus.address)
+    a = Notifier(one.on_rating, on_delivered=one.on_delivered)
+    b = Notifier(two.on_rating, on_delivered=two.on_delivered)
+    a.start().result(10)
+    b.start().result(10)
+    try:
+        ask_and_wait(a, one, server, 101)
+        server = _restart(session_bus, server)
+        _wait_forgotten(a, 101)
+        nid = ask_and_wait(b, two, server, 7)
+        assert nid == 1  # the id A's turn 101 had on the old server
+        server.invoke_action(nid, "good")
+        assert two.wait_ratings(1) == [(7, 1, None)]
+        barrier = ask_and_wait(a, one, server, 102)  # signals arrive in order: after B's
+        server.invoke_action(barrier, "bad")
+        assert one.wait_ratings(1) == [(102, -1, None)]
+    finally:
+        a.close()
+        b.close()
+        server.close()
+
+
+def test_notifications_that_end_leave_nothing_behind(
+    notification_server: NotificationServer, make_notifier, recorder: Recorder
+) -> None:
+    """Regression: what the notifier kept per notification grew for as long as rltray ran:
+    an expired bubble stayed in its map, a session's entry was never dropped, and every
+    tell() stayed in desktop-notifier's cache (GNOME keeps banners and never closes them)."""
+    notifier = make_notifier()
+    for turn in range(1, 11):  # each in its own session, each expiring unanswered
+        notifier.ask(turn, "Codex · p", f"answer {turn}", group=f"codex:s{turn}", expire_s=600)
+        recorder.wait_delivered(turn)
+        notification_server.close_notification(notification_server.calls[-1].id, reason=1)
+    notifier.ask(11, "Codex · p", "answer 11", group="codex:s11")  # pressed: rated and gone
+    recorder.wait_delivered(11)
+    notification_server.invoke_action(notification_server.calls[-1].id, "good")
+    assert recorder.wait_ratings(1) == [(11, 1, None)]
+    for n in range(10):
+        notifier.tell("rltray", f"Rated good: turn {n}")
+    notification_server.wait_for_calls(21)
+    backend = notifier._desktop._backend
+
+    def kept() -> tuple[int, ...]:
+        return (len(notifier._shown), len(notifier._groups), len(backend._notification_cache),
+                len(backend._platform_to_interface_notification_identifier))  # fmt: skip
+
+    deadline = time.monotonic() + 5
+    while kept() != (0, 0, 0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kept() == (0, 0, 0, 0)
 
 
 # -- problems -------------------------------------------------------------------------

@@ -202,6 +202,36 @@ def test_snooze_until_tomorrow_keeps_the_zone_and_its_wall_clock() -> None:
     assert until.utcoffset() == timedelta(hours=2)
 
 
+def test_snooze_until_tomorrow_from_the_runtimes_fixed_offset_ends_at_8_local() -> None:
+    """Regression: the runtime passes ``datetime.now().astimezone()``, a fixed UTC offset;
+    "tomorrow 08:00" kept the evening's offset, so on the night clocks go forward the
+    snooze ended at 09:00 local time (and at 07:00 the night they go back)."""
+    import os
+    import time
+
+    if not hasattr(time, "tzset"):
+        pytest.skip("time.tzset() (POSIX) is needed to move the process's local zone")
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Europe/Berlin"
+    time.tzset()
+    try:
+        berlin = ZoneInfo("Europe/Berlin")
+        for evening, offset in ((datetime(2026, 3, 28, 23, 0), 2),  # clocks go forward
+                                (datetime(2026, 10, 24, 23, 0), 1)):  # and back  # fmt: skip
+            now = evening.astimezone()  # as runtime.snooze makes it
+            until = snooze_until_tomorrow(now)
+            local = until.astimezone(berlin)
+            assert (local.day, local.hour, local.minute) == (evening.day + 1, 8, 0)
+            assert until.utcoffset() == timedelta(hours=offset)
+            assert not ask(now=now, snoozed_until=until)[0]
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
 def test_training_news_keeps_quiet_hours_snooze_and_its_own_switch() -> None:
     """Issue 22: a round's end is told, under the same quiet rules as ratings."""
     assert should_tell_training(NotifySettings(), NOON, None) == (True, "")

@@ -224,3 +224,104 @@ def test_a_good_pressed_while_rltray_quits_is_kept(
     quitting.join(15)
     rating = service.store.turn_by_source_key("codex:s1:t1").rating  # type: ignore[union-attr]
     assert rating is not None and (rating.value, rating.source) == (1, "notification")
+
+
+def _asked_turn(service: Service, server: NotificationServer, runtime: Any) -> tuple[int, int]:
+    """Spool one turn, wait for its notification; (turn id, the server's id for it)."""
+    spool(service.paths.home, "t1", "an answer")
+    (call,) = server.wait_for_calls(1, timeout=15)
+    turn = service.store.turn_by_source_key("codex:s1:t1").id  # type: ignore[union-attr]
+    # the fake server answers Notify before the notifier records the id: wait for that
+    deadline = time.monotonic() + 10
+    while turn not in runtime.notifier._shown:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return turn, call.id
+
+
+def _hold_write_lock(service: Service) -> Any:
+    """Another process writing for a while (a long `sqlite3` session, a big import)."""
+    import sqlite3
+
+    other = sqlite3.connect(service.store.path, timeout=1)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+def test_a_press_that_waited_for_the_database_is_older_than_a_later_rl(
+    service: Service, notification_server: NotificationServer, start_runtime: Any
+) -> None:
+    """Regression: a Good whose job waited in the worker's queue (the database busy for a
+    moment) was stamped when it was written, so a `/rl bad` typed after the press, the
+    user's last word, was read as older and refused."""
+    from datetime import datetime, timezone
+
+    from tests.support.spoolfiles import drop_record
+
+    config.set_value(service.paths, "notify.ask", "every")
+    runtime = start_runtime(service, scheduler=False, api=False)
+    turn, nid = _asked_turn(service, notification_server, runtime)
+    other = _hold_write_lock(service)
+    try:
+        notification_server.invoke_action(nid, "good")  # the first word
+        time.sleep(0.5)
+        said = datetime.now(timezone.utc).isoformat()  # then `/rl bad` in the agent
+        drop_record(service.paths.home, {"v": 1, "kind": "command", "agent": "codex",
+                                         "session": "s1", "command": "bad", "target_turn": "t1",
+                                         "captured_at": said})  # fmt: skip
+        time.sleep(1.0)
+    finally:
+        other.rollback()
+        other.close()
+    deadline = time.monotonic() + 15
+    while service.pending_spool() or service.store.active_rating(turn) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    rating = service.store.active_rating(turn)
+    assert rating is not None and (rating.value, rating.source) == (-1, "agent")
+    history = service.store.rating_history(turn)
+    assert [(r.value, r.source) for r in history] == [(1, "notification"), (-1, "agent")]
+
+
+def test_a_press_the_busy_database_refused_waits_in_the_spool_and_is_kept(
+    notification_server: NotificationServer, rltray_home: Path, start_runtime: Any
+) -> None:
+    """Regression: a press while another process held the database past the busy timeout
+    was only logged: the bubble was gone and the rating lost without a word."""
+    from datetime import datetime, timezone
+
+    from rltray.app.store import Store
+
+    paths = Paths.from_env()
+    paths.ensure()
+    service = Service(paths, Store(paths.db, busy_timeout_s=0.3))  # a short wait, same rule
+    runtime = None
+    try:
+        config.set_value(paths, "notify.ask", "every")
+        runtime = start_runtime(service, scheduler=False, api=False)
+        turn, nid = _asked_turn(service, notification_server, runtime)
+        other = _hold_write_lock(service)
+        try:
+            pressed = datetime.now(timezone.utc)
+            notification_server.invoke_action(nid, "good")
+            deadline = time.monotonic() + 10  # refused, then kept as a hook record
+            while not service.pending_spool():
+                assert time.monotonic() < deadline, "the press was neither stored nor kept"
+                time.sleep(0.05)
+            assert service.store.active_rating(turn) is None
+        finally:
+            other.rollback()
+            other.close()
+        deadline = time.monotonic() + 20  # the worker's next pass stores it
+        while service.store.active_rating(turn) is None:
+            assert time.monotonic() < deadline, "the kept press was never stored"
+            time.sleep(0.05)
+        rating = service.store.active_rating(turn)
+        assert rating is not None and (rating.value, rating.source) == (1, "notification")
+        at = datetime.fromisoformat(rating.rated_at)
+        assert abs((at - pressed).total_seconds()) < 2  # given at the press, not at the write
+        assert service.pending_spool() == 0 and not any(paths.spool_rejected.glob("*.json"))
+    finally:
+        if runtime is not None:
+            runtime.close()  # before its service's store closes
+        service.close()

@@ -338,6 +338,95 @@ def test_a_notifier_that_cannot_start_makes_the_icon_ask_for_attention(
     assert [p for p in state.problems if p.startswith("desktop-notifier could not start")]
 
 
+# -- a click does what the menu showed ---------------------------------------------------
+# The worker may run a click seconds after the menu was drawn; meanwhile another agent
+# finishes a turn, a terminal changes a setting, a round ends. ``click_drawn`` clicks the
+# menu as drawn (``find``/``click`` above redraw it first).
+
+
+def click_drawn(tray: Tray, *path: str) -> None:
+    items: Any = tray.icon.menu.items
+    for name in path[:-1]:
+        items = next(i for i in items if str(i.text).startswith(name)).submenu.items
+    next(i for i in items if str(i.text).startswith(path[-1]))(tray.icon)
+    drain(tray.runtime)
+
+
+def test_rate_last_answer_rates_the_turn_the_menu_named(tray: Tray) -> None:
+    """Regression: it rated whichever turn was newest when the worker got to the click,
+    another agent's answer that arrived after the user opened the menu."""
+    (shown,) = add_turns(tray.service, 1)
+    tray.state = snapshot(tray.runtime)  # the user opens the menu after reading it
+    rate_menu = find(tray, "Rate last answer").submenu.items
+    assert str(rate_menu[0].text) == f"Turn {shown} · question 0"
+    assert not rate_menu[0].enabled
+    with Service(tray.service.paths) as other:  # another agent finishes meanwhile
+        newer, _ = other.store.add_turn({"agent": "codex", "session": "s7", "turn": "b",
+                                         "prompt": "delete old logs", "response": "Deleted."})
+    click_drawn(tray, "Rate last answer", "Good")
+    rating = tray.service.store.active_rating(shown)
+    assert rating is not None and (rating.value, rating.source) == (1, "tray")
+    assert tray.service.store.active_rating(newer) is None
+    assert events(tray.service)[0].startswith(f"Rated good: turn {shown} — question 0")
+
+
+def test_a_tray_rating_is_as_old_as_its_click(tray: Tray) -> None:
+    """Regression: a click that waited in the worker's queue was stamped when written, so a
+    `/rl` typed after the click (the user's last word) was refused as older."""
+    import threading
+    from datetime import datetime, timezone
+
+    (turn_id,) = add_turns(tray.service, 1)
+    tray.state = snapshot(tray.runtime)
+    busy = threading.Event()
+    tray.runtime.submit(lambda: busy.wait(10))  # the worker busy with an earlier job
+    clicking = threading.Thread(target=click_drawn, args=(tray, "Rate last answer", "Good"))
+    clicking.start()
+    time.sleep(0.2)
+    after_click = datetime.now(timezone.utc)
+    time.sleep(0.3)
+    busy.set()
+    clicking.join(10)
+    rating = tray.service.store.active_rating(turn_id)
+    assert rating is not None and rating.source == "tray"
+    assert datetime.fromisoformat(rating.rated_at) < after_click
+
+
+def test_the_pause_box_does_what_it_showed(tray: Tray) -> None:
+    """Regression: the item flipped the current setting, so ticking the unticked box after
+    `rltray pause` in a terminal resumed automatic training."""
+    tray.state = snapshot(tray.runtime)
+    assert find(tray, "Pause automatic training").checked is False
+    with Service(tray.service.paths) as cli:  # `rltray pause` after the menu was drawn
+        cli.set_automatic(False)
+    click_drawn(tray, "Pause automatic training")  # the user ticks the unticked box
+    assert config.load_config(tray.service.paths).training.automatic is False
+    assert events(tray.service)[0] == "Automatic training was already paused."
+
+
+def test_stop_training_after_the_round_ended_says_nothing_was_running(tray: Tray) -> None:
+    """Regression: it said "Training paused at its checkpoint" though no round ran."""
+    import dataclasses
+
+    tray.state = dataclasses.replace(snapshot(tray.runtime), training=True)  # drawn mid-round
+    click_drawn(tray, "Stop training")
+    assert events(tray.service)[0] == "No training round was running, so there was nothing to stop."
+
+
+def test_a_snooze_that_ended_is_not_shown(tray: Tray) -> None:
+    """Regression: the menu kept saying "Snooze notifications (until 14:05)" after 14:05,
+    with "Ask again now" offered for a snooze that no longer held anything back."""
+    from datetime import datetime, timedelta
+
+    tray.runtime.snooze("hour")
+    tray.runtime.snoozed_until = datetime.now().astimezone() - timedelta(minutes=5)  # an hour on
+    state = snapshot(tray.runtime)
+    assert state.snoozed_until is None
+    assert str(find(tray, "Snooze notifications").text) == "Snooze notifications"
+    assert find(tray, "Snooze notifications", "Ask again now").enabled is False
+    assert tray.runtime.health()["snoozed_until"] is None
+
+
 # -- pictures and where a tray can show ------------------------------------------------
 
 

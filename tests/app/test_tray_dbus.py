@@ -203,6 +203,9 @@ def test_the_real_tray_menu_does_what_each_item_says(
         # Rate last answer ▸ Good: a second turn, rated from the tray menu.
         fire_claude_hook(home, project, "s1", "now add a test", "Added test_health.")
         wait_until(lambda: read_store(paths, lambda s: s.counts()["turns"]) == 2)
+        # the menu names the answer it rates (a click rates the turn it showed, no other)
+        wait_until(lambda: menu.layout().find("Rate last answer").children[0].label
+                   == "Turn 2 · now add a test", what="the menu to name the new answer")
         menu.click("Rate last answer", "Good")
         rating = wait_until(lambda: read_store(paths, lambda s: s.newest_turn()).rating)
         assert (rating.value, rating.source) == (1, "tray")
