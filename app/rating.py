@@ -28,6 +28,11 @@ belong to no class, and the trainer balances the push of the good and the bad
 class; it is refused with that reason rather than stored as a rating that never
 counts. Another score of the same class is a new judgement, like the other value.
 
+A comment is scrubbed of credentials here (``app/scrub.py``), whichever face it came
+from: it is stored, shown, and told to the agent (the note for the next prompt, the
+lessons at session start, Claude Code's rules file), and a token pasted into "use
+the token … instead of asking me" must reach none of them (SECURITY.md).
+
 Which turn is meant is the caller's business (``rltray good`` means the newest
 turn and asks before changing it; ``/rl good`` means that session's previous
 answer); this module starts once the turn is known.
@@ -40,6 +45,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from rltray.app.errors import UserError
+from rltray.app.scrub import scrub
 from rltray.app.store.base import parse_iso
 
 if TYPE_CHECKING:
@@ -125,7 +131,7 @@ def apply(
     score: int | None = None,
 ) -> Applied:
     """Rate or re-rate one turn by the rules above (``comment`` None keeps the current one)."""
-    comment = (comment or "").strip() or None
+    comment = scrub((comment or "").strip()) or None
     if score is not None and from_score(score) != value:
         raise UserError(f"A score of {score} is {label(from_score(score), None)}, not {value}.")
     # The read and the write are one transaction: another process's rating that lands

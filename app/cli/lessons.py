@@ -265,8 +265,10 @@ def add_commands(add: Callable[..., Any]) -> None:
         "--global", dest="everywhere", action="store_true", help="tell it in every project"
     )
     kind = s.add_mutually_exclusive_group()
-    kind.add_argument("--avoid", dest="kind", action="store_const", const="avoid")
-    kind.add_argument("--keep", dest="kind", action="store_const", const="keep")
+    for flag in ("avoid", "keep"):  # the agent reads the words as typed, with the mark
+        kind.add_argument(f"--{flag}", dest="kind", action="store_const", const=flag,
+                          help=f'mark it "{flag}" (the agent is told your words as you typed '
+                          f'them, filed under "{flag}")')  # fmt: skip
     s.set_defaults(kind="note")
     s = sub.add_parser("edit", help="tell a lesson in other words ('' for your comment's)")
     s.add_argument("id", help=ID_HELP)

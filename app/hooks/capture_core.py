@@ -1033,7 +1033,12 @@ def leave_note(hook, session, sub, comment):
 
 def lesson_command(hook, session, state, sub, text, cwd):
     """`/rl lesson <text>`: spool it for the service (which words the lessons files);
-    `/rl lessons`: what a new session in ``cwd`` is told now (``lessonfiles.read``)."""
+    `/rl lessons`: what a new session in ``cwd`` is told now (``lessonfiles.read``).
+
+    The record carries ``cwd``, the folder the user typed it in: the lesson is that
+    project's. Without it the service took the folder of the session's newest turn, and
+    as a session's first prompt (or after /clear) there is none: the lesson was told in
+    every project, to every agent. The reply says where it applies."""
     lessons = sibling("lessonfiles")
     on = lessons is not None and lessons.is_on(hook.home, hook.agent)
     if sub == "lessons":
@@ -1046,15 +1051,31 @@ def lesson_command(hook, session, state, sub, text, cwd):
         return "rltray: new sessions in this folder are told:\n" + told
     if not text:
         return hook.usage
+    most = getattr(lessons, "MAX_LESSON_CHARS", None)
+    if most is not None and len(norm(text)) > most:  # the store would refuse it
+        return (f"rltray: a lesson is at most {most} characters and this one has "
+                f"{len(norm(text))}, so it was not saved; say it shorter.")
     try:
         hook.spool({"kind": "command", "agent": hook.agent, "session": session,
                     "command": "lesson", "target_turn": text_or_none(state.get("last_turn")),
-                    "comment": cap(text, 2000), "captured_at": iso_now(), "event": hook.event})
+                    "comment": cap(text, 2000), "cwd": cap(cwd, 4096) if cwd else None,
+                    "captured_at": iso_now(), "event": hook.event})
     except Exception as exc:
         written = hook.log(f"command not recorded: {type(exc).__name__}: {exc}")
         return unrecorded(hook.home, exc, written)
+    # no folder in the payload: the service takes the session's (app/spool.py _add_lesson)
+    where = (f"for {shown_folder(cwd)}" if cwd
+             else "for this session's folder, or every project if rltray knows none")
     later = "" if on else "; lessons are off for this agent, so sessions are not told it yet"
-    return f'rltray: saved the lesson ("{preview(text, 60)}"){later}.'
+    return f'rltray: saved the lesson ("{preview(text, 60)}") {where}{later}.'
+
+
+def shown_folder(path):
+    """``path`` as the user reads it: the home folder as ``~`` (app/words.py's ``folder``)."""
+    home = (getenv("HOME") or getenv("USERPROFILE") or "").rstrip("/\\")
+    if home and path.startswith(home) and path[len(home):len(home) + 1] in ("", "/", "\\"):
+        return "~" + path[len(home):]
+    return path
 
 
 def start_hook(hook, payload, out):

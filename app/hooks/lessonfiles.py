@@ -34,6 +34,9 @@ BUDGET_CHARS = 2000
 
 
 NOTE_CHARS = 500  # a note is one line: the comment is cut here
+#: The longest lesson in the user's words (the store refuses more, the text tells it whole;
+#: the hook says so to a `/rl lesson` that is longer instead of "saved")
+MAX_LESSON_CHARS = 500
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 

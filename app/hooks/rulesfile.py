@@ -12,7 +12,9 @@ tests/agents/test_real_lessons.py), so the file holds the lessons for any folder
 It is rltray's file, beside the user's, never one of theirs: ``refresh`` rewrites it when
 the lessons change (the service calls it after writing them) only while it still holds
 exactly what rltray last wrote (the install manifest keeps that hash), so once the user
-edits it, it is theirs and rltray leaves it alone; deleting it ends the opt-in.
+edits it, it is theirs and rltray leaves it alone; deleting it ends the opt-in. The files
+refreshed are those the manifest records, wherever ``$CLAUDE_CONFIG_DIR`` pointed when
+they were installed: the tray refreshing them may not have that variable.
 ``rltray hooks uninstall`` removes it unless edited (``managed.Editor``). Codex has no
 such folder: its own instructions files are the user's (``AGENTS.md``), never written.
 """
@@ -75,10 +77,36 @@ def install(config_home: Path, paths: Paths) -> InstallReport:
 
 def refresh(config_home: Path, paths: Paths) -> bool:
     """Rewrite the file with the current lessons if the user asked for it and has not edited
-    it since rltray's last write; whether it changed (``ClaudeCode.refresh_lessons_file``)."""
+    it since rltray's last write; whether it changed (``ClaudeCode.refresh_lessons_file``).
+
+    Every such file the install manifest records, and the one in ``config_home``: the
+    config folder is where the installing shell's ``CLAUDE_CONFIG_DIR`` pointed, and the
+    process refreshing (the tray started at login, a desktop launcher) may not have that
+    variable; computing the path there skipped the file Claude Code reads, so a deleted
+    lesson stayed in it as the user's instruction.
+    """
+    changed = False
+    for target in _targets(config_home, paths):
+        changed = _refresh_one(target, paths) or changed
+    return changed
+
+
+def _targets(config_home: Path, paths: Paths) -> list[Path]:
+    """The rules files rltray wrote (the manifest's, by their name and folder), and this
+    process's own config folder's, once each."""
+    found = [path(config_home)]
+    for name, entry in Manifest(paths).load().items():
+        where = Path(name)
+        if (isinstance(entry, dict) and entry.get("agent") == AGENT and where.name == NAME
+                and where.parent.name == "rules" and where not in found):  # fmt: skip
+            found.append(where)
+    return found
+
+
+def _refresh_one(target: Path, paths: Paths) -> bool:
     manifest = Manifest(paths)
     try:
-        state = read_config(path(config_home))
+        state = read_config(target)
     except OSError:  # HookInstallError (a link, not a regular file) is one
         return False
     entry = manifest.get(state.path)

@@ -3,7 +3,9 @@
 Pure: ``assess(groups, rows, now)`` gives each lesson
 
 * its **words**: the user's edit, else the comment most like the others in its
-  group (the group's centre, shortest on a tie), else the tag's name;
+  group (the group's centre, shortest on a tie), else the tag's name; and, for a
+  group rated in two or more projects, each project's own centre (``words_in``), so
+  a project's text quotes what the user said there, never another project's names;
 * its **polarity**: the user's resolution, else the side with more ratings;
 * its **scope**: the user's choice, else its own project (the turn's folder;
   ratings of turns with no known folder belong to no project and count as
@@ -57,6 +59,18 @@ class Lesson:
     retired: bool = False
     contradiction: str | None = None  # why it is held back until the user resolves it
     resolved: bool = False  # the user set its polarity
+    #: (project key, the centre of that project's own comments): a group rated in 2+ projects
+    local_words: tuple[tuple[str, str], ...] = ()
+
+    def words_in(self, project: str | None) -> str:
+        """The words for ``project``'s text (None: every project's): the user's own words
+        (edited, added) everywhere; else the centre of the comments made in that project,
+        so a comment from another project (its names, its paths) is not told there."""
+        if project is not None and not (self.edited or self.user_added):
+            for key, words in self.local_words:
+                if key == project:
+                    return words
+        return self.words
 
     @property
     def told(self) -> bool:
@@ -121,7 +135,17 @@ def _from_group(group: Group, row: LessonRow | None, now: datetime) -> Lesson:
         retired=_retired(last, row is not None and row.pinned, now),
         contradiction=contradiction,
         resolved=row is not None and bool(row.polarity),
+        local_words=_local_words(group) if len(projects) >= 2 else (),
     )
+
+
+def _local_words(group: Group) -> tuple[tuple[str, str], ...]:
+    """Each project's own centre among the group's comments (projects with a comment)."""
+    by_project: dict[str, list[str]] = {}
+    for e in group.evidence:
+        if e.comment and e.project is not None:
+            by_project.setdefault(e.project, []).append(e.comment)
+    return tuple((key, centre(comments)) for key, comments in by_project.items())
 
 
 def _added(row: LessonRow, now: datetime) -> Lesson:
@@ -171,15 +195,19 @@ def _mixed(evidence: tuple[Evidence, ...], bad: int, good: int) -> str | None:
 
 
 def _centre(group: Group) -> str:
-    """The comment most like the group's others (shortest, then earliest on a tie)."""
-    comments = group.comments[-CENTRE_FROM:]
-    if not comments:
-        return group.tag or group.key
+    """The group's words: the centre of its comments, else its tag's name (or its key)."""
+    comments = group.comments
+    return centre(comments) if comments else group.tag or group.key
+
+
+def centre(comments: list[str]) -> str:
+    """The comment most like the others (shortest, then earliest on a tie), among the
+    newest ``CENTRE_FROM`` (each pair is compared)."""
+    newest = comments[-CENTRE_FROM:]
     scored = [
-        (-sum(wording.similarity(c, o) for o in comments), len(c), i)
-        for i, c in enumerate(comments)
+        (-sum(wording.similarity(c, o) for o in newest), len(c), i) for i, c in enumerate(newest)
     ]
-    return comments[min(scored)[2]]
+    return newest[min(scored)[2]]
 
 
 def _contradicting_pairs(lessons: list[Lesson]) -> list[Lesson]:

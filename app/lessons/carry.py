@@ -11,11 +11,23 @@ most of its turns and has no row of its own.
 
 A row is also not taken by a group under its key that shares none of its turns: SQLite
 gives a deleted newest turn's id to the next turn, whose new lesson is another one.
+
+A group can also split in two: withdrawing the one rating whose comment bridged two
+wordings leaves two groups, and the row follows the part that keeps its key (or most
+of its turns). The other part, with no row of its own, was a lesson the user had
+deleted, muted or reworded, and came back told under a new key. So a group with no
+row whose turns were all behind a decided row (its recorded ``members`` before this
+pass) gets a copy of that row's decisions (``copies``). A turn the user re-commented in
+wholly other words also leaves that way and keeps the decision too: rltray cannot tell
+a new wording from a bridge withdrawn, and of the two mistakes, telling the agent what
+the user deleted or muted is the worse one (a new comment on a new turn starts a new
+lesson as ever).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,6 +36,9 @@ if TYPE_CHECKING:
 
 #: (row's key, key it moves to, the turns behind it now)
 Move = tuple[str, str, tuple[str, ...]]
+
+#: (row's key once the moves are written, key of the group that takes a copy, its turns)
+Copy = tuple[str, str, tuple[str, ...]]
 
 #: Prefix of a row set aside: no group is keyed so, so it waits for its turns to come back.
 PARKED = "was-"
@@ -35,11 +50,26 @@ def members(group: Group) -> tuple[str, ...]:
 
 
 def moves(groups: Sequence[Group], rows: Iterable[LessonRow]) -> list[Move]:
-    """What to write so every decided row names its group and the turns behind it.
+    """What to write so every decided row names its group and the turns behind it."""
+    return plan(groups, rows).moves
 
-    In the order to apply: rows set aside first (their key names a group of other turns:
-    ``PARKED`` + key, found again by their turns if those come back), then rows moving
-    to their group's new key, then rows recording the turns behind them now.
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``plan`` found to write: moves first, then copies (they name moved keys)."""
+
+    moves: list[Move] = field(default_factory=list)
+    copies: list[Copy] = field(default_factory=list)
+
+
+def plan(groups: Sequence[Group], rows: Iterable[LessonRow]) -> Plan:
+    """The moves and copies that keep every decision with the turns it was made about.
+
+    Moves in the order to apply: rows set aside first (their key names a group of other
+    turns: ``PARKED`` + key, found again by their turns if those come back), then rows
+    moving to their group's new key, then rows recording the turns behind them now.
+    Then copies: a group left with no row whose turns were all behind one decided row
+    takes that row's decisions (the newest such row's, when several held them).
     """
     now = {g.key: members(g) for g in groups}
     decided = {r.key: r for r in rows if not r.user_added}
@@ -48,10 +78,12 @@ def moves(groups: Sequence[Group], rows: Iterable[LessonRow]) -> list[Move]:
     kept: list[Move] = []
     orphans = []
     claimed = set()
+    final = {}  # row's key now -> its key once the moves are written
     for key, row in decided.items():
         turns = now.get(key)
         if turns is not None and (not row.members or set(row.members) & set(turns)):
             claimed.add(key)
+            final[key] = key
             if tuple(row.members) != turns:
                 kept.append((key, key, turns))
         elif row.members:
@@ -64,7 +96,19 @@ def moves(groups: Sequence[Group], rows: Iterable[LessonRow]) -> list[Move]:
                 best, most = key, shared
         if best is not None:
             claimed.add(best)
+            final[row.key] = best
             moved.append((row.key, best, now[best]))
         elif row.key in now:
+            final[row.key] = PARKED + row.key
             parked.append((row.key, PARKED + row.key, row.members))
-    return parked + moved + kept
+    copies: list[Copy] = []
+    sources = sorted((r for r in decided.values() if r.members),
+                     key=lambda r: r.updated_at, reverse=True)  # fmt: skip
+    for key, turns in now.items():
+        if key in claimed or not turns:
+            continue
+        for row in sources:
+            if set(turns) <= set(row.members):
+                copies.append((final.get(row.key, row.key), key, turns))
+                break
+    return Plan(parked + moved + kept, copies)

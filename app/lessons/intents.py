@@ -14,7 +14,9 @@ are also told of every training progress line.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,18 +24,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rltray.app import fileio
 from rltray.app.errors import UserError
 from rltray.app.hooks import lessonfiles, registry
 from rltray.app.lessons import book, carry, grouping, render, rewrite, trend
+from rltray.app.scrub import scrub
 from rltray.app.store import StoreError, utc_iso
 
 if TYPE_CHECKING:
+    from filelock import BaseFileLock
     from rltray.app.config import Config
     from rltray.app.paths import Paths
     from rltray.app.store import Store
 
 log = logging.getLogger(__name__)
 POLARITIES = {"avoid": -1, "keep": 1, "note": None}
+#: Beside the agents' folders in ``lessons/``: the refresh's lock, and what they were
+#: last written from (``LessonIntents.refresh``).
+REFRESH_LOCK = ".refresh.lock"
+WRITTEN = ".written"
+LOCK_WAIT_S = 10.0
 SCOPES = ("project", "global")
 
 
@@ -67,8 +77,11 @@ class LessonIntents:
         self.host = host
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._lock = threading.Lock()
-        self._written: str | None = None  # what the files were last written from
-        #: (switches, the store's change mark, the date) when the texts were last known current
+        #: whether this process wrote the files once: until then it writes them whatever
+        #: ``WRITTEN`` says, so the texts of a newer rltray (other words) replace an older's
+        self._wrote = False
+        #: (switches, the store's change mark, the date, ``_marks``) when the texts were last
+        #: known current
         self._unchanged_since: tuple[Any, ...] | None = None
 
     def record_members(self) -> None:
@@ -169,8 +182,8 @@ class LessonIntents:
     def add(self, text: str, folder: str | None = None, kind: str = "note") -> str:
         """A lesson in the user's words, for one project folder (None: every project)."""
         polarity = _polarity(kind)
-        try:
-            key = self.host.store.add_lesson(text, folder, polarity)
+        try:  # told to agents and written to their files: no credential (SECURITY.md)
+            key = self.host.store.add_lesson(scrub(text), folder, polarity)
         except StoreError as exc:
             raise UserError(str(exc)) from None
         self._note(f"lesson {key} added" + (f" for {folder}" if folder else " for every project"))
@@ -181,7 +194,8 @@ class LessonIntents:
         lesson = self.get(key)
         if lesson.user_added and not (text or "").strip():
             raise UserError(f"Lesson {key} is yours: give it new words, or delete it.")
-        return self._set(key, f"lesson {key} reworded", text=(text or "").strip() or None)
+        words = scrub((text or "").strip()) or None  # told to agents: no credential
+        return self._set(key, f"lesson {key} reworded", text=words)
 
     def mute(self, key: str, on: bool = True) -> book.Lesson:
         return self._set(key, f"lesson {key} {'muted' if on else 'unmuted'}", muted=int(on))
@@ -237,6 +251,19 @@ class LessonIntents:
         The service's listener (any thread): after every rating, tag, lesson or
         settings change, and by the running rltray at its start and then every
         few seconds, so a lesson retires on its day without a change.
+
+        Two processes share the files (the running tray and a CLI command), each
+        refreshing after its own changes. So reading the store and writing the files
+        is one step under a file lock in the data folder (``REFRESH_LOCK``): a refresh
+        that read the store before another process's change can no longer write its
+        older text after that process wrote the newer one. And what the files were last
+        written from is kept beside them (``WRITTEN``), not in this process's memory: a
+        process that wrote a text, saw another write a newer one, and then undid the
+        change would otherwise think its own old text was still there and skip. With it
+        go the agents' folders' modification times after that write (``_marks``), and the
+        quick check looks at them too: files written by anything else (an older rltray
+        without the lock, a hand) are noticed at the next call and written again, instead
+        of staying until the next change of the store.
         """
         # Settings first, outside the lock: reading them may notice a changed or broken
         # config.toml and tell the listeners, this one among them (a second call that
@@ -250,34 +277,56 @@ class LessonIntents:
             self._note_switches(on)
             # The running rltray calls this every few seconds: when no row changed and
             # the day did not turn, the texts cannot differ, so skip reading every
-            # lesson's evidence (the store's change mark costs two integer reads).
-            quick = (sorted(on.items()), self.host.store.change_mark(), self.clock().date())
+            # lesson's evidence (the store's change mark costs two integer reads; any
+            # other process's commit moves it too).
+            home = self.host.paths.home
+            quick = (sorted(on.items()), self.host.store.change_mark(), self.clock().date(),
+                     _marks(home, on))  # fmt: skip
             if quick == self._unchanged_since:
                 return False
-            if not any(on.values()):
-                stamp = repr(on)
-                inputs = None
-            else:
-                inputs = self._inputs()
-                stamp = _fingerprint(on, inputs, self.clock())
-            if stamp == self._written:
-                self._unchanged_since = quick
+            from filelock import Timeout
+
+            try:
+                with _refresh_lock(home):
+                    wrote = self._write_files(on, home)
+            except Timeout:  # another process is stuck writing them: the next call retries
+                log.warning("lesson files not refreshed: %s is held",
+                            home / lessonfiles.FOLDER / REFRESH_LOCK)  # fmt: skip
                 return False
-            texts = render.texts(self._assess(*inputs)) if inputs is not None else {}
-            home = str(self.host.paths.home)
-            for agent, wanted in on.items():
-                try:
-                    if wanted:
-                        lessonfiles.write_all(home, agent, texts)
-                    else:
-                        lessonfiles.clear(home, agent)
-                except OSError as exc:  # another process rewrote them at the same moment
-                    log.warning("lesson files of %s not written: %s", agent, exc)
-                    return False
-            self._written = stamp
-            self._unchanged_since = quick
-            self._refresh_agent_files()
-            return True
+            if wrote is not None:
+                self._unchanged_since = quick
+            return bool(wrote)
+
+    def _write_files(self, on: dict[str, bool], home: Path) -> bool | None:
+        """Read the store and write the files (under the refresh lock): whether it wrote,
+        None when it could not (the next refresh tries again)."""
+        if not any(on.values()):
+            stamp = repr(on)
+            inputs = None
+        else:
+            inputs = self._inputs()
+            stamp = _fingerprint(on, inputs, self.clock())
+        if self._wrote and _read_written(home) == {"from": stamp, "folders": _marks(home, on)}:
+            return False
+        texts = render.texts(self._assess(*inputs)) if inputs is not None else {}
+        for agent, wanted in on.items():
+            try:
+                if wanted:
+                    lessonfiles.write_all(str(home), agent, texts)
+                else:
+                    lessonfiles.clear(str(home), agent)
+            except OSError as exc:  # a file of the user's in the way, a full disk
+                log.warning("lesson files of %s not written: %s", agent, exc)
+                return None
+        record = {"from": stamp, "folders": _marks(home, on)}
+        try:
+            fileio.write_private_atomic(home / lessonfiles.FOLDER / WRITTEN,
+                                        json.dumps(record).encode())  # fmt: skip
+        except OSError as exc:  # written, not noted: the next refresh writes them again
+            log.warning("lesson files written but not noted: %s", exc)
+        self._wrote = True
+        self._refresh_agent_files()
+        return True
 
     def _refresh_agent_files(self) -> None:
         """Agents' own copies the user opted into (Claude Code's rules file,
@@ -304,11 +353,47 @@ class LessonIntents:
 
     def _assess(self, evidence: list[dict[str, Any]], rows: list[Any]) -> list[book.Lesson]:
         groups = grouping.group(grouping.Evidence.from_row(r) for r in evidence)
-        moves = carry.moves(groups, rows)
-        if moves:  # decisions follow their lesson's group (and record the turns behind it)
-            self.host.store.carry_lessons(moves)
+        plan = carry.plan(groups, rows)
+        if plan.moves or plan.copies:  # decisions follow their lesson's turns (carry.py)
+            self.host.store.carry_lessons(plan.moves, plan.copies)
             rows = self.host.store.lesson_rows()
         return book.assess(groups, rows, self.clock())
+
+
+def _refresh_lock(home: Path) -> BaseFileLock:
+    """The data folder's lock around reading the store and writing the lesson files.
+
+    A fresh object per call and ``thread_local=False``, as ``training.served``'s: the OS
+    lock is per open file, so two services in one process exclude each other as two
+    processes do. The timeout bounds a wait on a process stuck mid-write.
+    """
+    from filelock import FileLock
+
+    folder = home / lessonfiles.FOLDER
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return FileLock(str(folder / REFRESH_LOCK), timeout=LOCK_WAIT_S, mode=0o600,
+                    is_singleton=False, thread_local=False)  # fmt: skip
+
+
+def _read_written(home: Path) -> Any:
+    """What the files were last written from (``_fingerprint``) by whichever process, and
+    ``_marks`` right after; None when unknown."""
+    try:
+        return json.loads(fileio.read_regular_file(home / lessonfiles.FOLDER / WRITTEN, 4096))
+    except (OSError, ValueError):
+        return None
+
+
+def _marks(home: Path, on: dict[str, bool]) -> list[int | None]:
+    """Each agent's lesson folder's modification time (None: no folder): replacing or
+    removing a file in it moves it, whoever did (one stat per agent)."""
+    marks: list[int | None] = []
+    for agent in sorted(on):
+        try:
+            marks.append(os.stat(lessonfiles.agent_folder(str(home), agent)).st_mtime_ns)
+        except OSError:
+            marks.append(None)
+    return marks
 
 
 def _fingerprint(on: dict[str, bool], inputs: tuple[list[Any], list[Any]], now: datetime) -> str:

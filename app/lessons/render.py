@@ -1,10 +1,20 @@
-"""The text an agent is told: facts about the user's preferences, in the user's words, small.
+"""The text an agent is told: facts about the user's ratings, and the user's words, small.
 
 One text per project (its own lessons, then the global ones under "In every
 project:") and one global text for every other folder (``hooks/lessonfiles.py``
-picks). Each bullet states what the user said and how often they rated it::
+picks). Each bullet states how the user rated answers and quotes what they said
+about them, word for word::
 
-    - Avoid: ran the whole suite when asked for one test (rated bad 5 times, last on 2026-11-25).
+    - The user rated answers bad 5 times (last on 2026-11-25) and commented: "be brief"
+
+Why quoted and never turned into an order: the user explains a bad rating by what
+they wanted as often as by what went wrong ("be brief"), so a verb put before their
+words ("Avoid: be brief") said the opposite of what they meant, and a reworded or
+added lesson ("Keep answers short") is already an instruction of the user's own.
+The facts (rated bad, how often, their words) are all rltray knows; the agent reads
+them. A comment is cut to ``WORDS_CHARS`` (marked "…"); words the user wrote as the
+lesson (added or reworded, at most ``store.lessons.MAX_LESSON_CHARS``) are told whole,
+so nothing the store accepted is silently dropped.
 
 The set stays small: at most ``MAX_LESSONS`` bullets and ``lessonfiles.BUDGET_CHARS``
 characters, pinned and added lessons first, then the ones rated most often in
@@ -18,13 +28,14 @@ from datetime import datetime, timezone
 
 from rltray.app.hooks import lessonfiles
 from rltray.app.lessons.book import Lesson
+from rltray.app.store.lessons import MAX_LESSON_CHARS
 from rltray.app.words import preview
 
 HEADER_PROJECT = "The user's own feedback on earlier answers in this project (from rltray):"
 HEADER_GLOBAL = "The user's own feedback on earlier answers (from rltray):"
 EVERY_PROJECT = "In every project:"
 MAX_LESSONS = 10
-WORDS_CHARS = 200  # one lesson's words in a bullet
+WORDS_CHARS = 200  # one comment's words in a bullet (the user's own lesson words: whole)
 
 
 def text(
@@ -73,22 +84,30 @@ def chosen(lessons: Iterable[Lesson], project: str | None, budget: int) -> list[
 
 
 def bullet(lesson: Lesson, project: str | None = None) -> str:
-    """One lesson as the agent reads it (counts in ``project``, or in all for a global one)."""
-    words = _words(lesson)
-    if lesson.polarity is None:
-        return f"- Note from the user: {words}."
-    head = "Avoid" if lesson.polarity < 0 else "Keep"
+    """One lesson as the agent reads it (counts in ``project``, or in all for a global one):
+    the facts, then the user's words in quotes, never with a verb of rltray's before them."""
     if lesson.user_added:
-        return f"- {head}: {words} (the user's own note)."
+        kind = {None: "", -1: "avoid", 1: "keep"}.get(lesson.polarity, "")
+        filed = f' (filed under "{kind}")' if kind else ""
+        return f'- The user\'s own note{filed}: "{_words(lesson, project)}"'
     view = _view(lesson, project)
     bad, good = lesson.counts(view)
-    main, other = (bad, good) if lesson.polarity < 0 else (good, bad)
-    side, other_side = ("bad", "good") if lesson.polarity < 0 else ("good", "bad")
-    detail = f"rated {side} {_times(main)}"
-    if other:
-        detail += f" and {other_side} {_times(other)}"
-    detail += f", last on {_day(lesson.last_in(view))}"
-    return f"- {head}: {words} ({detail})."
+    sides = [("bad", bad), ("good", good)]
+    if (lesson.polarity or -1) > 0:  # the side the lesson stands for is said first
+        sides.reverse()
+    counts = " and ".join(f"{side} {_times(n)}" for side, n in sides if n)
+    when = f"last on {_day(lesson.last_in(view))}"
+    if lesson.resolved:
+        when += f"; they count it as {'bad' if (lesson.polarity or 0) < 0 else 'good'}"
+    if lesson.tag:
+        facts = f'- The user tagged answers "{lesson.tag}" and rated them {counts} ({when})'
+    else:
+        facts = f"- The user rated answers {counts} ({when})"
+    if lesson.edited:
+        return f'{facts}; their own note on it: "{_words(lesson, project)}"'
+    if lesson.tag:
+        return facts
+    return f'{facts} and commented: "{_words(lesson, project)}"'
 
 
 def _assemble(picked: list[Lesson], project: str | None) -> str:
@@ -118,13 +137,13 @@ def _rank(lesson: Lesson, project: str | None) -> tuple[bool, bool, int]:
     return (not lesson.pinned, not lesson.user_added, -max(bad, good))
 
 
-def _words(lesson: Lesson) -> str:
-    if lesson.tag and not lesson.edited:
-        return f'answers the user tagged "{lesson.tag}"'
-    words = preview(lesson.words, WORDS_CHARS).rstrip(" .!;:,")
-    if len(words) > 1 and words[0].isupper() and words[1].islower():
-        words = words[0].lower() + words[1:]  # "Ran the…" reads on after "Avoid:"; "API…" stays
-    return words
+def _words(lesson: Lesson, project: str | None) -> str:
+    """The user's words as they wrote them, on one line: a comment cut to ``WORDS_CHARS``
+    (in ``project``'s own comments for its own lesson: ``Lesson.words_in``), words the user
+    wrote as the lesson whole (the store's cap)."""
+    if lesson.user_added or lesson.edited:
+        return preview(lesson.words, MAX_LESSON_CHARS)
+    return preview(lesson.words_in(_view(lesson, project)), WORDS_CHARS)
 
 
 def _times(n: int) -> str:

@@ -10,13 +10,17 @@ resolved) under the group's key, or a lesson the user added in words.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rltray.app.hooks import lessonfiles
 from rltray.app.store.base import StoreBase, StoreError, utc_iso
 from rltray.app.store.turns import key_hash
 
-MAX_LESSON_CHARS = 500
+#: The one cap, in the hook program's contract module (its `/rl lesson` checks it too); the
+#: agent is told the whole text (app/lessons/render.py), so what is accepted is what is told.
+MAX_LESSON_CHARS = lessonfiles.MAX_LESSON_CHARS
 _COLS = (
     "key, user_added, text, project, polarity, scope, muted, pinned, deleted_at, created_at,"
     " updated_at, members"
@@ -177,11 +181,18 @@ class Lessons(StoreBase):
             conn.execute("UPDATE lessons SET members = '[]' WHERE user_added = 0"
                          " AND members IS NULL")
 
-    def carry_lessons(self, moves: list[tuple[str, str, tuple[str, ...]]]) -> int:
-        """Apply ``(key, new key, members)`` moves in one transaction; how many rows changed.
+    def carry_lessons(
+        self,
+        moves: list[tuple[str, str, tuple[str, ...]]],
+        copies: Sequence[tuple[str, str, tuple[str, ...]]] = (),
+    ) -> int:
+        """Apply ``(key, new key, members)`` moves, then ``(key, new key, members)`` copies,
+        in one transaction; how many rows changed or were made.
 
         The same key records the turns behind a lesson; another key moves the user's
         decisions to the group the lesson lives on as (never over a row already there).
+        A copy gives a group split off a decided lesson that lesson's decisions (a new
+        row under the group's key, never over one already there: app/lessons/carry.py).
         """
         changed = 0
         with self._write() as conn:
@@ -192,6 +203,16 @@ class Lessons(StoreBase):
                     continue
                 cur = conn.execute(
                     "UPDATE lessons SET key = ?, members = ? WHERE key = ? AND user_added = 0",
+                    (new, json.dumps(list(members)), key),
+                )
+                changed += cur.rowcount
+            for key, new, members in copies:
+                cur = conn.execute(
+                    "INSERT INTO lessons (key, user_added, text, project, polarity, scope,"
+                    " muted, pinned, deleted_at, created_at, updated_at, members)"
+                    " SELECT ?, 0, text, project, polarity, scope, muted, pinned, deleted_at,"
+                    " created_at, updated_at, ? FROM lessons WHERE key = ? AND user_added = 0"
+                    " ON CONFLICT (key) DO NOTHING",
                     (new, json.dumps(list(members)), key),
                 )
                 changed += cur.rowcount
@@ -212,6 +233,16 @@ class Lessons(StoreBase):
                 )
             else:
                 conn.execute("DELETE FROM lesson_agents WHERE agent = ?", (agent,))
+
+    def session_turn_after(self, agent: str, session: str, captured_at: str, turn_id: int) -> bool:
+        """Whether the session captured a turn after this one (``(captured_at, id)`` order,
+        as ``newest_turn``): then a note for its next prompt is not about this turn
+        (``Service._note_for_next_prompt``). Works for a turn deleted a moment ago too."""
+        return bool(self._read(
+            "SELECT 1 FROM turns WHERE agent = ? AND session = ? AND id != ?"
+            " AND (captured_at > ? OR (captured_at = ? AND id > ?)) LIMIT 1",
+            (agent, session, turn_id, captured_at, captured_at, turn_id),
+        ))
 
     def session_folder(self, agent: str, session: str) -> str | None:
         """The folder a session works in: the newest known folder of its turns."""

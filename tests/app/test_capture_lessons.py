@@ -189,6 +189,35 @@ def test_a_note_the_service_leaves_reaches_only_that_sessions_next_prompt(home: 
     assert told is not None and told.endswith("x…") and len(told) < 600
 
 
+def test_rating_an_older_answer_leaves_no_note_about_the_newest_one(home: Path) -> None:
+    """Regression (review 3, finding 4): `rltray rate 1 bad -c …` (or the ratings window) on
+    an OLDER turn left "The user rated your previous answer bad …" for the session's next
+    prompt, about the answer the agent had just given, which the user did not rate; and
+    rating that older turn good again, or editing its comment, took back or rewrote a note
+    that was about the newest answer."""
+    from rltray.app.paths import Paths
+    from rltray.app.service import Service
+
+    session = {"session_id": "s1", "cwd": "/work/shop"}
+    answered_turn(home, "claude", session, 1)
+    answered_turn(home, "claude", session, 2)
+
+    def next_prompt() -> str | None:
+        return context(answer(run_hook(home, "claude-prompt", {**session, "prompt": "go on"})))
+
+    with Service(Paths.from_env(os.environ)) as service:
+        service.ingest()
+        older, newest = sorted(t.id for t in service.store.list_turns())
+        service.rate(older, -1, comment="you edited the wrong file, undo that")
+        assert next_prompt() is None
+        service.rate(newest, -1, comment="the migration has no down step")
+        service.rate(older, 1)  # the older answer changes its rating: not this note's business
+        service.rate(older, -1, comment="wrong file after all")
+        service.comment(older, "the wrong file, really")
+        assert next_prompt() == NOTE + "the migration has no down step"
+        assert next_prompt() is None  # once
+
+
 @posix_only
 def test_an_untaken_note_goes_with_idle_session_state(home: Path) -> None:
     lessonfiles.note_after_rating(str(home), "codex", "gone", "why")
@@ -241,27 +270,61 @@ def test_rl_lesson_spools_the_text_and_rl_lessons_shows_what_sessions_are_told(
         "rltray: lessons are off for this agent; new sessions are told none "
         f"(`rltray lessons on --agent {agent}` turns them on).")
     assert say("/rl lesson   Run the linter before committing ") == (
-        'rltray: saved the lesson ("Run the linter before committing"); lessons are off for '
-        "this agent, so sessions are not told it yet.")
+        f'rltray: saved the lesson ("Run the linter before committing") for {project}; '
+        "lessons are off for this agent, so sessions are not told it yet.")
     answered_turn(home, prefix, session)
     lessonfiles.write_all(str(home), agent, {})
     assert say("/rl lessons") == (
         "rltray: no lessons for this folder yet; new sessions here are told none.")
     assert say("$rl lesson Say which file changed" if prefix == "codex"
                else "/rl lesson Say which file changed") == (
-        'rltray: saved the lesson ("Say which file changed").')
+        f'rltray: saved the lesson ("Say which file changed") for {project}.')
     lessonfiles.write_all(str(home), agent, {lessonfiles.key(str(project)): "- Run one test.",
                                              lessonfiles.GLOBAL: "- Be brief."})  # fmt: skip
     assert say("/rl lessons") == "rltray: new sessions in this folder are told:\n- Run one test."
     assert say("/rl lesson").startswith("rltray: usage:")  # a lesson needs its text
     first, second = commands(home)
-    assert {k: first[k] for k in ("kind", "agent", "session", "command", "comment")} == {
+    assert {k: first[k] for k in ("kind", "agent", "session", "command", "comment", "cwd")} == {
         "kind": "command", "agent": agent, "session": "s", "command": "lesson",
-        "comment": "Run the linter before committing"}
+        "comment": "Run the linter before committing", "cwd": str(project)}
     assert first["target_turn"] is None and second["target_turn"] is not None
     assert (second["command"], second["comment"]) == ("lesson", "Say which file changed")
     turns = [r for r in spooled(home) if r["kind"] == "turn"]
     assert [t["prompt"] for t in turns] == ["question 1"]  # no `/rl lesson…` is a turn
+
+
+@pytest.mark.parametrize(("agent", "prefix"), AGENTS)
+def test_rl_lesson_as_a_sessions_first_prompt_is_told_in_that_folder_only(
+    home: Path, agent: str, prefix: str
+) -> None:
+    """Regression (review 3, finding 1): `/rl lesson` typed before the session had a turn (its
+    first prompt, or after /clear) spooled no folder, and the service made it a pinned lesson
+    for every project and every agent. The record carries the folder; the reply says it."""
+    from rltray.app.paths import Paths
+    from rltray.app.service import Service
+
+    shop, blog = Path.home() / "shop", Path.home() / "blog"
+    with Service(Paths.from_env(os.environ)) as service:
+        for each, _ in AGENTS:
+            service.lessons.switch(each, True)
+        assert start(home, prefix, shop, "s1") is None
+        typed = "/rl lesson never push to origin/main in this repo"
+        said = blocked(run_hook(home, f"{prefix}-prompt",
+                                {"session_id": "s1", "cwd": str(shop), "prompt": typed}))
+        assert said == 'rltray: saved the lesson ("never push to origin/main in this repo") ' \
+                       "for ~/shop."  # fmt: skip
+        assert service.ingest().commands == 1
+        (row,) = service.lessons.listing()
+        assert (row["scope"], row["folders"]) == ("project", [str(shop)])
+        for each_prefix in ("claude", "codex"):  # another project, another agent: nothing
+            assert start(home, each_prefix, blog, f"s2-{each_prefix}") is None
+        assert "never push to origin/main" in (context(start(home, prefix, shop, "s3")) or "")
+    long = "/rl lesson " + "word " * (lessonfiles.MAX_LESSON_CHARS // 4)
+    said = blocked(run_hook(home, f"{prefix}-prompt", {"session_id": "s4", "cwd": str(shop),
+                                                        "prompt": long}))  # fmt: skip
+    assert said.startswith(f"rltray: a lesson is at most {lessonfiles.MAX_LESSON_CHARS} "
+                           "characters and this one has ")  # not "saved", then refused
+    assert commands(home) == []  # the first was ingested; the long one never spooled
 
 
 @pytest.mark.parametrize("prefix", ["claude", "codex"])

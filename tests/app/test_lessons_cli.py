@@ -62,8 +62,8 @@ def test_preview_prints_exactly_the_text_and_its_size_against_the_budget(
     assert code == ExitCode.OK
     assert out == (
         "The user's own feedback on earlier answers in this project (from rltray):\n"
-        f"- Avoid: ran the whole test suite when asked for one test (rated bad twice, last on "
-        f"{out.split('last on ')[1][:10]}).\n"
+        f"- The user rated answers bad twice (last on {out.split('last on ')[1][:10]}) and "
+        'commented: "Ran the whole test suite when asked for one test"\n'
     )
     assert f"1 lesson, {len(out) - 1} of 2,000 characters (the hook cuts at 4,000)." in err
     assert "Codex: lessons are off, nothing is sent" in err

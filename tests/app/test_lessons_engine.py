@@ -200,9 +200,10 @@ def test_the_text_states_the_users_preferences_with_counts_and_dates() -> None:
     text = render.text(lessons(*items), lessonfiles.key(SHOP))
     assert text == (
         "The user's own feedback on earlier answers in this project (from rltray):\n"
-        "- Avoid: ran the whole test suite when asked for one test "
-        "(rated bad 5 times, last on 2026-11-25).\n"
-        "- Keep: used pytest -k for the one test (rated good once, last on 2026-11-26)."
+        "- The user rated answers bad 5 times (last on 2026-11-25) and commented: "
+        '"Ran the whole test suite when asked for one test"\n'
+        '- The user rated answers good once (last on 2026-11-26) and commented: '
+        '"Used pytest -k for the one test"'
     )
 
 
@@ -221,10 +222,11 @@ def test_global_lessons_go_to_the_global_file_and_into_every_project_file() -> N
     texts = render.texts(every)
     assert texts[lessonfiles.GLOBAL] == (
         "The user's own feedback on earlier answers (from rltray):\n"
-        "- Avoid: be brief (rated bad once, last on 2026-11-26)."
+        '- The user rated answers bad once (last on 2026-11-26) and commented: "be brief"'
     )
     project = texts[lessonfiles.key(SHOP)]
-    assert project.index("test suite") < project.index("In every project:\n- Avoid: be brief")
+    assert project.index("test suite") < project.index("In every project:\n- The user rated")
+    assert project.endswith('commented: "be brief"')
 
 
 def test_the_text_keeps_to_ten_lessons_and_the_budget() -> None:
@@ -258,10 +260,66 @@ def test_held_back_lessons_are_not_in_any_text() -> None:
     assert render.texts(lessons(ev("too verbose", days_ago=61))) == {}
 
 
-@pytest.mark.parametrize(("words", "shown"), [("API keys leaked.", "API keys leaked"),
-                                              ("I asked twice!", "I asked twice")])  # fmt: skip
-def test_the_users_words_read_on_after_avoid(words: str, shown: str) -> None:
-    assert render.bullet(lessons(ev(words))[0]).startswith(f"- Avoid: {shown} (")
+@pytest.mark.parametrize(
+    "words", ["be brief", "Only run the one test I asked for", "API keys leaked.", "I asked twice!"]
+)
+def test_the_users_words_are_quoted_as_they_wrote_them_with_no_verb_before_them(
+    words: str,
+) -> None:
+    """Regression (review 3, finding 3): every bad lesson was told as "Avoid: <words>", and a
+    comment explaining a bad rating by what the user wanted ("be brief") read as its
+    opposite ("Avoid: be brief"). The text states the facts and quotes the words whole."""
+    told = render.bullet(lessons(ev(words))[0])
+    assert told == ("- The user rated answers bad once (last on 2026-11-26) and commented: "
+                    f'"{words}"')
+    assert "Avoid" not in told and "Keep" not in told
+
+
+def test_reworded_and_added_lessons_are_told_as_the_users_own_note_word_for_word() -> None:
+    """Regression (review 3, finding 3): the user's own rewording ("Keep answers short") and an
+    added lesson were told after "Avoid:" / "Keep:" too."""
+    a = ev("be brief")
+    edited, added, noted = lessons(a, rows=(
+        row(f"c{a.turn_id}", text="Keep answers short"),
+        row("u1", user_added=True, text="Never push to main", polarity=-1, project=SHOP),
+        row("u2", user_added=True, text="Answer in English", project=SHOP)))  # fmt: skip
+    assert render.bullet(edited) == ('- The user rated answers bad once (last on 2026-11-26); '
+                                     'their own note on it: "Keep answers short"')  # fmt: skip
+    assert render.bullet(added) == ('- The user\'s own note (filed under "avoid"): '
+                                    '"Never push to main"')  # fmt: skip
+    assert render.bullet(noted) == '- The user\'s own note: "Answer in English"'
+
+
+def test_a_lesson_the_store_accepts_is_told_whole() -> None:
+    """Regression (review 3, finding 9): the store takes 500 characters but the text cut the
+    words at 200, so the end of a lesson ("BUT never on prod") never reached the agent."""
+    from rltray.app.store.lessons import MAX_LESSON_CHARS
+
+    words = "Run the migrations yourself " + "x" * (MAX_LESSON_CHARS - 60) + " BUT never on prod"
+    assert len(words) <= MAX_LESSON_CHARS
+    (added,) = lessons(rows=(row("u1", user_added=True, text=words, project=SHOP),))
+    text = render.text([added], lessonfiles.key(SHOP)) or ""
+    assert f'"{words}"' in text and "…" not in text
+    long_comment = "x" * 300 + " the end"
+    (from_comment,) = lessons(ev(long_comment))
+    assert "the end" not in render.bullet(from_comment)  # a comment is cut, and says so
+    assert render.bullet(from_comment).endswith('…"')
+
+
+def test_a_project_is_told_its_own_comments_of_a_lesson_rated_in_two_projects() -> None:
+    """Regression (review 3, finding 8): the words of a lesson rated in two projects were the
+    centre of all its comments, so the blog was told the shop's "acme payroll"."""
+    shop = [ev("never run the acme payroll migrations on prod"),
+            ev("never run acme payroll migrations on prod!")]  # fmt: skip
+    blog = ev("never run migrations on prod", cwd=BLOG)
+    (lesson,) = lessons(*shop, blog)
+    assert lesson.projects == (lessonfiles.key(SHOP), lessonfiles.key(BLOG))
+    texts = render.texts([lesson])
+    assert '"never run migrations on prod"' in texts[lessonfiles.key(BLOG)]
+    assert "acme" not in texts[lessonfiles.key(BLOG)]
+    assert "acme payroll" in texts[lessonfiles.key(SHOP)]
+    global_one = lessons(*shop, blog, rows=(row(lesson.key, scope="global"),))[0]
+    assert lesson.words in render.texts([global_one])[lessonfiles.GLOBAL]  # all: its centre
 
 
 # -- still happening -----------------------------------------------------------------------
@@ -299,3 +357,14 @@ def test_carry_parks_a_row_whose_key_names_a_group_of_other_turns() -> None:
     groups = [Group("c5", [ev(5, "new")]), Group("c7", [ev(7, "b"), ev(8, "c")])]
     rows = [row("c5", ("old",)), row("c6", ("a", "b"))]
     assert carry.moves(groups, rows) == [("c5", "was-c5", ("old",)), ("c6", "c7", ("b", "c"))]
+
+    # a split: the part keeping the key keeps the row; a part whose turns were all behind
+    # it takes a copy (under the row's key once moved); a part with a new turn takes none
+    groups = [Group("c1", [ev(1, "a")]), Group("c3", [ev(3, "c")]),
+              Group("c4", [ev(4, "d"), ev(2, "b")])]  # fmt: skip
+    planned = carry.plan(groups, [row("c1", ("a", "b", "c"))])
+    assert planned.moves == [("c1", "c1", ("a",))]
+    assert planned.copies == [("c1", "c3", ("c",))]
+    moved = carry.plan([Group("c2", [ev(2, "b")]), Group("c3", [ev(3, "c")])],
+                       [row("c1", ("a", "b", "c"))])  # fmt: skip
+    assert (moved.moves, moved.copies) == ([("c1", "c2", ("b",))], [("c2", "c3", ("c",))])

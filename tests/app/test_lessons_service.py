@@ -43,10 +43,11 @@ def test_rating_a_turn_with_a_comment_rewrites_that_projects_lesson_file(
     text = told(service, SHOP)
     assert text is not None and text.startswith(
         "The user's own feedback on earlier answers in this project (from rltray):\n"
-        "- Avoid: ran the whole test suite when asked for one test (rated bad once, last on "
+        "- The user rated answers bad once (last on "
     )
+    assert text.endswith('and commented: "Ran the whole test suite when asked for one test"')
     service.rate(turn(service, make_turn), -1, comment="you ran the whole test suite again")
-    assert "(rated bad twice, " in (told(service, SHOP) or "")
+    assert "- The user rated answers bad twice (" in (told(service, SHOP) or "")
     assert told(service, BLOG) is None  # another project is never told the shop's lessons
     assert told(service, SHOP, "claude-code") is None  # off for Claude Code
 
@@ -57,9 +58,10 @@ def test_comments_and_tags_changed_later_reach_the_file_too(service: Service, ma
     service.rate(one, -1)
     assert told(service, SHOP) is None  # a rating with no comment or tag teaches nothing
     service.set_tags(one, ["verbose"])
-    assert 'Avoid: answers the user tagged "verbose"' in (told(service, SHOP) or "")
+    assert '- The user tagged answers "verbose" and rated them bad once (' in (
+        told(service, SHOP) or "")
     service.comment(one, "too verbose, cut the preamble")
-    assert "Avoid: too verbose, cut the preamble" in (told(service, SHOP) or "")
+    assert 'commented: "too verbose, cut the preamble"' in (told(service, SHOP) or "")
     service.unrate(one)
     assert told(service, SHOP) is None  # counts come from the active ratings, always
 
@@ -79,14 +81,14 @@ def test_each_intent_changes_what_is_told(service: Service, make_turn) -> None:
     service.rate(one, -1, comment="too verbose")
     key = f"c{one}"
     service.lessons.edit(key, "Keep answers short")
-    assert "Avoid: keep answers short (rated bad once" in (told(service, SHOP) or "")
+    assert 'their own note on it: "Keep answers short"' in (told(service, SHOP) or "")
     service.lessons.mute(key)
     assert told(service, SHOP) is None
     service.lessons.mute(key, on=False)
     service.lessons.set_scope(key, "global")
-    assert "keep answers short" in (told(service, "/anywhere/else") or "")
+    assert "Keep answers short" in (told(service, "/anywhere/else") or "")
     added = service.lessons.add("Use pytest -k for one test", BLOG, kind="keep")
-    note = "- Keep: use pytest -k for one test (the user's own note)."
+    note = '- The user\'s own note (filed under "keep"): "Use pytest -k for one test"'
     assert note in (told(service, BLOG) or "")
     assert "pytest" not in (told(service, SHOP) or "")
     service.lessons.delete(added)
@@ -110,9 +112,10 @@ def test_a_contradiction_is_not_told_until_the_user_resolves_it(
     (row,) = service.lessons.listing()
     assert row["status"] == "contradiction" and told(service, SHOP) is None
     service.lessons.resolve(f"c{first}", "avoid")
-    assert "- Avoid: ran the whole test suite (rated bad once and good once" in (
-        told(service, SHOP) or ""
-    )
+    assert ("- The user rated answers bad once and good once (last on "
+            in (told(service, SHOP) or ""))
+    assert ('; they count it as bad) and commented: "ran the whole test suite"'
+            in (told(service, SHOP) or ""))
 
 
 def test_a_lesson_retires_on_its_day_without_any_change(service: Service, make_turn) -> None:
@@ -156,7 +159,7 @@ def test_rl_lesson_from_the_spool_lands_in_the_sessions_project_file(
               "captured_at": "2026-11-27T10:00:00Z", "event": "prompt"}  # fmt: skip
     (incoming / "00000000000000000001-1-aaaaaaaa.json").write_text(json.dumps(record))
     assert service.ingest().commands == 1
-    assert "- Note from the user: run one test with -k." in (
+    assert '- The user\'s own note: "Run one test with -k"' in (
         told(service, SHOP, "claude-code") or ""
     )
 
@@ -197,7 +200,7 @@ def test_claude_codes_opted_in_rules_file_follows_the_global_lessons(
     service.lessons.add("Answer in English", None, kind="keep")
     assert rules.read_bytes() == rulesfile.HEADER + (
         b"The user's own feedback on earlier answers (from rltray):\n"
-        b"- Keep: answer in English (the user's own note).\n"
+        b'- The user\'s own note (filed under "keep"): "Answer in English"\n'
     )
 
 
@@ -221,7 +224,7 @@ def test_the_poll_reads_nothing_until_the_data_changes_then_sees_another_process
     with Store.open(service.paths) as other:
         other.set_comment(one, "cut the preamble")
     assert service.lessons.refresh() is True and reads == [1]
-    assert "Avoid: cut the preamble" in (told(service, SHOP) or "")
+    assert 'commented: "cut the preamble"' in (told(service, SHOP) or "")
 
 
 def test_an_agent_that_cannot_be_told_lessons_gets_no_switch(service: Service) -> None:
@@ -275,6 +278,42 @@ def test_a_decision_follows_its_lesson_when_the_first_rating_is_withdrawn(
     assert service.lessons.listing() == [] and told(service, SHOP) is None
     service.rate(ids[0], -1, comment="ran the whole test suite when asked for one test")
     assert service.lessons.listing() == []  # the group is back under c<first>: still deleted
+
+
+@pytest.mark.parametrize("decision", ["delete", "mute", "edit"])
+def test_a_decision_stays_with_both_parts_when_a_lesson_splits(
+    service: Service, make_turn, decision: str
+) -> None:
+    """Regression (review 3, finding 5): withdrawing the one rating whose comment bridged
+    two wordings split the lesson; the part without the row came back under a new key,
+    told to the agent although the user had deleted (or muted, or reworded) it."""
+    service.lessons.switch("codex", True)
+    ids = [turn(service, make_turn) for _ in range(3)]
+    service.rate(ids[0], -1, comment="ran the whole test suite")
+    service.rate(ids[2], -1, comment="slow build again, suite")
+    service.rate(ids[1], -1, comment="ran the whole test suite, slow build")  # the bridge
+    (row,) = service.lessons.listing()
+    assert row["bad"] == 3
+    if decision == "delete":
+        service.lessons.delete(row["id"])
+    elif decision == "mute":
+        service.lessons.mute(row["id"])
+    else:
+        service.lessons.edit(row["id"], "Run only the test the user names")
+    service.unrate(ids[1])
+    parts = service.lessons.all(include_deleted=True)
+    assert [p.key for p in parts] == [f"c{ids[0]}", f"c{ids[2]}"]  # it did split
+    if decision == "edit":
+        assert [p.words for p in parts] == ["Run only the test the user names"] * 2
+        assert "slow build" not in (told(service, SHOP) or "")
+    else:
+        assert all(p.deleted if decision == "delete" else p.muted for p in parts)
+        assert told(service, SHOP) is None
+    service.rate(ids[1], -1, comment="ran the whole test suite, slow build")
+    (whole,) = service.lessons.all(include_deleted=True)  # one lesson again, as decided
+    assert whole.key == f"c{ids[0]}" and len(whole.evidence) == 3
+    assert (whole.deleted, whole.muted, whole.edited) == (
+        decision == "delete", decision == "mute", decision == "edit")
 
 
 def test_a_row_left_by_a_withdrawn_group_never_lands_on_another_lesson(
@@ -356,3 +395,76 @@ def test_a_decision_from_before_members_were_kept_follows_its_lesson(
         upgraded.unrate(ids[0])  # the group lives on under c<ids[1]>
         assert upgraded.lessons.listing() == [] and told(upgraded, SHOP) is None
         assert not upgraded.store.lessons_lack_members()  # the pass is not run at every start
+
+
+def test_a_refresh_that_read_before_another_process_changed_the_store_never_wins(
+    paths: Paths, make_turn
+) -> None:
+    """Regression (review 3, finding 10): two processes (the tray, a CLI command) rewrote the
+    files from what each had read, with no lock between them. A CLI refresh that read the
+    store just before the tray deleted a turn wrote its older text after the tray's, and
+    the tray then skipped every refresh (its change mark had not moved): the deleted turn's
+    comment was told to every new session. Forced here: the CLI's refresh stops right after
+    reading (its clock, called then, waits) while the tray deletes the turn."""
+    import threading
+
+    tray, cli = Service(paths), Service(paths)
+    try:
+        tray.set_setting("lessons.codex", True)
+        first, second = turn(tray, make_turn), turn(tray, make_turn)
+        tray.rate(first, -1, comment="my private note about the Henderson case files")
+        calls = {"n": 0}
+        paused = threading.Event()
+        tray_done = threading.Event()
+
+        def delete_in_the_tray() -> None:
+            tray.delete_turns([first], "the tray's window")  # refreshes (its listener)
+            tray_done.set()
+
+        deleter = threading.Thread(target=delete_in_the_tray)
+
+        def cli_clock() -> datetime:
+            calls["n"] += 1
+            if calls["n"] == 2:  # 1: refresh's quick check; 2: after reading the store
+                paused.set()
+                deleter.start()
+                tray_done.wait(2.0)  # with the lock the tray waits for this refresh
+            return datetime.now(timezone.utc)
+
+        cli.lessons.clock = cli_clock
+        cli.rate(second, -1, comment="too verbose")  # the CLI's refresh runs in here
+        deleter.join(30)
+        assert paused.is_set() and tray_done.is_set()
+        text = told(tray, SHOP) or ""  # the lock: the tray wrote last, from the newer store
+        assert "too verbose" in text and "Henderson" not in text
+        for _ in range(2):
+            assert tray.lessons.refresh() is False  # and nothing is left to rewrite
+        assert told(tray, SHOP) == text
+    finally:
+        cli.close()
+        tray.close()
+
+
+def test_a_process_that_undoes_another_ones_change_rewrites_the_files(
+    paths: Paths, make_turn
+) -> None:
+    """Regression (review 3, finding 10): what the files were last written from was kept in
+    each process's memory. The tray wrote a text, the CLI wrote a newer one, the tray undid
+    that change: back at what it had written, the tray skipped, and the CLI's comment stayed
+    told. What they were written from is kept beside them, for every process."""
+    tray, cli = Service(paths), Service(paths)
+    try:
+        tray.set_setting("lessons.codex", True)
+        first, second = turn(tray, make_turn), turn(tray, make_turn)
+        tray.rate(first, -1, comment="ran the whole test suite")
+        cli.rate(second, -1, comment="leaked the design doc into the log")
+        assert "design doc" in (told(tray, SHOP) or "")
+        tray.unrate(second)
+        assert "design doc" not in (told(tray, SHOP) or "")
+        # files written by anything else (a hand, an older rltray) are written again too
+        lessonfiles.write_all(str(paths.home), "codex", {lessonfiles.key(SHOP): "- stale"})
+        assert tray.lessons.refresh() is True
+        assert "whole test suite" in (told(tray, SHOP) or "")
+    finally:
+        cli.close()
+        tray.close()

@@ -3,6 +3,7 @@ only when asked, rewritten with the lessons until the user edits it, removed by 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -132,3 +133,26 @@ def test_the_cli_writes_it_on_request_only(paths: Paths, rules: Path) -> None:
     assert code == ExitCode.USAGE and "--lessons-file goes with" in err
     assert cli("hooks", "uninstall")[0] == ExitCode.OK
     assert not rules.exists() and not os.path.exists(rules.parent)
+
+
+def test_a_process_without_claude_config_dir_still_rewrites_the_file_installed_with_it(
+    paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3, finding 6): the file was refreshed at the path the refreshing
+    process computed from its own CLAUDE_CONFIG_DIR. Installed from a shell that set it, the
+    tray (started at login, without it) never rewrote it: a lesson the user deleted stayed
+    in the file Claude Code reads as their instruction. The manifest's path is refreshed."""
+    custom = tmp_path / "claude-elsewhere"
+    custom.mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(custom))
+    assert cli("lessons", "on", "--agent", "claude-code")[0] == ExitCode.OK
+    assert cli("lessons", "add", "--global", "Never print the staging password")[0] == 0
+    code, _, err = cli("hooks", "install", "--agent", "claude-code", "--lessons-file")
+    assert code == ExitCode.OK, err
+    written = custom / "rules" / rulesfile.NAME
+    assert b"Never print the staging password" in written.read_bytes()
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")  # the tray's environment
+    (key,) = [row["id"] for row in json.loads(cli("lessons", "list", "--json")[1])]
+    assert cli("lessons", "delete", key)[0] == ExitCode.OK
+    assert written.read_bytes() == rulesfile.HEADER
+    assert not (Path.home() / ".claude" / "rules").exists()  # none made where none was asked

@@ -50,3 +50,46 @@ def test_credential_is_stored_and_exported_nowhere(
     assert shape.secret not in exported
     assert shape.secret not in (tmp_path / "export.jsonl").read_text("utf-8")
     assert leaks(rltray_home, shape.secret) == []
+
+
+def test_a_credential_in_a_comment_given_outside_the_agent_is_stored_and_told_nowhere(
+    rltray_home: Path,
+) -> None:
+    """Regression (review 3, finding 7): a comment given with `rltray bad -c`, `rltray rate`,
+    the ratings window (``Service.comment``) or a lesson's own words was stored as typed, so
+    a token in it was written to the lesson files, told to every new session, and copied to
+    Claude Code's rules file; only the note for the next prompt was scrubbed."""
+    from rltray.app.hooks import lessonfiles, rulesfile
+    from rltray.app.hooks.claude_code import ClaudeCode
+    from rltray.app.paths import Paths
+    from rltray.app.service import Service
+
+    from tests.app.test_capture import run_hook
+
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    other = "glpat-" + "Zy9Xw8Vu7Ts6Rq5Po4Nm"
+    session = {"session_id": "s1", "cwd": "/work/shop", "transcript_path": None}
+    for n in (1, 2):
+        run_hook(rltray_home, "claude-prompt", {**session, "prompt": f"push release {n}"})
+        run_hook(rltray_home, "claude-stop", {**session, "last_assistant_message": f"no auth {n}"})
+    (Path.home() / ".claude").mkdir()
+    run_cli("lessons", "on", "--agent", "claude-code")
+    run_cli("hooks", "install", "--agent", "claude-code", "--lessons-file")
+    run_cli("bad", "-c", f"use the token {token} from the vault instead of asking me")
+    run_cli("rate", "1", "bad", "-c", f"the token is {token}, just use it")
+    run_cli("lessons", "add", "--global", f"Deploy with {other}")
+    with Service(Paths.from_env()) as service:
+        newest = max(t.id for t in service.store.list_turns())
+        service.comment(newest, f"use {other} and {token} from the vault")  # the window's edit
+        drawn = [row["id"] for row in service.lessons.listing() if not row["user_added"]]
+        service.lessons.edit(drawn[0], f"Authenticate with {token}")
+        lessons = service.lessons.listing()
+    assert len(lessons) >= 2 and all("[REDACTED:" in row["words"] for row in lessons)
+    told = run_hook(rltray_home, "claude-start", {**session, "hook_event_name": "SessionStart",
+                                                  "source": "startup"}).stdout.decode()
+    assert "[REDACTED:" in told
+    rules = rulesfile.path(ClaudeCode().config_home()).read_text()
+    assert "[REDACTED:" in rules and lessonfiles.read(str(rltray_home), "claude-code", None)
+    for secret in (token, other):
+        assert secret not in told and secret not in rules
+        assert leaks(rltray_home, secret) == []

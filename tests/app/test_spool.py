@@ -465,7 +465,8 @@ def test_many_records_are_stored_in_batches_with_progress(paths: Paths, store: S
 def test_rl_lesson_adds_the_users_words_for_the_sessions_project(
     paths: Paths, store: Store
 ) -> None:
-    """Issue 24: `/rl lesson <text>` is a lesson for the folder of the session's turns."""
+    """Issue 24: `/rl lesson <text>` is a lesson for the folder it was typed in (``cwd``); a
+    record from an older hook, without one, takes the folder of the session's turns."""
     put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(turn="t1", cwd="/work/shop"))
     put(paths, "00000000000000000002-1-aaaaaaaa.json",
         turn_record(turn="t2", session="s2", cwd="/work/blog"))  # fmt: skip
@@ -485,6 +486,26 @@ def test_rl_lesson_adds_the_users_words_for_the_sessions_project(
     put(paths, "00000000000000000003-1-bbbbbbbb.json", lesson | {"comment": "Run one test"})
     assert spool.ingest(paths, store).duplicates == 1  # a replayed record adds nothing
     assert len(store.lesson_rows()) == 3
+
+
+def test_rl_lesson_as_a_sessions_first_prompt_is_the_folders_not_every_projects(
+    paths: Paths, store: Store
+) -> None:
+    """Regression (review 3, finding 1): typed before the session had a turn (its first
+    prompt, or after /clear), `/rl lesson` found no folder and became a pinned lesson for
+    every project and agent. The hook records the folder; it wins over the turns'."""
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(turn="t1", cwd="/work/shop"))
+    first = command_record("lesson", "none", "2026-01-02T03:05:00Z") | {
+        "target_turn": None, "session": "fresh", "comment": "Never push to main",
+        "cwd": "/work/shop"}
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", first)
+    moved = command_record("lesson", "t1", "2026-01-02T03:06:00Z") | {
+        "comment": "Use the blog's theme", "cwd": "/work/blog"}  # cd'd since the last turn
+    put(paths, "00000000000000000003-1-cccccccc.json", moved)
+    report = spool.ingest(paths, store)
+    assert (report.commands, report.rejected) == (2, 0), report.messages
+    assert [(r.text, r.project) for r in store.lesson_rows()] == [
+        ("Never push to main", "/work/shop"), ("Use the blog's theme", "/work/blog")]
 
 
 def test_message_ids_from_before_chats_were_kept_still_place_a_reaction(paths: Paths) -> None:

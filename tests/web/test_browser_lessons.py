@@ -80,7 +80,7 @@ def test_the_lessons_page_in_chromium(server, service, add_turns) -> None:  # no
         page.fill(f"{suite} .words input", "Run only the test I name")
         page.keyboard.press("Enter")
         page.wait_for_selector(f"{suite} .words >> text=Run only the test I name")
-        assert "Avoid: run only the test I name" in lessonfiles.read(home, "codex", SHOP)
+        assert '"Run only the test I name"' in lessonfiles.read(home, "codex", SHOP)
         page.keyboard.press("e")
         page.fill(f"{suite} .words input", "Something else")
         page.keyboard.press("Escape")
@@ -213,7 +213,7 @@ def test_suggest_wording_then_discard_or_accept_in_chromium(server, service, add
             page.wait_for_selector(f"{suite} .words >> text={said}")
             page.wait_for_selector("#flash >> text=reworded as tiny suggested")
             assert service.lessons.get(keys["suite"]).words == said
-            assert "Avoid: run only the test I name, not the whole suite" in lessonfiles.read(
+            assert '"Run only the test I name, not the whole suite' in lessonfiles.read(
                 home, "codex", SHOP
             )
             assert [r["model"] for r in ollama.requests] == ["tiny", "tiny"]

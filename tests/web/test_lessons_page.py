@@ -67,7 +67,7 @@ def test_rewording_and_empty_words_go_back_to_the_users_comment(client, service,
     url = f"/api/lessons/{key}/words"
     reworded = post_json(client, url, {"text": "Run only the test I name"}).get_json()
     assert reworded["words"] == "Run only the test I name" and reworded["edited"]
-    assert "Avoid: run only the test I name" in (told(service, SHOP) or "")
+    assert 'their own note on it: "Run only the test I name"' in (told(service, SHOP) or "")
     back = post_json(client, url, {"text": ""}).get_json()
     assert back["words"] == SUITE and not back["edited"]
     assert "run only the test" not in (told(service, SHOP) or "")
@@ -109,7 +109,7 @@ def test_a_contradiction_is_flagged_with_a_choice_and_resolved(client, service, 
     assert 'data-act="resolve" data-kind="avoid"' in page and told(service, SHOP) is None
     resolved = post_json(client, f"/api/lessons/{key}/resolve", {"kind": "avoid"}).get_json()
     assert resolved["status"] == "told" and resolved["kind"] == "avoid"
-    assert "Avoid: ran the whole test suite" in (told(service, SHOP) or "")
+    assert "; they count it as bad) and commented: " in (told(service, SHOP) or "")
     assert_refused(post_json(client, f"/api/lessons/{key}/resolve", {"kind": "note"}), 400, "kind")
 
 
@@ -155,8 +155,9 @@ def test_adding_a_lesson_for_a_folder_or_every_project(client, service) -> None:
     assert (here["kind"], here["folders"], here["user_added"]) == ("keep", [BLOG], True)
     everywhere = post_json(client, "/api/lessons", {"text": "Answer in English"}).get_json()
     assert everywhere["scope"] == "global" and everywhere["kind"] == "note"
-    assert "use pytest -k" in (told(service, BLOG, "claude-code") or "")
-    assert "Note from the user: answer in English." in (told(service, "/x", "claude-code") or "")
+    assert '"Use pytest -k"' in (told(service, BLOG, "claude-code") or "")
+    assert '- The user\'s own note: "Answer in English"' in (
+        told(service, "/x", "claude-code") or "")
     assert_refused(post_json(client, "/api/lessons", {"text": "   "}), 400, "needs some words")
     assert_refused(post_json(client, "/api/lessons", {"text": "x", "kind": "never"}), 400, "kind")
     assert_refused(post_json(client, "/api/lessons", {"text": 3}), 400, "text")
@@ -256,13 +257,13 @@ def test_suggest_answers_the_models_wording_and_saves_nothing(client, service, a
         assert sent["stream"] is False and SUITE in sent["prompt"]
         assert "wrong blog theme" not in sent["prompt"]
         assert lessons(client)[key]["words"] == SUITE  # nothing changed
-        assert "Avoid: ran the whole test suite" in told(service, SHOP)
+        assert f'commented: "{SUITE}"' in told(service, SHOP)
         other = post_json(client, f"/api/lessons/{key}/suggest", {"model": "missing"})
         assert_refused(other, 400, "has no model 'missing'")
         assert ollama.requests[-1]["model"] == "missing"
     accepted = post_json(client, f"/api/lessons/{key}/words", {"text": got.get_json()["text"]})
     assert accepted.get_json()["words"] == "Run only the test I name."
-    assert "Avoid: run only the test I name (rated bad once" in told(service, SHOP)
+    assert 'their own note on it: "Run only the test I name."' in told(service, SHOP)
 
 
 def test_suggest_refusals_are_one_sentence(client, service, add_turns) -> None:
