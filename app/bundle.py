@@ -13,9 +13,17 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 HOOK_EXECUTABLE = "rltray-hook"  # packaging/pyinstaller/rltray.spec builds it beside rltray
+# Set to 1, hooks and the login entry may name a program in a folder others can write
+# (``location_refusal``): for a test suite run from a clone in /tmp, never a default.
+ALLOW_UNSAFE_ENV = "RLTRAY_ALLOW_UNSAFE_LOCATION"
+MOVE_IT = (
+    "move rltray (the app folder, or this clone with its .venv) somewhere only you can write, "
+    "e.g. ~/Applications or ~/.local/opt"
+)
 
 
 def frozen() -> bool:
@@ -32,11 +40,14 @@ def cli_argv(*args: str) -> list[str]:
     """How this installation runs an `rltray` command in a child process.
 
     A bundle's executable takes the command itself; a Python install runs the
-    CLI module with this interpreter (no PATH lookup, so the same rltray answers).
+    CLI module with this interpreter (no PATH lookup, so the same rltray answers),
+    the current folder kept off sys.path (``childpython.own_module``).
     """
+    from rltray.app import childpython
+
     if frozen():
         return [sys.executable, *args]
-    return [sys.executable, "-m", "rltray.app.cli", *args]
+    return childpython.own_module("rltray.app.cli", *args)
 
 
 def hook_interpreter() -> str:
@@ -55,18 +66,143 @@ def hook_interpreter() -> str:
     return str(exe)
 
 
-def transient_location(
+def unsafe_location(
     path: str | os.PathLike[str], platform: str = sys.platform
 ) -> str | None:
-    """Why ``path`` will not exist after installation (a mounted disk image, macOS App
-    Translocation, a temporary folder), or None when it looks permanent."""
-    text = str(Path(path).resolve())
-    if platform == "darwin" and ("/AppTranslocation/" in text or text.startswith("/Volumes/")):
-        return "it runs from a disk image or a translocated copy; move rltray to Applications"
-    temp = os.environ.get("TMPDIR") or os.environ.get("TEMP")
-    if frozen() and temp and text.startswith(str(Path(temp).resolve()) + os.sep):
-        return "it runs from a temporary folder; install it somewhere permanent first"
+    """Why a program at ``path`` must not be named by a hook or a login entry; None when safe.
+
+    Why: an agent hook and a login entry run their program by path, as the user, for
+    months after installation. A program in a folder another account can write (any
+    ancestor writable by its group or by everyone, sticky or not: /tmp, /var/tmp,
+    /dev/shm; any ancestor owned by someone other than the user or root), or inside the
+    temporary folder (emptied at reboot), leaves that path free once the folder is gone:
+    another local user recreates it and the next agent turn or login runs their program
+    as this user (review 3, finding 1). A disk image or macOS's translocated copy is gone
+    after the next restart too. Both the path as written and the file it resolves to are
+    checked: either chain of folders can be swapped. A group-writable folder is fine when
+    the group is root's, the user's own private group (Debian/Ubuntu's umask 002 makes
+    every folder of the user's 775), or macOS's admin/wheel (whose members are root
+    already). Windows keeps permissions in ACLs, which ``st_mode`` does not show: there
+    only the temporary folder is refused.
+    """
+    import tempfile
+
+    given = Path(os.path.abspath(path))
+    resolved = given.resolve()
+    if _translocated(resolved, platform):
+        return "it runs from a disk image or a translocated copy, which is gone after a restart"
+    temp = Path(tempfile.gettempdir()).resolve()
+    if resolved == temp or temp in resolved.parents:
+        return f"it is inside the temporary folder {temp}, which is emptied"
+    if os.name == "nt" or platform == "win32":
+        return None
+    for folder in _chain(given) + _chain(resolved):
+        why = _others_can_replace(folder, platform)
+        if why:
+            return why
     return None
+
+
+def location_refusal(
+    path: str | os.PathLike[str],
+    doing: str,
+    env: Mapping[str, str] | None = None,
+    platform: str = sys.platform,
+) -> str | None:
+    """One sentence refusing to ``doing`` (e.g. "point agent hooks at") ``path``; None when
+    the path is safe, or when ``RLTRAY_ALLOW_UNSAFE_LOCATION=1`` is set in ``env``.
+
+    The switch is for a test suite run from a clone in /tmp (CI) and for a person who
+    knows the machine has no other users; nothing sets it by default.
+    """
+    why = refused_location(path, env, platform)
+    if why is None:
+        return None
+    return (
+        f"Refusing to {doing} {path} because {why} (once it is gone, another user of this "
+        f"computer could put a program there that would run as you); {MOVE_IT}, and run "
+        "this again from there."
+    )
+
+
+def refused_location(
+    path: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    platform: str = sys.platform,
+) -> str | None:
+    """``unsafe_location``, unless ``RLTRAY_ALLOW_UNSAFE_LOCATION=1`` allows it: the switch
+    is about other users, so a disk image or a translocated copy stays refused."""
+    why = unsafe_location(path, platform)
+    if why is None or (allowed_anyway(env) and not _translocated(Path(path).resolve(), platform)):
+        return None
+    return why
+
+
+def allowed_anyway(env: Mapping[str, str] | None = None) -> bool:
+    """True when ``RLTRAY_ALLOW_UNSAFE_LOCATION=1`` is set in ``env`` or in this process's
+    environment (see ``location_refusal``): a switch about the machine, so a command given
+    a trimmed ``env`` (the login entry's HOME only) still sees it."""
+    return any(
+        where.get(ALLOW_UNSAFE_ENV, "").strip() == "1" for where in (env or {}, os.environ)
+    )
+
+
+def _translocated(resolved: Path, platform: str) -> bool:
+    """A mounted disk image or macOS's App Translocation copy: gone after a restart."""
+    text = str(resolved)
+    return platform == "darwin" and ("/AppTranslocation/" in text or text.startswith("/Volumes/"))
+
+
+def _chain(path: Path) -> list[Path]:
+    """``path`` and every folder above it, the file itself first."""
+    return [path, *path.parents]
+
+
+def _others_can_replace(folder: Path, platform: str) -> str | None:
+    """Why another account could replace ``folder`` (or what is in it); None when only the
+    user or root can."""
+    import stat
+
+    try:
+        st = folder.stat()
+    except FileNotFoundError:
+        return None  # not there (yet): its parent, checked next, decides
+    except OSError as exc:
+        return f"{folder} cannot be checked ({exc.strerror or exc})"
+    if st.st_uid not in (0, os.geteuid()):
+        return f"{folder} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & stat.S_IWOTH:
+        return f"{folder} is writable by every user"
+    if st.st_mode & stat.S_IWGRP and not _trusted_group(st.st_gid, platform):
+        return f"{folder} is writable by the group {_group_name(st.st_gid)}"
+    return None
+
+
+def _trusted_group(gid: int, platform: str) -> bool:
+    """Root's group, the user's own private group, or macOS's administrators."""
+    if gid == 0:
+        return True
+    name = _group_name(gid)
+    if platform == "darwin" and name in ("admin", "wheel"):
+        return True
+    try:
+        import grp
+        import pwd
+
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        members = set(grp.getgrgid(gid).gr_mem)
+    except (ImportError, KeyError):
+        return False
+    return gid == os.getegid() and name == me and members <= {me}
+
+
+def _group_name(gid: int) -> str:
+    try:
+        import grp
+
+        return grp.getgrgid(gid).gr_name
+    except (ImportError, KeyError):
+        return str(gid)
 
 
 def probe_hook_program(argv: list[str], timeout: float = 10.0) -> str | None:

@@ -485,11 +485,97 @@ def _setting(key: str) -> Setting:
 
 
 def load_config(paths: Paths) -> Config:
-    """The settings in effect: the file's values over the defaults (no file: all defaults)."""
+    """The settings in effect: the file's values over the defaults (no file: all defaults).
+
+    Settings a newer rltray wrote (``from_newer``) are left out, kept in the file.
+    """
     text = _read_text(paths)
     if text is None:
         return Config()
-    return _validate(_parse(paths, text).unwrap(), paths, text)
+    data = _parse(paths, text).unwrap()
+    if _newer_writer(text):
+        data = _known_only(data)
+    return _validate(data, paths, text)
+
+
+# Every write leaves the newest rltray version that wrote the file in its first comment
+# line (a comment: any rltray reads it as one). Why (review 3, finding 7): unknown keys are
+# refused, so a typo in a hand edit is reported with its file, line and the known names;
+# but after a downgrade every setting a newer rltray added made the whole file invalid, and
+# every setting went out of effect. A key is "from a newer rltray" only when this line says
+# a newer rltray wrote the file: those are left out with doctor's warning and kept in the
+# file for the upgrade back; any other unknown key still fails, as a typo would. Guessing
+# typos by spelling instead would let a wrong name pass with a mere warning.
+_WRITER = re.compile(r"^# written by rltray (\S+)$", re.MULTILINE)
+_WRITER_LINE = "# written by rltray {version}"
+
+
+def from_newer(paths: Paths) -> tuple[str, list[str]] | None:
+    """The newer rltray that wrote the settings file and the settings of its that this rltray
+    leaves out (for doctor); None when this rltray knows every key, or no newer one wrote it."""
+    try:
+        text = _read_text(paths)
+    except ConfigError:
+        return None
+    newer = _newer_writer(text or "")
+    if text is None or newer is None:
+        return None
+    data = _parse(paths, text).unwrap()
+    known = _known_only(data)
+    left = [f"[{t}]" for t in data if t not in known] + [
+        f"{t}.{k}" for t, table in known.items() if isinstance(data.get(t), dict)
+        for k in data[t] if k not in table
+    ]  # fmt: skip
+    return (newer, left) if left else None
+
+
+def _this_version() -> str:
+    import rltray.app
+
+    return str(rltray.app.__version__)
+
+
+def _version_key(version: str) -> tuple[int, ...] | None:
+    """``"0.2.10"`` -> ``(0, 2, 10)``; None for what is not plain numbers (``0+unknown``)."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def _newer_writer(text: str) -> str | None:
+    """The version in the file's writer line when it is newer than this rltray, else None."""
+    found = _WRITER.search(text)
+    if found is None:
+        return None
+    theirs, ours = _version_key(found.group(1)), _version_key(_this_version())
+    return found.group(1) if theirs and ours and theirs > ours else None
+
+
+def _known_only(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the tables and keys this rltray does not declare."""
+    fields = {name: f.annotation for name, f in Config.model_fields.items()}
+    out: dict[str, Any] = {}
+    for table, values in data.items():
+        model = fields.get(table)
+        if model is None:
+            continue
+        if isinstance(values, dict) and isinstance(model, type) and issubclass(model, BaseModel):
+            out[table] = {k: v for k, v in values.items() if k in model.model_fields}
+        else:
+            out[table] = values
+    return out
+
+
+def _stamped(text: str) -> str:
+    """``text`` with its writer line naming the newest rltray that wrote it (this one, unless
+    a newer one did: its settings must stay recognisable as its own)."""
+    ours = _this_version()
+    found = _WRITER.search(text)
+    if found is not None:
+        theirs, mine = _version_key(found.group(1)), _version_key(ours)
+        if theirs and mine and theirs > mine:
+            return text
+        return text[: found.start()] + _WRITER_LINE.format(version=ours) + text[found.end():]
+    return _WRITER_LINE.format(version=ours) + "\n" + text
 
 
 def _read_text(paths: Paths) -> str | None:
@@ -541,12 +627,16 @@ def _explain(err: Any, data: dict[str, Any], paths: Paths | None, text: str) -> 
     if len(loc) == 1:
         if err["type"] == "extra_forbidden":
             tables = ", ".join(f"[{s}]" for s in Config.model_fields)
-            return f"{where}[{loc[0]}] is not a settings table rltray knows (known: {tables})."
+            return (f"{where}[{loc[0]}] is not a settings table rltray knows (known: {tables}); "
+                    f"fix its name, or delete it if a newer rltray than {_this_version()} wrote "
+                    "it.")  # fmt: skip
         return f"{where}[{loc[0]}] must be a table of settings."
     key = f"{loc[0]}.{loc[1]}"
     if err["type"] == "extra_forbidden":
         known = ", ".join(s.name for s in describe() if s.section == loc[0])
-        return f"{where}{key} is not a setting rltray knows (known in [{loc[0]}]: {known})."
+        return (f"{where}{key} is not a setting rltray knows (known in [{loc[0]}]: {known}); "
+                f"fix its name, or delete it if a newer rltray than {_this_version()} wrote "
+                "it.")  # fmt: skip
     if key not in {s.key for s in describe()}:  # a table (training.hyper): pydantic's words
         message = str(err.get("msg", "is not valid")).removeprefix("Value error, ")
         name = f" {loc[2]}" if len(loc) > 2 else ""
@@ -600,7 +690,8 @@ def save_config(paths: Paths, config: Config) -> None:
             else:  # item assignment: a section split in two (``[training.hyper]`` after
                 table[setting.name] = value  # another table) is a proxy with no ``add``
     paths.ensure()
-    write_private_atomic(paths.config, tomlkit.dumps(doc).encode("utf-8"), mode=0o600)
+    text = _stamped(tomlkit.dumps(doc))
+    write_private_atomic(paths.config, text.encode("utf-8"), mode=0o600)
 
 
 def _keep_comment(old: Any, value: Any) -> Any:

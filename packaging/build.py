@@ -80,13 +80,29 @@ def folder_size(folder: Path) -> int:
 
 
 def archive(bundle: Path, out: Path) -> Path:
-    """The bundle as one compressed file a user downloads."""
+    """The bundle as one compressed file a user downloads (``release_member``: no builder's
+    uid, no file anyone but its owner may change)."""
     if os.name == "nt":
         return Path(shutil.make_archive(str(out), "zip", bundle.parent, bundle.name))
     target = out.with_name(out.name + ".tar.gz")
     with tarfile.open(target, "w:gz", compresslevel=6) as tar:
-        tar.add(bundle, arcname=bundle.name)
+        tar.add(bundle, arcname=bundle.name, filter=release_member)
     return target
+
+
+def release_member(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """One archive entry as a release carries it: owned by root (uid/gid 0), writable by its
+    owner only.
+
+    Why (review 3, finding 8): the tarball carried the build account's uid/gid (1001) and,
+    under Debian's umask 002, group-writable files; `sudo tar -xzf ... -C /opt` keeps both,
+    so that account (or its group) could change the program every hook and login runs as
+    each user, and rltray itself refuses such a folder (app/bundle.py unsafe_location).
+    """
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mode &= ~0o022
+    return info
 
 
 def platform_tag() -> str:

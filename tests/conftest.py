@@ -83,6 +83,11 @@ def rltray_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.setenv("USERPROFILE", str(user_home))
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    # The suite runs rltray from wherever its clone is, in CI a folder under /tmp, where
+    # `hooks install` and `autostart on` refuse to name a program (app/bundle.py
+    # location_refusal). This is the documented switch that allows it; the tests of that
+    # refusal (tests/app/test_unsafe_location.py) clear it.
+    monkeypatch.setenv("RLTRAY_ALLOW_UNSAFE_LOCATION", "1")
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     # The hook's fallback log lives in the temp folder: keep it inside the test's own.
     tmp = tmp_path / "tmpdir"

@@ -44,20 +44,36 @@ PROBE_FRESH_S = 30.0  # a probe answer is reused this long (the page asks on eve
 TORCH_CPU = "torch==2.13.0"  # the CPU build `make` pins; a bare `torch` pulls GBs of CUDA
 
 
-def trainer_python(configured: str) -> str:
-    """The interpreter that trains: the setting when given, else rltray's own."""
-    return configured.strip() or sys.executable
+# A bundle's own executable is not a Python (asked to run the probe, it printed an argparse
+# error and the probe's source: review 3, finding 4), so there is nothing to ask yet.
+NO_TRAINER = (
+    "This app carries no Python that can train, and no trainer environment is set up yet: "
+    "create a trainer environment below."
+)
+
+
+def trainer_python(configured: str) -> str | None:
+    """The interpreter that trains: the setting when given, else rltray's own; None in a
+    bundle with no setting (``NO_TRAINER`` says what to do, with nothing probed)."""
+    from rltray.app import bundle
+
+    if configured.strip():
+        return configured.strip()
+    return None if bundle.frozen() else sys.executable
 
 
 def probe(python: str) -> dict[str, Any]:
     """What ``python`` can train with; ``error`` when it cannot even be run."""
-    try:
+    from rltray.app import childpython
+
+    try:  # a private cwd and PYTHONSAFEPATH: the probe's imports come from that Python only
         done = subprocess.run(
             [python, "-c", PROBE, *PROBED_MODULES],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
+            **childpython.options(),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"executable": python, "error": f"{python} could not be run: {exc}."}

@@ -65,9 +65,12 @@ class WebServer:
 
 def window_command() -> list[str]:
     """The window process's command line: no URL on it (the URL goes to its stdin)."""
+    from rltray.app import childpython
+
     if getattr(sys, "frozen", False):  # a bundled app runs its own executable
         return [sys.executable, "window"]
-    return [sys.executable, "-m", "rltray.web.window"]
+    # never a rltray/ from the current folder (review 3, finding 2)
+    return childpython.own_module("rltray.web.window")
 
 
 def open_window(url: str, redirect_dir: str | None = None) -> subprocess.Popen[bytes]:
@@ -83,9 +86,12 @@ def open_window(url: str, redirect_dir: str | None = None) -> subprocess.Popen[b
     # SIGINT fallback, printed a KeyboardInterrupt traceback after rltray's clean stop
     # (issue 22). rltray closes its windows itself (Runtime.close), and a window whose
     # parent is gone closes too (window.close_with_parent).
+    from rltray.app import childpython
+
     proc = subprocess.Popen(
-        window_command(), stdin=subprocess.PIPE, start_new_session=os.name == "posix"
-    )
+        window_command(), stdin=subprocess.PIPE, start_new_session=os.name == "posix",
+        cwd=childpython.folder(),
+    )  # fmt: skip
     assert proc.stdin is not None
     try:
         proc.stdin.write(json.dumps({"url": url, "redirect_dir": redirect_dir}).encode() + b"\n")

@@ -132,6 +132,10 @@ def api_agent_action(name: str, action: str) -> Any:
     agent = registry.get(name)
     if action == "install" and not agent.detect():
         raise UserError(agent.not_found_report().lines[0])
+    if action == "install":  # a hook program in a folder others can write: refused, as the CLI
+        from rltray.app.hooks.base import refuse_unsafe_program
+
+        refuse_unsafe_program([agent], service.paths)
     report = agent.install(service.paths) if action == "install" else agent.uninstall(service.paths)
     service.note("hooks", f"hooks {action} for {name} (settings window)")
     return jsonify({"lines": report.lines, "agents": agent_rows()})
@@ -263,7 +267,13 @@ def api_backend() -> Any:
 
     current = state().service.settings()
     python = machine.trainer_python(current.training.python)
-    info = state().probes.probe(python)
+    if python is None:  # a bundle before its trainer environment: nothing to probe
+        from rltray.app.training.trainerenv.build import venv_python
+
+        python = str(venv_python(_env_folder()))  # where `trainer-env create` puts it
+        info: dict[str, Any] = {"executable": python, "error": machine.NO_TRAINER}
+    else:
+        info = state().probes.probe(python)
     job = state().jobs.running(ENV_JOB)
     return jsonify(
         {

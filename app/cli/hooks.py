@@ -28,7 +28,10 @@ def run(ctx: Context, action: str, agent_name: str, lessons_file: bool = False,
     if action == "status":
         return _status(ctx, agents)
     if action == "install":
+        from rltray.app.hooks.base import refuse_unsafe_program
+
         _refuse_when_nothing_to_install(agents, agent_name)
+        refuse_unsafe_program(agents, service.paths, ctx.env)  # a program others can replace
     failed: list[tuple[Agent, UserError]] = []
     for agent in agents:
         if action == "install" and getattr(agent, "consent", None) and agent.detect():

@@ -312,7 +312,7 @@ def registered_tray_items(address: str) -> list[str] | None:
 
 def trainer_environment(env: dict[str, str]) -> tuple[str, str]:
     """Informational: which Python trains, and whether it has its backend's library."""
-    from rltray.app import bundle, config
+    from rltray.app import bundle, childpython, config
     from rltray.app.paths import Paths
     from rltray.app.training import backends
 
@@ -330,9 +330,16 @@ def trainer_environment(env: dict[str, str]) -> tuple[str, str]:
         [python, "-c", code],
         capture_output=True,
         timeout=30,
+        **childpython.options(env),  # a private cwd: nothing planted where rltray was started
     )
     if probe.returncode != 0:
         return WARN, f"{python} has no {module}; run `rltray trainer-env create` to repair it"
+    from rltray.app.training.trainerenv import stamp
+
+    old = stamp.stale(python)  # an environment built before an upgrade (review 3, finding 3)
+    if old:
+        return WARN, (f"{python} has {module}, but {old}; the next round updates its trainer, "
+                      "or run `rltray trainer-env create`")  # fmt: skip
     return OK, f"{python} (has {module})"
 
 

@@ -32,6 +32,7 @@ class AutostartStatus:
     where: str  # the file or registry value that holds the entry
     command: list[str] | None  # what login runs, when enabled
     problem: str | None = None  # e.g. the command no longer exists
+    unsafe: str | None = None  # why its program's folder is open to others (doctor fails it)
 
 
 def command(
@@ -139,11 +140,12 @@ def _desktop_entry(cmd: list[str]) -> str:
 def enable(env: dict[str, str] | None = None, platform: str = sys.platform) -> AutostartStatus:
     env = dict(os.environ) if env is None else env
     cmd = command()
-    # A disk image or a translocated copy is gone after the next restart; a login entry
-    # pointing there would start nothing (issue 23 item 4).
-    moving = bundle.transient_location(cmd[0], platform)
-    if moving:
-        raise UserError(f"rltray cannot start at login from {cmd[0]}: {moving}.")
+    # A disk image or a translocated copy is gone after the next restart (issue 23 item 4);
+    # a folder others can write lets another user put a program at this path that every
+    # login then runs as this user (review 3, finding 1): refused, nothing written.
+    refusal = bundle.location_refusal(cmd[0], "start rltray at login from", env, platform)
+    if refusal:
+        raise UserError(refusal)
     if platform == "win32":
         _windows_set(subprocess_line(cmd))
     elif platform == "darwin":
@@ -183,7 +185,7 @@ def status(env: dict[str, str] | None = None, platform: str = sys.platform) -> A
     if platform == "win32":
         line = _windows_get()
         cmd = None if line is None else _split_windows(line)
-        return _checked(line is not None, rf"HKCU\{RUN_KEY}\{RUN_VALUE}", cmd)
+        return _checked(line is not None, rf"HKCU\{RUN_KEY}\{RUN_VALUE}", cmd, env)
     if platform == "darwin":
         path = _plist_file(env)
         if not path.is_file():
@@ -192,7 +194,7 @@ def status(env: dict[str, str] | None = None, platform: str = sys.platform) -> A
             args = plistlib.loads(path.read_bytes()).get("ProgramArguments")
         except Exception as exc:
             return AutostartStatus(True, str(path), None, f"{path} cannot be read: {exc}")
-        return _checked(True, str(path), list(args or []))
+        return _checked(True, str(path), list(args or []), env)
     path = _desktop_file(env)
     if not path.is_file():
         return AutostartStatus(False, str(path), None)
@@ -200,17 +202,30 @@ def status(env: dict[str, str] | None = None, platform: str = sys.platform) -> A
         (ln[5:] for ln in path.read_text(errors="replace").splitlines() if ln.startswith("Exec=")),
         "",
     )
-    return _checked(True, str(path), _split_exec(exec_line) if exec_line else None)
+    return _checked(True, str(path), _split_exec(exec_line) if exec_line else None, env)
 
 
-def _checked(enabled: bool, where: str, cmd: list[str] | None) -> AutostartStatus:
-    problem = None
+def _checked(
+    enabled: bool, where: str, cmd: list[str] | None, env: dict[str, str]
+) -> AutostartStatus:
+    """The entry as read back, with what is wrong with it: its program is gone, or it sits
+    in a folder others can write (``bundle.unsafe_location``: an entry an older rltray
+    wrote before it refused those; ``RLTRAY_ALLOW_UNSAFE_LOCATION=1`` in ``env`` allows it)."""
+    problem = unsafe = None
     if enabled and (not cmd or not Path(cmd[0]).exists()):
         problem = (
             f"the login entry runs {cmd[0] if cmd else 'nothing'}, which does not exist any more; "
             "run `rltray autostart on` again"
         )
-    return AutostartStatus(enabled, where, cmd, problem)
+    elif enabled and cmd:
+        unsafe = bundle.refused_location(cmd[0], env)
+        if unsafe:
+            problem = (
+                f"the login entry runs {cmd[0]}, but {unsafe}: another user could put a "
+                f"program there; run `rltray autostart off`, {bundle.MOVE_IT}, and turn it "
+                "on again from there"
+            )
+    return AutostartStatus(enabled, where, cmd, problem, unsafe)
 
 
 def _write(path: Path, data: bytes) -> None:

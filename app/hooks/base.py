@@ -149,6 +149,24 @@ class Agent(ABC):
         python = self.python or bundle.hook_interpreter()
         return list(capture.build_command(event, paths.home, python=python, chain=chain))
 
+    def unsafe_program(self, paths: Paths, env: Mapping[str, str] | None = None) -> str | None:
+        """One sentence refusing to install when the hook's interpreter or capture.py sits
+        where another user could replace it (``bundle.location_refusal``); None when safe.
+
+        Every hook runs that program as the user at each agent turn, so a path in /tmp
+        or a folder others can write is code execution for them once it is gone
+        (review 3, finding 1). The faces (`rltray hooks install`, the setup wizard) ask
+        this before ``install``; ``install`` itself stays a plain config edit.
+        """
+        from rltray.app import bundle
+
+        argv = self.command("claude-stop", paths)
+        for program in dict.fromkeys((argv[0], argv[3])):
+            said = bundle.location_refusal(program, "point agent hooks at", env)
+            if said:
+                return said
+        return None
+
     def handlers(self, events: Mapping[str, str], paths: Paths) -> dict[str, dict[str, object]]:
         """The exact handler objects for a hooks.json-shaped file: agent event -> handler."""
         return {
@@ -207,6 +225,17 @@ class Agent(ABC):
                 f"`rltray hooks install --agent {self.name}`."
             ],
         )
+
+
+def refuse_unsafe_program(
+    agents: Sequence[Agent], paths: Paths, env: Mapping[str, str] | None = None
+) -> None:
+    """Raise ``HookInstallError`` (nothing written) when any of ``agents`` would point its
+    hooks at a program others could replace (``Agent.unsafe_program``)."""
+    for agent in agents:
+        said = agent.unsafe_program(paths, env)
+        if said:
+            raise HookInstallError(said, ExitCode.NOT_AVAILABLE)
 
 
 def version_key(version: str) -> tuple[int, ...]:

@@ -337,7 +337,8 @@ def training_python(training: TrainingSettingsLike) -> str:
 
     Checked with ``importlib.util.find_spec`` so the tray never imports torch.
     Another interpreter is only checked to exist: a broken one fails the run
-    with its log tail.
+    with its log tail. A trainer environment rltray built first gets this rltray's
+    trainer when it holds an older one (``_same_trainer``).
     """
     if training.python.strip():
         path = Path(training.python).expanduser()
@@ -346,6 +347,7 @@ def training_python(training: TrainingSettingsLike) -> str:
                 f"set up training first: the trainer interpreter {path} does not exist or "
                 "cannot run; fix training.python or empty it to use rltray's own Python"
             )
+        _same_trainer(path)
         return str(path)
     module = backends.resolve(training.backend).library
     if importlib.util.find_spec(module) is None:
@@ -355,6 +357,19 @@ def training_python(training: TrainingSettingsLike) -> str:
             "training.python to a Python that has it"
         )
     return sys.executable
+
+
+def _same_trainer(python: Path) -> None:
+    """A trainer environment rltray built holds this rltray's trainer: one built before an
+    upgrade is brought up to it first (its old trainer refused today's job files: review 3,
+    finding 3), or the round fails naming `rltray trainer-env create`."""
+    from rltray.app.training.trainerenv import stamp
+    from rltray.app.training.trainerenv.plan import TrainerEnvError
+
+    try:
+        stamp.ensure_current(python)
+    except TrainerEnvError as exc:
+        raise TrainingNotSetUp(str(exc)) from None
 
 
 def new_run_id() -> str:

@@ -28,11 +28,50 @@ def set_windows_app_id():
         pass
 
 
+REPLACED = (
+    "rltray was replaced on disk while it ran ({exe}), so it cannot load {name}; quit "
+    "rltray (Quit rltray in its menu) and start it again, and next time quit it before "
+    "replacing its folder"
+)
+
+
+class ReplacedGuard:
+    """Fails an import with one sentence once this executable was replaced on disk.
+
+    Why (review 3, finding 6): PyInstaller reads every later import from the executable
+    by path, at the offsets of the build that started. Replacing the folder while the
+    tray runs (tar -x over it) made its next menu item, settings page or command fail
+    with a raw unmarshal or zlib error, or load the new build's bytes. A first finder on
+    ``sys.meta_path`` compares the file's identity (device, inode, size, mtime) with the
+    one at start before each module not loaded yet: one stat, only on a new import.
+    """
+
+    def __init__(self, exe):
+        self.exe = exe
+        self.seen = self.identity()
+
+    def identity(self):
+        import os
+
+        try:
+            st = os.stat(self.exe)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def find_spec(self, name, path=None, target=None):
+        if self.identity() != self.seen:
+            raise ImportError(REPLACED.format(exe=self.exe, name=name), name=name)
+        return None  # the bundle's own finders answer
+
+
 def main():
     restore_library_path()
     args = sys.argv[1:]
     if len(args) > 2 and args[:2] == ["-I", "-S"]:
         return run_script(args[2:])
+    if getattr(sys, "frozen", False):  # the tray and the window import lazily for hours
+        sys.meta_path.insert(0, ReplacedGuard(sys.executable))
     if sys.platform == "win32":
         set_windows_app_id()
     if args[:1] == ["window"]:

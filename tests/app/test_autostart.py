@@ -118,7 +118,7 @@ def test_autostart_from_a_disk_image_or_a_translocated_app_is_refused(
 ) -> None:
     """Such a path is gone after the next restart (issue 23 item 4): say so, write nothing."""
     monkeypatch.setattr(autostart, "command", lambda: [where, "run"])
-    with pytest.raises(UserError, match="disk image or a translocated copy; move rltray to"):
+    with pytest.raises(UserError, match="disk image or a translocated copy, which is gone after"):
         autostart.enable(env_for(tmp_path), platform="darwin")
     assert not (tmp_path / "Library").exists()
 

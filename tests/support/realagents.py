@@ -90,6 +90,8 @@ class Agents:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
         }
+        if "RLTRAY_ALLOW_UNSAFE_LOCATION" in os.environ:  # a clone in /tmp (tests/conftest.py)
+            base["RLTRAY_ALLOW_UNSAFE_LOCATION"] = os.environ["RLTRAY_ALLOW_UNSAFE_LOCATION"]
         base.update(extra)
         return base
 

@@ -384,3 +384,24 @@ def test_the_backend_step_follows_an_environment_build_to_its_end(page, server) 
     assert page.is_visible("#env-progress") and page.is_visible("#env-log")
     assert "failed" in (page.get_attribute("#env-progress", "class") or "")  # a red bar
     shot(page, "wizard-3-backend-env-failed", "Setup")
+
+
+def test_a_bundles_backend_step_before_its_trainer_environment(
+    page, server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3, finding 4): a bundle's step 3 showed an argparse error and the
+    probe's source; now one sentence and the Create button (screenshot for a person)."""
+    import sys
+
+    from rltray.web import machine
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)  # the server runs in this process
+    page.goto(server.launch_url("setup"))
+    page.wait_for_selector("#steps")
+    page.goto(f"{server.base_url}/setup#backend")
+    page.reload()
+    page.wait_for_selector("#backend-info >> text=Trainer interpreter")
+    text = page.inner_text("#backend-info")
+    assert machine.NO_TRAINER in text and "usage:" not in text, text
+    assert page.is_visible("#env-create")
+    shot(page, "wizard-3-backend-bundle-no-env", "Setup")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rltray.app import config
+from rltray.app import bundle, config
 from rltray.web import models
 
 from tests.web.webtesting import post_json, write_model_folder
@@ -87,6 +88,28 @@ def test_agents_install_uninstall_and_first_event(client, service, add_turns) ->
 def test_install_refuses_an_agent_that_is_not_there(client) -> None:
     refused = post_json(client, "/api/setup/agents/codex/install")
     assert refused.status_code == 400 and "not found" in refused.get_json()["error"]["message"]
+
+
+def test_install_refuses_a_hook_program_others_could_replace(
+    client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3, finding 1): the wizard wrote hooks naming a program in /tmp or a
+    folder others can write; it refuses as `rltray hooks install` does, and writes nothing."""
+    monkeypatch.delenv(bundle.ALLOW_UNSAFE_ENV)  # the suite's switch (tests/conftest.py)
+    claude = Path.home() / ".claude"
+    claude.mkdir()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    program = shared / "python"
+    program.symlink_to(sys.executable)
+    monkeypatch.setattr(sys, "executable", str(program))  # the interpreter the hooks would run
+    refused = post_json(client, "/api/setup/agents/claude-code/install")
+    message = refused.get_json()["error"]["message"]
+    assert refused.status_code == 400, message
+    assert message.startswith(f"Refusing to point agent hooks at {program} because "), message
+    assert "~/Applications" in message
+    assert not (claude / "settings.json").exists()
 
 
 def test_models_ollama_pairing_and_memory(client, app, service, ollama, tmp_path) -> None:
@@ -237,6 +260,24 @@ def test_backend_asks_the_trainer_interpreter(client, service) -> None:
     config.set_value(service.paths, "training.python", "/nonexistent/python")
     broken = post_json(client, "/api/setup/backend").get_json()
     assert broken["backend"]["name"] is None and "could not be run" in broken["backend"]["message"]
+
+
+def test_a_bundles_backend_step_asks_for_a_trainer_environment_without_probing(
+    client, service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3, finding 4): in a bundle with no training.python the step probed
+    the bundle's own executable, which is no Python, and showed an argparse error with the
+    probe's source. It says what to do instead, and names where the environment will be."""
+    from rltray.web import machine
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)  # as PyInstaller marks a bundle
+    data = post_json(client, "/api/setup/backend").get_json()
+    assert data["backend"] == {"name": None, "message": machine.NO_TRAINER}
+    assert data["python"] == str(service.paths.home / "trainer-env" / "bin" / "python")
+    assert "usage:" not in json.dumps(data) and "import importlib" not in json.dumps(data)
+    config.set_value(service.paths, "training.python", sys.executable)  # once it is set up
+    ready = post_json(client, "/api/setup/backend").get_json()
+    assert ready["python"] == sys.executable and ready["info"]["torch"] is True
 
 
 def wait_job(client: Any, job: dict[str, Any], timeout: float) -> dict[str, Any]:

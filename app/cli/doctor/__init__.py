@@ -91,7 +91,7 @@ def collect(ctx: Context) -> Iterator[Check]:
         for check in (_spool, _hook_log, _config, _keyring):
             yield _safely(check, folder_only)
         yield Check("agents", WARN, "not checked: their last captured turn is in the database")
-        yield from _training_backends()
+        yield from _training(ctx)
         return
     for check in (
         _data_folder, _database, _spool, _hook_log, _config, _hook_program, _ollama, _training_base
@@ -105,7 +105,7 @@ def collect(ctx: Context) -> Iterator[Check]:
     from rltray.app.cli.doctor.desktop import desktop_checks
 
     yield from desktop_checks(ctx, service)
-    yield from _training_backends()
+    yield from _training(ctx)
     yield from _remote_training(service)
 
 
@@ -270,6 +270,16 @@ def _config(service: Service) -> Check:
             f"fix or delete {service.paths.config}; until then rltray keeps its last valid "
             "settings and trains nothing on its own",
         )
+    from rltray.app import config
+
+    newer = config.from_newer(service.paths)
+    if newer is not None:  # after a downgrade: left out, kept in the file
+        return Check(
+            "settings", WARN,
+            f"{service.paths.config} was written by rltray {newer[0]}; this older rltray leaves "
+            f"out its {', '.join(newer[1])} (kept in the file) and uses every other setting",
+            f"upgrade to rltray {newer[0]} again, or delete those lines",
+        )  # fmt: skip
     where = service.paths.config if service.paths.config.exists() else "defaults (no file yet)"
     return Check("settings", OK, str(where))
 
@@ -382,13 +392,26 @@ def _hook_program(service: Service) -> Check:
                     "no turn is captured",
                     "run `rltray hooks install`",
                 )  # fmt: skip
+            unsafe = _unsafe_program(installed)
+            if unsafe:
+                return Check(
+                    "hook program", FAIL,
+                    f"{agent.display_name} hooks run {unsafe[0]}, but {unsafe[1]}: another user "
+                    "of this computer could put a program there that runs as you",
+                    f"{bundle.MOVE_IT}, then run `rltray hooks install` from there",
+                )  # fmt: skip
     argv = agents[0].command("claude-stop", service.paths)
     problem = bundle.probe_hook_program(argv)
     if problem:
         return Check("hook program", FAIL, problem, "reinstall rltray, then `rltray hooks install`")
-    moving = bundle.transient_location(argv[0])
-    if moving:
-        return Check("hook program", WARN, f"{argv[0]}: {moving}", "then `rltray hooks install`")
+    unsafe = _unsafe_program(argv)
+    if unsafe:
+        return Check(
+            "hook program", FAIL,
+            f"{unsafe[0]}: {unsafe[1]}, so `rltray hooks install` refuses to point hooks at it "
+            "(another user could put a program there that runs as you)",
+            f"{bundle.MOVE_IT}, then run `rltray hooks install` from there",
+        )  # fmt: skip
     stale = [a.display_name for a in agents if a.status(service.paths).stale]
     if stale:
         return Check(
@@ -397,7 +420,22 @@ def _hook_program(service: Service) -> Check:
             f"{' and '.join(stale)} hooks start another Python or data folder than {argv[0]}",
             "rltray hooks install",
         )
-    return Check("hook program", OK, f"{argv[0]} runs {argv[3]}")
+    allowed = ""
+    if any(bundle.unsafe_location(p) for p in (argv[0], argv[3])):  # only with the switch set
+        allowed = f" (in a folder others can write: allowed by {bundle.ALLOW_UNSAFE_ENV}=1)"
+    return Check("hook program", OK, f"{argv[0]} runs {argv[3]}{allowed}")
+
+
+def _unsafe_program(argv: list[str]) -> tuple[str, str] | None:
+    """The interpreter or capture.py of a hook command that another user could replace, and
+    why (``bundle.unsafe_location``); None when both are safe or the user allowed it."""
+    from rltray.app import bundle
+
+    for program in argv[:1] + [a for a in argv[3:4] if a.endswith("capture.py")]:
+        why = bundle.refused_location(program)
+        if why:
+            return program, why
+    return None
 
 
 def _missing_program(argv: list[str]) -> str | None:
@@ -469,6 +507,35 @@ def _keyring(service: Service) -> Check:
     except secrets.SecretsUnavailable as exc:
         return Check("keyring", WARN, str(exc), "install/unlock GNOME Keyring or KWallet")
     return Check("keyring", OK, backend)
+
+
+def _training(ctx: Context) -> Iterator[Check]:
+    """The Python that trains: the configured one (a trainer environment), or this one.
+
+    A bundle's own interpreter never trains, and a set ``training.python`` is what a round
+    starts: asking this Python for torch there said `pip install 'rltray[torch]'` to a
+    user whose trainer environment worked (review 3, finding 5). Then the self-test's
+    probe of that interpreter answers (``selftest.trainer_environment``).
+    """
+    from rltray.app import bundle, config
+    from rltray.app.paths import Paths
+
+    try:
+        python = config.load_config(Paths.from_env(ctx.env)).training.python.strip()
+    except Exception:  # the config check above already says why it cannot be read
+        python = ""
+    if not python and not bundle.frozen():
+        yield from _training_backends()
+        return
+    from rltray.app.cli.selftest import trainer_environment
+
+    name = "training: trainer environment"
+    try:
+        state, detail = trainer_environment(ctx.env)
+    except Exception as exc:  # a probe that could not run is that check failing, not doctor
+        state, detail = WARN, f"not checked: {type(exc).__name__}: {exc}"
+    yield Check(name, OK if state == "ok" else WARN, detail,
+                "" if state == "ok" else "rltray trainer-env create")  # fmt: skip
 
 
 def _training_backends() -> Iterator[Check]:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from rltray.app.cli.doctor.check import OK, WARN, Check
+from rltray.app.cli.doctor.check import FAIL, OK, WARN, Check
 
 if TYPE_CHECKING:
     from rltray.app.cli.context import Context
@@ -112,7 +112,13 @@ def _tray_and_autostart(ctx: Context, service: Service) -> Iterator[Check]:
     else:
         yield Check("tray", OK, "a tray icon can be shown here")
     state = autostart.status(ctx.env)
-    if state.problem:
+    if state.unsafe:  # every login would run whatever another user put at that path
+        from rltray.app import bundle
+
+        yield Check("start at login", FAIL, state.problem or state.unsafe,
+                    f"rltray autostart off; {bundle.MOVE_IT}, then `rltray autostart on` "
+                    "from there")  # fmt: skip
+    elif state.problem:
         yield Check("start at login", WARN, state.problem, "rltray autostart on")
     elif state.enabled:
         yield Check("start at login", OK, state.where)

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltray.app import childpython
+from rltray.app.training.trainerenv import stamp
 from rltray.app.training.trainerenv.plan import Plan, TrainerEnvError
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
 
-ENV_DIR = "trainer-env"
+ENV_DIR = stamp.ENV_DIR
 VERIFY_TIMEOUT_S = 900
 Say = Callable[[str], None]
 
@@ -73,7 +75,8 @@ def build(paths: Paths, the_plan: Plan, base: str, say: Say) -> dict[str, Any]:
 def _populate(folder: Path, the_plan: Plan, base: str, say: Say) -> Path:
     argv = [base, "-3"] if Path(base).stem == "py" else [base]
     say(f"Creating a virtual environment in {folder} ...")
-    _run([*argv, "-m", "venv", str(folder)], say, "creating the virtual environment")
+    # -I: venv needs the standard library only, never a venv.py in the current folder
+    _run([*argv, "-I", "-m", "venv", str(folder)], say, "creating the virtual environment")
     python = venv_python(folder)
     # pip >= 24.1 prints "Progress N of M" lines (its real download progress) for the
     # wizard's bar and the terminal's; an older pip in a fresh venv gets no bar.
@@ -86,13 +89,15 @@ def _populate(folder: Path, the_plan: Plan, base: str, say: Say) -> Path:
     _run([*pip, *index, *packages], say, "installing the training packages")
     say(f"Installing rltray's trainer from {the_plan.source} ...")
     _run([*pip, "--no-deps", the_plan.source], say, "installing rltray's trainer")
+    stamp.write(folder)  # which rltray's trainer it holds: a round after an upgrade updates it
     return python
 
 
 def _pip_version(python: Path) -> tuple[int, ...]:
     done = subprocess.run(
-        [str(python), "-m", "pip", "--version"], capture_output=True, text=True, timeout=60
-    )
+        [str(python), "-m", "pip", "--version"], capture_output=True, text=True, timeout=60,
+        **childpython.options(),
+    )  # fmt: skip
     found = re.match(r"pip (\d+)\.(\d+)", done.stdout)
     return (int(found.group(1)), int(found.group(2))) if found else (0,)
 
@@ -102,7 +107,8 @@ def verify(python: Path | str, the_plan: Plan) -> dict[str, Any]:
     argv = [str(python), "-m", "rltray.trainer.envcheck", "--backend", the_plan.library,
             "--device", device]  # fmt: skip
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=VERIFY_TIMEOUT_S)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=VERIFY_TIMEOUT_S,
+                              **childpython.options())  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"ok": False, "why": f"the check did not finish in {VERIFY_TIMEOUT_S} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -121,7 +127,7 @@ def _swap(layout: Layout) -> None:
     layout.new.rename(layout.final)
     probe = subprocess.run(
         [str(venv_python(layout.final)), "-c", "import rltray.trainer"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, **childpython.options(),
     )  # fmt: skip
     if probe.returncode != 0:
         layout.final.rename(layout.new)
@@ -138,10 +144,11 @@ def _run(argv: list[str], say: Say, what: str) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PIP_NO_INPUT": "1"}
     env.pop("PYTHONPATH", None)
     env.pop("PYTHONHOME", None)  # a bundle's settings must not leak into the new Python
-    try:
+    try:  # from a private folder, the current one off sys.path (app/childpython.py)
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            **childpython.options(env),
+        )  # fmt: skip
     except OSError as exc:
         raise TrainerEnvError(f"Failed {what}: {argv[0]} did not start ({exc}).") from None
     tail: list[str] = []
@@ -161,11 +168,11 @@ def _run(argv: list[str], say: Say, what: str) -> None:
 def record(paths: Paths, python: Path, the_plan: Plan) -> None:
     """Point training at the new environment (training.python, and the backend it serves)."""
     from rltray.app import config
-    from rltray.app.training import jobbuild
+    from rltray.app.training import backends
 
     config.set_value(paths, "training.python", str(python))
     current = config.load_config(paths).training.backend
-    if jobbuild.resolve_backend(current) != the_plan.library:
+    if backends.resolve(current).name != the_plan.library:
         config.set_value(paths, "training.backend", the_plan.library)
 
 

@@ -169,6 +169,18 @@ def rltray_source() -> tuple[str, list[str]]:
     The bundle carries rltray's wheel (packaging/build.py); a source checkout
     installs its own tree; a plain pip install reinstalls the same version.
     """
+    source = rltray_package()
+    if source.endswith(".whl"):
+        return source, wheel_requires(Path(source))
+    from importlib import metadata
+
+    return source, metadata.requires("rltray") or []
+
+
+def rltray_package() -> str:
+    """What pip installs as rltray: the bundle's wheel, this source tree, or ``rltray==X``
+    (``rltray_source`` without reading any metadata: ``trainerenv.stamp`` asks it before
+    every round)."""
     from rltray.app import bundle
 
     folder = bundle.bundle_folder()
@@ -179,14 +191,13 @@ def rltray_source() -> tuple[str, list[str]]:
                 f"This rltray bundle lacks its own wheel ({folder / 'rltray' / 'wheels'}); "
                 "download rltray again."
             )
-        return str(wheels[-1]), wheel_requires(wheels[-1])
+        return str(wheels[-1])
     from importlib import metadata
 
-    requires = metadata.requires("rltray") or []
     root = Path(__file__).resolve().parents[3]  # app/training/trainerenv/plan.py -> the tree
     if (root / "pyproject.toml").is_file() and (root / "trainer" / "__main__.py").is_file():
-        return str(root), requires
-    return f"rltray=={metadata.version('rltray')}", requires
+        return str(root)
+    return f"rltray=={metadata.version('rltray')}"
 
 
 def wheel_requires(wheel: Path) -> list[str]:

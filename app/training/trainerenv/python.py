@@ -82,13 +82,19 @@ def _developer_tools_installed() -> bool:
 
 
 def _unusable(python: str) -> str | None:
+    from rltray.app import childpython
+
     code = (
         "import sys, venv, ensurepip; "
         f"sys.exit(0 if sys.version_info >= {MIN_PYTHON} else 3)"
     )
-    argv = [python, "-3", "-c", code] if Path(python).stem == "py" else [python, "-c", code]
+    # -I: the standard library only, the current folder never on sys.path (a planted
+    # venv.py ran as the user: review 3, finding 2); a private cwd for good measure.
+    argv = [python, "-3", "-I", "-c", code] if Path(python).stem == "py" else [
+        python, "-I", "-c", code]  # fmt: skip
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                              **childpython.options())  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"does not run ({exc})"
     if done.returncode == 3:
