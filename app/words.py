@@ -64,11 +64,25 @@ def word(value: int) -> str:
     return "good" if value > 0 else "bad"
 
 
+#: The most digits a version number has: 18 always fit SQLite's 64-bit INTEGER, the bound
+#: of the local API's ``Version`` (app/api/input.py ``VERSION_PATTERN``).
+VERSION_DIGITS = 18
+
+
 def parse_version(text: int | str | None) -> int | None:
-    """`v3`, `3` or 3 → 3; None stays None (the default target)."""
-    if text is None or isinstance(text, int):
+    """`v3`, `3` or 3 → 3; None stays None (the default target).
+
+    Bounded like the API's ``Version``: a bigger number names no row, and binding it
+    to a query raised OverflowError ("unexpected error") instead of one sentence.
+    """
+    if text is None or (isinstance(text, int) and 0 <= text < 10**VERSION_DIGITS):
         return text
     digits = str(text).strip().lower().removeprefix("v")
-    if not digits.isdigit():
+    if not (digits.isascii() and digits.isdigit()):
         raise UserError(f"A version is written like v3 or 3, not {text!r}.")
+    if len(digits.lstrip("0")) > VERSION_DIGITS:
+        raise UserError(
+            f"There is no version {text}: version numbers have at most {VERSION_DIGITS} "
+            "digits; `rltray versions` lists them."
+        )
     return int(digits)

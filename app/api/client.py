@@ -28,6 +28,12 @@ TIMEOUT_S = 30.0
 #: sentence as it is, with NothingToDo's exit code. Tied to the classes by a test.
 NOTHING_TO_DO_CODES = frozenset({"NothingToDo", "NotEnoughRatings", "AlreadyRated"})
 
+#: The error codes of a refusal because a round already runs (``TrainingBusy``): the CLI
+#: exits with ``ALREADY_RUNNING`` as it does when it refuses alone, not with ``USAGE``
+#: (review 3 r10: `rltray train` beside a round exited 2 through the tray, 5 without one).
+#: Tied to the classes by a test.
+ALREADY_RUNNING_CODES = frozenset({"TrainingBusy"})
+
 
 class ServiceError(UserError):
     """The running service refused or failed a request; its one-sentence message."""
@@ -83,6 +89,10 @@ class ApiClient:
                 message, code = f"HTTP {exc.code}", None
             if code in NOTHING_TO_DO_CODES:  # "refused: v6 is already active" read as a fault
                 raise NothingToDo(message) from None
+            if code in ALREADY_RUNNING_CODES:
+                raise ServiceError(
+                    f"The running rltray refused: {message}", ExitCode.ALREADY_RUNNING
+                ) from None
             raise ServiceError(f"The running rltray refused: {message}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise ServiceError(

@@ -52,15 +52,8 @@ def resolve_tag(service: Service, version: str | None) -> str:
     """The Ollama tag for ``version`` (default: ``…-rltray:latest``, the active version)."""
     from rltray.app.words import parse_version
 
-    adapters = service.store.list_adapters()
-    published = [a for a in adapters if a.ollama_tag]
     if version is None:
-        if not published:
-            raise NothingToDo(
-                "No version is published to Ollama yet: set ollama.model (`rltray config set "
-                "ollama.model MODEL`) and train one (`rltray train`)."
-            )
-        return published[0].ollama_tag.rsplit(":", 1)[0] + ":latest"  # type: ignore[union-attr]
+        return _latest_tag(service)
     number = parse_version(version)
     adapter = service.store.get_adapter(int(number or 0))
     if adapter is None:
@@ -75,6 +68,37 @@ def resolve_tag(service: Service, version: str | None) -> str:
             f"`rltray rollback {number}` publishes it again as the active one."
         )
     return adapter.ollama_tag
+
+
+def _latest_tag(service: Service) -> str:
+    """``latest`` of the model set up now (``ollama.model``), which serves the active version.
+
+    Regression (review 3 r3): it was built from the newest published version's tag, so
+    after ollama.model changed `rltray use codex` pointed the agent at the old model's
+    ``latest``. The name comes from the one rule the export publishes with: the trainer's
+    ``ollama_names``, standard library only (the one trainer module the app imports; an
+    import-linter contract in pyproject.toml says so).
+    """
+    from rltray.app.training import served
+    from rltray.trainer.export.ollama_names import latest_tag, tag_stem
+
+    model = service.settings(strict=True).ollama.model.strip()
+    if not model:
+        raise UserError(
+            "No version is served by Ollama: ollama.model is empty; set it (`rltray config "
+            "set ollama.model MODEL`) and rltray publishes each version there."
+        )
+    record = served.read_served(service.paths)
+    pointed = record.get("model") == model and "version" in record
+    stem = tag_stem(model)
+    ours = any((a.ollama_tag or "").rpartition(":")[0] == stem
+               for a in service.store.list_adapters())  # fmt: skip
+    if not (pointed or ours):
+        raise NothingToDo(
+            f"No version is published to Ollama yet for {model}: train one (`rltray train`), "
+            "or send the active one with `rltray publish`."
+        )
+    return latest_tag(model)
 
 
 # -- the files `use` writes, and undo ---------------------------------------------------------
@@ -252,10 +276,13 @@ def cmd_use(ctx: Context, args: argparse.Namespace) -> int:
 def _export_process(
     service: Service, args: list[str], run: Callable[..., Any] = subprocess.run
 ) -> dict[str, Any]:
+    from rltray.app import childpython
     from rltray.app.training import jobbuild
 
     python = jobbuild.training_python(service.settings(strict=True).training)
-    proc = run([python, "-m", "rltray.trainer.export", *args], capture_output=True, text=True)
+    # a private cwd and PYTHONSAFEPATH: never an rltray/ planted where the user stands
+    proc = run([python, "-m", "rltray.trainer.export", *args], capture_output=True, text=True,
+               **childpython.options())  # fmt: skip
     lines = [ln for ln in (proc.stdout or "").splitlines() if ln.startswith("{")]
     if not lines:
         tail = (proc.stderr or "").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
@@ -285,6 +312,7 @@ def _base_gguf(service: Service) -> str:
 
 
 def cmd_export_model(ctx: Context, args: argparse.Namespace) -> int:
+    from rltray.app.training import jobbuild
     from rltray.app.words import parse_version
 
     service = ctx.service(ingest=False)
@@ -292,6 +320,16 @@ def cmd_export_model(ctx: Context, args: argparse.Namespace) -> int:
     adapter = service.store.get_adapter(int(number or 0))
     if adapter is None or not Path(adapter.path).is_dir():
         raise UserError(f"There is no version v{number}; `rltray versions` lists them.")
+    base_now = service.settings(strict=True).training.base_model
+    if args.format != "peft" and jobbuild.other_base(adapter, base_now):
+        # review 3 r10: merged onto the GGUF of the model set up now, a pairing nothing
+        # judged (same-shaped siblings load without a complaint); rollback's refusal
+        raise UserError(
+            f"v{number} was trained on {adapter.base_model}, but the model set up now is "
+            f"{base_now.strip()}: its GGUF would carry it onto a model it was never judged "
+            f"on. Set training.base_model back to {adapter.base_model} first, or export it "
+            "with --format peft."
+        )
     out_dir = Path(args.output or ".").expanduser().resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.format == "peft":

@@ -21,6 +21,8 @@ from rltray.app.errors import ExitCode, UserError
 if TYPE_CHECKING:
     from rltray.app.api.client import ApiClient
     from rltray.app.cli.context import Context
+    from rltray.app.service import Service
+    from rltray.app.training.runner import TrainingRunner
 
 #: How long a command waits for a starting rltray's API (its start may settle a killed
 #: tray's trainer first: up to the runner's one-minute stop timeout).
@@ -81,10 +83,37 @@ def cmd_train(ctx: Context, args: argparse.Namespace) -> int:
     try:
         _progress(ctx, lambda: runner.progress, runner.running)
     except KeyboardInterrupt:
-        runner.stop(pause=True)
-        ctx.say("Paused. Run `rltray train` again to resume from the checkpoint.")
-        return 130
+        if runner.stop(pause=True):
+            ctx.say("Paused. Run `rltray train` again to resume from the checkpoint.")
+            return 130
+        return _interrupted_after_training(ctx, service, runner, run["run"])
     return _outcome(ctx, _find(service.runs(), run["run"]))
+
+
+#: How long Ctrl+C after the trainer's end waits for its result to be recorded (a rename
+#: and one transaction; never the publish to Ollama, which may take tens of minutes).
+RECORD_WAIT_S = 30.0
+
+
+def _interrupted_after_training(
+    ctx: Context, service: Service, runner: TrainingRunner, run_id: str
+) -> int:
+    """Ctrl+C once the trainer had exited: nothing was left to pause. Regression (review 3
+    r8): "Paused. Run `rltray train` again…" was said of a round that was accepted and
+    active, whose export to Ollama the Ctrl+C cut short."""
+    deadline = time.monotonic() + RECORD_WAIT_S
+    while runner.running() and not runner.exporting() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    exporting = runner.exporting()
+    run = _find(service.runs(), run_id)
+    version = run.get("adapter_version")
+    if exporting and version is not None:
+        ctx.say(
+            ("Accepted: ", "green"),
+            f"v{version} is active; its export to Ollama was cut short: run `rltray publish`.",
+        )
+        return 130
+    return _outcome(ctx, run)
 
 
 def _find(runs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
@@ -221,13 +250,15 @@ def cmd_versions(ctx: Context, args: argparse.Namespace) -> int:
     from rltray.app.words import local_time
 
     def cells(v: dict[str, Any]) -> tuple[Any, ...]:
-        auroc = v["metrics"].get("heldout_auroc") if isinstance(v["metrics"], dict) else None
+        # the trainer's name for the new weights' held-out AUROC (trainer/evaluate.py; the
+        # web page reads the same key); "heldout_auroc" was never written, so always "—"
+        auroc = v["metrics"].get("auroc_new") if isinstance(v["metrics"], dict) else None
         return (
             ("▶ " if v["active"] else "  ") + _version(v["version"]),
             v["status"],
             _version(v["parent"]),
             local_time(v["created_at"]),
-            "—" if auroc is None else f"{auroc:.2f}",
+            f"{auroc:.2f}" if isinstance(auroc, (int, float)) else "—",
             plain(v.get("published") or v["ollama_tag"] or "—"),
         )
 

@@ -23,16 +23,23 @@ class Adapter:
     ollama_tag: str | None
     baseline: float | None
     created_at: str
+    #: sha256 of the weights and config (file name -> hex digest) as the result was applied,
+    #: checked before the version is made active again; None for a version from before
+    #: they were recorded (migration m014)
+    files: dict[str, str] | None = None
 
 
 _ADAPTER_COLS = (
-    "version, base_model, parent_version, status, path, metrics, ollama_tag, baseline, created_at"
+    "version, base_model, parent_version, status, path, metrics, ollama_tag, baseline,"
+    " created_at, files"
 )
 
 
 def _adapter(row: tuple[Any, ...]) -> Adapter:
+    files = json.loads(row[9]) if row[9] else None
     return Adapter(
-        row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"), row[6], row[7], row[8]
+        row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"), row[6], row[7], row[8],
+        files if isinstance(files, dict) else None,
     )
 
 
@@ -52,8 +59,12 @@ class Adapters(StoreBase):
         ollama_tag: str | None = None,
         baseline: float | None = None,
         version: int | None = None,
+        files: dict[str, str] | None = None,
     ) -> Adapter:
-        """Register an adapter folder; the version is the next integer unless given."""
+        """Register an adapter folder; the version is the next integer unless given.
+
+        ``files``: the sha256 of its weights and config (``versions.file_digests``).
+        """
         _check_choice("adapter status", status, ADAPTER_STATUSES)
         if status == "active":
             raise StoreError(
@@ -66,7 +77,7 @@ class Adapters(StoreBase):
                 ).fetchone()
             conn.execute(
                 "INSERT INTO adapters (version, base_model, parent_version, status, path, metrics,"
-                " ollama_tag, baseline, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                " ollama_tag, baseline, created_at, files) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
                     version,
                     base_model,
@@ -77,6 +88,7 @@ class Adapters(StoreBase):
                     ollama_tag,
                     baseline,
                     utc_iso(),
+                    None if files is None else json.dumps(files, sort_keys=True),
                 ),
             )
         return self._get_adapter(int(version))

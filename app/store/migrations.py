@@ -344,6 +344,33 @@ def m013_turn_message_chats(conn: sqlite3.Connection) -> None:
     )
 
 
+def m014_adapter_files(conn: sqlite3.Connection) -> None:
+    """The sha256 of each version's weights and config when its result was applied
+    (``adapters.files``: JSON ``{file name: hex digest}``; NULL for a version from before).
+
+    Why: a rollback checked only that the folder existed, so a version whose weights were
+    deleted or replaced since was made active and published under its old number
+    (review 3 r7). ``versions.rollback`` compares the files with these digests first.
+    """
+    _run(conn, "ALTER TABLE adapters ADD COLUMN files TEXT")
+
+
+def m015_openclaw_turns_have_no_folder(conn: sqlite3.Connection) -> None:
+    """An OpenClaw turn's folder (``turns.cwd``) is NULL: its channel name was stored there.
+
+    Why: the hook wrote the channel ("telegram") as an OpenClaw turn's folder, and lessons
+    key a folder by its absolute path, so "telegram" became a folder of whatever directory
+    the tray or CLI ran in, and the lessons of those chats went to a real project there
+    (review 3, r12). A chat is no folder; the hook stores none since. Only rows whose
+    value cannot be a folder the hook saw (no path separator) change.
+    """
+    _run(
+        conn,
+        "UPDATE turns SET cwd = NULL WHERE agent = 'openclaw' AND cwd IS NOT NULL"
+        " AND instr(cwd, '/') = 0 AND instr(cwd, char(92)) = 0",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_turns_and_ratings,
     m002_runs_and_adapters,
@@ -358,6 +385,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     m011_id_marks,
     m012_forget_orphan_lessons,
     m013_turn_message_chats,
+    m014_adapter_files,
+    m015_openclaw_turns_have_no_folder,
 )
 
 

@@ -23,11 +23,16 @@ adapter. It serializes with every other publish of the data folder and points
 ``latest`` only at the store's active version (app/training/served.py says why), or at
 the plain base when that version was trained on another base than the model set up now
 (``served.servable``): a version is never registered on a model it was not judged on.
+Each export works in a folder of its own under ``publish/`` and exits if this process
+dies; whatever a killed one left there is swept at the start of the next publish, under
+the lock. A prune of old tags that fails is a warning in the line, never a failed publish.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -55,6 +60,8 @@ EXPORT_PENDING = "its export to Ollama has not finished (rltray sends it when Ol
 BUSY = "another publish is running; Ollama's latest will serve {here} when it ends"
 NOT_SERVED = "is active here but not served"  # the active version is of another base model
 _PENDING = ("pending",)
+WORKDIRS = "publish"  # the data folder's export working folders, one per export
+PARENT_PID_ENV = "RLTRAY_TRAINER_PARENT_PID"  # trainer/priority.py: the pid the export watches
 NOT_USED = (
     "not used (ollama.model is empty); `rltray config set ollama.model MODEL` publishes "
     "each version there"
@@ -195,6 +202,7 @@ class OllamaPublisher(Publisher):
     # -- the export process -----------------------------------------------------
 
     def _export(self, args: list[str]) -> dict[str, Any]:
+        from rltray.app import childpython
         from rltray.app.training import jobbuild
 
         config = self.load_config()
@@ -203,9 +211,11 @@ class OllamaPublisher(Publisher):
         python = jobbuild.training_python(config.training)
         command = [python, "-m", "rltray.trainer.export", *args]
         try:
-            proc = self._run(
-                command, capture_output=True, text=True, timeout=PUBLISH_TIMEOUT_S
-            )
+            proc = self._run(  # a private cwd, the current folder off sys.path
+                command, capture_output=True, text=True, timeout=PUBLISH_TIMEOUT_S,
+                # the export exits when this process dies (trainer/export/__main__.py)
+                **childpython.options({**os.environ, PARENT_PID_ENV: str(os.getpid())}),
+            )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PublishError(f"the Ollama export did not run ({exc}).") from exc
         lines = [ln for ln in (proc.stdout or "").splitlines() if ln.startswith("{")]
@@ -226,9 +236,24 @@ class OllamaPublisher(Publisher):
 
     def _workdir(self, version: int) -> Path:
         """A fresh working folder per export: two exports of one version never share files."""
-        root = self.paths.home / "publish"
+        root = self.paths.home / WORKDIRS
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"v{version:04d}-", dir=root))
+
+    def _sweep(self) -> None:
+        """Remove what exports of a killed process left in ``publish/``; call under the lock.
+
+        Every export works in its own folder there, made and removed under the publish
+        lock, so while this process holds the lock anything there is a leftover. Review 3
+        r6: a tray killed mid-export left ``publish/v000N-*/merged.gguf`` (as big as the
+        model) for good.
+        """
+        with contextlib.suppress(OSError):
+            for left in (self.paths.home / WORKDIRS).iterdir():
+                if left.is_dir() and not left.is_symlink():
+                    shutil.rmtree(left, ignore_errors=True)
+                else:
+                    left.unlink()
 
     # -- the hooks --------------------------------------------------------------
 
@@ -243,11 +268,13 @@ class OllamaPublisher(Publisher):
             # review r1: never registered on a model it was not judged on; `latest` serves
             # what the rule says (the plain base while it is active), and the line says why
             with served.publish_lock(self.paths):
+                self._sweep()
                 return self._settle(config)[1]
         self._record(adapter, {**_identity(adapter), "pending": EXPORT_PENDING})
         with served.publish_lock(self.paths):
+            self._sweep()
             try:
-                tag = self._register(config, adapter)
+                tag, warning = self._register(config, adapter)
             except PublishError as exc:
                 if _version_of(self.store.active_adapter()) == version:
                     raise  # `latest` keeps what it served; `rltray publish` tries again
@@ -256,9 +283,10 @@ class OllamaPublisher(Publisher):
                 line = self._settle(config)[1]
                 return f"v{version} was not published ({exc}); it is no longer active: {line}"
             settled, line = self._settle(config)
+        warned = f"; {warning}" if warning else ""
         if settled == version:
-            return f"published as {tag}; {tag.rsplit(':', 1)[0]}:latest serves it"
-        return f"published as {tag}, no longer the active version; {line}"
+            return f"published as {tag}; {tag.rsplit(':', 1)[0]}:latest serves it{warned}"
+        return f"published as {tag}, no longer the active version; {line}{warned}"
 
     def rolled_back(self, version: int | None) -> str | None:
         """Point ``latest`` at the active version; a publish in flight does it when it ends
@@ -274,6 +302,7 @@ class OllamaPublisher(Publisher):
         except Timeout:
             return BUSY.format(here=_here(version))
         try:
+            self._sweep()
             return self._settle(config)[1]
         finally:
             lock.release()
@@ -283,12 +312,14 @@ class OllamaPublisher(Publisher):
         if not config.ollama.model.strip():
             return NOT_USED
         with served.publish_lock(self.paths):
+            self._sweep()
             return self._settle(config)[1]
 
     # -- under the lock ---------------------------------------------------------
 
-    def _register(self, config: Config, adapter: Adapter) -> str:
-        """Export ``adapter`` as its ``:vN`` tag (``latest`` untouched); returns the tag."""
+    def _register(self, config: Config, adapter: Adapter) -> tuple[str, str | None]:
+        """Export ``adapter`` as its ``:vN`` tag (``latest`` untouched); returns the tag, and
+        a warning when pruning older tags failed (``_pruned``)."""
         active = self.store.active_adapter()  # prune never deletes the active version's tag
         workdir = self._workdir(adapter.version)
         args = ["publish", *self._common(config), "--no-latest",
@@ -308,8 +339,23 @@ class OllamaPublisher(Publisher):
         publication = {k: v for k, v in result.items() if k != "ok"}
         self.store.set_adapter_publication(adapter.version, result["tag"], publication)
         self.store.log_event("published", f"v{adapter.version}: {describe(publication)}")
-        self._forget_pruned(config, result.get("pruned"))
-        return str(result["tag"])
+        return str(result["tag"]), self._pruned(config, publication)
+
+    def _pruned(self, config: Config, publication: dict[str, Any]) -> str | None:
+        """Record what an export's prune removed (``_forget_pruned``); a warning when it could
+        not remove some tags (``prune_errors``). Review 3 r4: a prune that failed half-way
+        failed the whole publish, so a version Ollama had was said "not published" and the
+        tags already deleted stayed in the store; now each tag is its own attempt, and a
+        failure is a warning that the next version's publish (it prunes again) resolves."""
+        self._forget_pruned(config, publication.get("pruned"))
+        errors = [str(e) for e in publication.get("prune_errors") or []]
+        if not errors:
+            return None
+        tags = "1 older tag" if len(errors) == 1 else f"{len(errors)} older tags"
+        warning = (f"{tags} could not be removed from Ollama ({errors[0]}); the next "
+                   "version's publish tries again")  # fmt: skip
+        self.store.log_event("prune-failed", "; ".join(errors))
+        return warning
 
     def _forget_pruned(self, config: Config, tags: Any) -> None:
         """Versions whose tag the export's prune deleted lose it here too (review r6: the
@@ -361,7 +407,7 @@ class OllamaPublisher(Publisher):
             known = {k: v for k, v in _identity(serve, full=True).items() if k not in _PENDING}
             publication = dict(fresh) if fresh else {**known, "blob": result.get("blob")}
             self.store.set_adapter_publication(version, publication.get("tag"), publication)
-            self._forget_pruned(config, (fresh or {}).get("pruned"))
+            self._pruned(config, fresh or {})
         served.write_served(self.paths, config.ollama.model, version)
         line = f"{result['latest']} now serves {result['source']}"
         self.store.log_event("published", line)

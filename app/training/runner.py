@@ -46,6 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from rltray.app import childpython
 from rltray.app.errors import ExitCode, NothingToDo, UserError
 from rltray.app.training import jobbuild, leftovers, outcome, remote
 from rltray.app.training import versions as adapterversions
@@ -91,6 +92,9 @@ class _Child:
     reader: threading.Thread | None = None
     remote: bool = False  # a remote stand-in (app/training/remote), not the trainer
     user_away: bool = False  # the scheduler started (or resumed) it while the user was away
+    # the trainer exited and its result is recorded: only the publish to Ollama runs now
+    # (it may take tens of minutes), which a rollback does not wait for (review 3 r5)
+    publishing: bool = False
 
 
 def failure_text(error: Mapping[str, Any] | None, code: int, tail: str) -> str:
@@ -313,14 +317,15 @@ class TrainingRunner:
         """Make ``version`` active: default the active one's parent (which may be the base
         model), ``0`` the plain base model. Returns the active adapter, None for the base.
 
-        See ``adapterversions.rollback``; refused while a round runs, because that
-        round's parent would silently stop being the active version. ``said`` gets
+        See ``adapterversions.rollback``; refused while a round trains, because that
+        round's parent would silently stop being the active version (not once it is
+        recorded and only its publish to Ollama runs: ``_refuse_if_running``). ``said`` gets
         the publisher's line (what Ollama serves now, or why it does not). The store
         changes first and never waits for Ollama; the publisher points ``latest`` at
         whatever is active when it holds the data folder's publish lock.
         """
         with self._lock:
-            self._refuse_if_running("roll back")
+            self._refuse_if_running("roll back", publishing_ok=True)
             target = adapterversions.rollback(
                 self.store, self.paths, version, base_model=self._training().base_model
             )
@@ -380,9 +385,21 @@ class TrainingRunner:
         settings = self.settings_provider()
         return getattr(settings, "training", settings)
 
-    def _refuse_if_running(self, what: str = "start another round") -> None:
-        if self._child is not None:
+    def _refuse_if_running(
+        self, what: str = "start another round", publishing_ok: bool = False
+    ) -> None:
+        """Refuse while a round runs. ``publishing_ok``: not once its trainer has exited and
+        its result is recorded (a rollback then goes ahead: the publisher's lock and its
+        ``_settle`` point ``latest`` at whatever is active when the publish ends). Review 3
+        r5: a rollback was refused for the whole merge and upload, tens of minutes."""
+        child = self._child
+        if child is not None and not (publishing_ok and child.publishing):
             raise TrainingBusy(f"a training round is running; pause it before you {what}")
+
+    def exporting(self) -> bool:
+        """Whether the round's result is recorded and only its publish to Ollama runs."""
+        with self._lock:
+            return self._child is not None and self._child.publishing
 
     def _refuse_if_elsewhere(self) -> None:
         """Another live process runs a round of this data folder (``reconcile`` leaves it
@@ -431,6 +448,7 @@ class TrainingRunner:
         env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
+            childpython.SAFE_PATH_ENV: "1",  # the current folder off sys.path (review 3, 2)
             "RLTRAY_TRAINER_USER_AWAY": "1" if user_away else "0",
             # kept in the data folder, emptied when a turn is deleted (a user's own setting,
             # such as "off", wins)
@@ -576,7 +594,7 @@ class TrainingRunner:
         if child.stop_mode == "detach":  # the remote round runs on: still "running" here
             return
         if child.done is not None and code == 0:
-            self._apply(child.built, child.done, metrics)
+            self._apply(child, metrics)
         elif child.stop_mode == "cancel":
             adapterversions.cancel_run(
                 self.store, self.paths, child.run_id, child.stop_reason, metrics
@@ -594,13 +612,17 @@ class TrainingRunner:
 
     # -- results -------------------------------------------------------------
 
-    def _apply(self, built: jobbuild.BuiltJob, done: Mapping[str, Any], metrics: dict) -> None:
+    def _apply(self, child: _Child, metrics: dict) -> None:
+        """Record the finished round's result, then publish the version it made active."""
+        assert child.done is not None
         with self._lock:
             version = adapterversions.apply_result(
-                self.store, self.paths, built, done, metrics, self._training().base_model
-            )
+                self.store, self.paths, child.built, child.done, metrics,
+                self._training().base_model,
+            )  # fmt: skip
+            child.publishing = version is not None
         if version is not None:
-            self._publish_round(built.run_id, version)
+            self._publish_round(child.built.run_id, version)
 
     def _publish_round(self, run_id: str, version: int) -> None:
         """Publish an accepted round's version and keep the line in the run's metrics

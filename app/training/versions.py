@@ -32,6 +32,10 @@ Decisions kept here:
   ratings out of training for good.
 * A paused run trained from a parent that is no longer active is stale, so it
   is ``cancelled`` whenever the active version changes.
+* The sha256 of a version's weights and config are recorded when its result is applied
+  (``file_digests``); a rollback compares them, and checks the files are a LoRA adapter
+  at all, before the store switches or anything is published (``folder_problems``): a
+  folder whose files went missing or were replaced is never served under that number.
 * A round is what the user said *when it was built*. When any rating its job holds
   is no longer the user's active verdict (reversed, withdrawn, its turn deleted),
   its result is never recorded: the run is ``cancelled``, its output removed, no
@@ -53,6 +57,7 @@ run) are app/training/leftovers.py's.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -63,12 +68,16 @@ from typing import TYPE_CHECKING, Any
 
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.training import jobbuild, outcome
+from rltray.app.training.remote import verify
 
 if TYPE_CHECKING:
     from rltray.app.paths import Paths
     from rltray.app.store import Adapter, Run, Store
 
 _VERSION_DIR = re.compile(r"^v(\d{4,})$")
+#: The files a version is served from: their digests are recorded when its result is
+#: applied and compared before it is made active again (``folder_problems``).
+SERVED_FILES = (verify.WEIGHTS, verify.CONFIG)
 _RUN_OUTPUT = re.compile(r"^\.{1,2}run-(.+?)(?:\.tmp-.*)?$")  # .run-<id>, ..run-<id>.tmp-…
 
 
@@ -305,22 +314,25 @@ def apply_result(
     final = paths.adapters / folder_name(version)
     os.rename(built.out, final)
     try:
-        switch = _placement(store, built, version, merged, base_model)
-        # A candidate is not what serves: its ratings wait for a round of the active line,
-        # or are marked when a rollback makes it active (``retires``, review r7).
-        retired = retired_ratings(built, done, skipped)
-        seen = retired if switch else []
-        if not switch:
-            merged["retires"] = {"run": built.run_id, "ratings": retired}
-        merged["trained"] = len(seen)
-        fit = [i for i in built.fresh_ids if i not in skipped]
-        if switch and len(seen) < len(fit):
-            merged["notes"] = [
-                *merged.get("notes", []),
-                f"the kept weights saw {len(seen)} of the {len(fit)} fresh ratings; "
-                "the others wait for the next round",
-            ]
+        files = file_digests(final)  # what a rollback to it later checks (review 3 r7)
         with store.batch():
+            # Review 3 r11: read the active version under the write lock that activates this
+            # one, so a rollback another process makes meanwhile is seen, not overwritten.
+            switch = _placement(store, built, version, merged, base_model)
+            # A candidate is not what serves: its ratings wait for a round of the active
+            # line, or are marked when a rollback makes it active (``retires``, review r7).
+            retired = retired_ratings(built, done, skipped)
+            seen = retired if switch else []
+            if not switch:
+                merged["retires"] = {"run": built.run_id, "ratings": retired}
+            merged["trained"] = len(seen)
+            fit = [i for i in built.fresh_ids if i not in skipped]
+            if switch and len(seen) < len(fit):
+                merged["notes"] = [
+                    *merged.get("notes", []),
+                    f"the kept weights saw {len(seen)} of the {len(fit)} fresh ratings; "
+                    "the others wait for the next round",
+                ]
             store.mark_heldout(judged)
             store.add_adapter(
                 built.base_model,
@@ -329,6 +341,7 @@ def apply_result(
                 metrics=merged,
                 baseline=float(done.get("baseline") or 0.0),
                 version=version,
+                files=files,
             )
             if switch:
                 store.set_adapter_status(version, "active")
@@ -340,6 +353,48 @@ def apply_result(
         os.rename(final, built.out)
         raise
     return version if switch else None
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """The sha256 of ``folder``'s weights and config (``SERVED_FILES``; one that cannot be
+    read is left out: the structure check refuses it), recorded with the version when its
+    result is applied."""
+    found = {}
+    for name in SERVED_FILES:
+        with contextlib.suppress(OSError):
+            found[name] = _sha256(folder / name)
+    return found
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def folder_problems(adapter: Adapter) -> list[str]:
+    """Why ``adapter``'s folder cannot be served as that version (empty: it can).
+
+    Its files must be the ones recorded when its result was applied (``Adapter.files``;
+    a version from before they were recorded has none to compare) and still be a LoRA
+    adapter (the check a remote round's result gets, ``verify.structure_problems``).
+    Regression (review 3 r7): a rollback checked only that the folder existed, so a
+    version whose weights were deleted or replaced since was made active, published
+    under its old number, or left the store and Ollama serving different things.
+    """
+    folder = Path(adapter.path)
+    if not folder.is_dir():
+        return [f"its folder {folder} is missing"]
+    found = []
+    for name, digest in sorted((adapter.files or {}).items()):
+        try:
+            if _sha256(folder / name) != digest:
+                found.append(f"{name} in its folder {folder} was replaced since it was trained")
+        except OSError:
+            found.append(f"{name} is missing from its folder {folder}")
+    return found or [f"{p} in its folder {folder}" for p in verify.structure_problems(folder)]
 
 
 def skipped_ratings(metrics: Mapping[str, Any]) -> set[int]:
@@ -462,6 +517,13 @@ def rollback(
             f"v{version} is already the active version"
         )
         raise NothingToDo(f"Nothing to do: {now}.")
+    broken = folder_problems(target) if target is not None else []
+    if broken:  # before the store switches and anything is published (review 3 r7)
+        more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+        raise UserError(
+            f"v{version} cannot be made active: {broken[0]}{more}, so it would not serve "
+            "what was trained; pick another version (`rltray versions` lists them)."
+        )
     with store.batch():
         if active is not None:
             store.set_adapter_status(active.version, "rolled-back")

@@ -26,16 +26,21 @@ def cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def _published(versions: int = 2, *, tags: bool = True) -> Paths:
-    """Versions v1..vN in the store (folders with a tiny PEFT adapter), v2 active."""
+def _published(
+    versions: int = 2, *, tags: bool = True, model: str = "tiny:1m", base: str = "tiny"
+) -> Paths:
+    """Versions v1..vN trained on ``base`` in the store (folders with a tiny PEFT adapter),
+    v2 active, published from ``model`` (ollama.model; "" leaves it unset)."""
     pytest.importorskip("numpy", reason="the tiny adapters are written with numpy")
     from tests.support.tinygguf import build_tiny_adapter
 
     paths = Paths.from_env()
+    if model:
+        config.set_value(paths, "ollama.model", model)
     with Store.open(paths) as store:
         for v in range(1, versions + 1):
             folder = build_tiny_adapter(paths.adapters / f"v{v:04d}", seed=v)
-            store.add_adapter("tiny", folder, parent_version=v - 1 or None)
+            store.add_adapter(base, folder, parent_version=v - 1 or None)
             store.set_adapter_status(v, "active")
             if tags:
                 store.set_adapter_publication(
@@ -203,14 +208,15 @@ def test_export_model_peft_and_the_gguf_formats(tmp_path: Path) -> None:
 
     from tests.support.tinygguf import build_tiny_gguf
 
-    paths = _published(1)
+    base = tmp_path / "tiny.gguf"
+    paths = _published(1, model="", base=str(base))  # trained on the GGUF, set up below
     out = tmp_path / "out"
     code, text, err = cli("export-model", "v1", "--format", "peft", "-o", str(out))
     assert code == ExitCode.OK, err
     assert (out / "rltray-v1-peft" / "adapter_config.json").is_file()
     code, _, err = cli("export-model", "1", "--format", "gguf-adapter", "-o", str(out))
     assert code == ExitCode.USAGE and "need the base model as a GGUF file" in err
-    base = build_tiny_gguf(tmp_path / "tiny.gguf")
+    build_tiny_gguf(base)
     config.set_value(paths, "training.base_model", str(base))
     code, text, err = cli("export-model", "1", "--format", "gguf-adapter", "-o", str(out))
     assert code == ExitCode.OK, err
@@ -225,3 +231,78 @@ def test_export_model_peft_and_the_gguf_formats(tmp_path: Path) -> None:
     code, _, err = cli("export-model", "v1", "--format", "peft", "-o", str(out))
     assert code == ExitCode.USAGE and "already exists" in err
     assert json.loads((out / "rltray-v1-peft" / "adapter_config.json").read_text())["r"] == 4
+
+
+def test_use_names_latest_of_the_model_set_up_now() -> None:
+    """Regression (review 3 r3): the default tag came from the newest published version's
+    tag, so after ollama.model changed (and `rltray rollback 0` pointed the new model's
+    ``latest`` at its base) `rltray use codex` still sent the agent to the old model."""
+    from rltray.app.training import served
+
+    paths = _published()  # v1, v2 published from tiny:1m
+    config.set_value(paths, "ollama.model", "other:1m")
+    served.write_served(paths, "other:1m", None)  # what the rollback's publish records
+    code, _, err = cli("use", "codex")
+    assert code == ExitCode.OK, err
+    assert tomlkit.parse(_codex_profile().read_text()).unwrap()["model"] == (
+        "other-1m-rltray:latest"
+    )
+    code, _, err = cli("use", "codex", "2")  # a version named stays that version's tag
+    assert code == ExitCode.OK, err
+    assert tomlkit.parse(_codex_profile().read_text()).unwrap()["model"] == "tiny-1m-rltray:v2"
+
+
+def test_use_without_a_model_set_up_says_so() -> None:
+    _published(model="")
+    code, _, err = cli("use", "codex")
+    assert code == ExitCode.USAGE
+    assert err.strip() == (
+        "rltray: No version is served by Ollama: ollama.model is empty; set it (`rltray "
+        "config set ollama.model MODEL`) and rltray publishes each version there."
+    )
+    assert not _codex_profile().exists()
+    config.set_value(Paths.from_env(), "ollama.model", "other:1m")  # nothing published there
+    code, _, err = cli("use", "claude-code")
+    assert code == ExitCode.NOTHING_TO_DO
+    assert "No version is published to Ollama yet for other:1m" in err
+
+
+def test_the_tag_names_the_app_imports_are_standard_library_only() -> None:
+    """`rltray use` names tags with the export's own rule (trainer/export/ollama_names.py),
+    the one trainer module the app may import (pyproject's import-linter contract); it must
+    stay light: nothing of the trainer's stack, nothing outside the standard library."""
+    import sys
+
+    probe = (
+        "import json, sys; before = set(sys.modules)\n"
+        "import rltray.trainer.export.ollama_names\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    loaded = json.loads(ran.stdout)
+    ours = {"rltray", "rltray.trainer", "rltray.trainer.export",
+            "rltray.trainer.export.ollama_names"}
+    assert [m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names
+            and m not in ours] == []  # fmt: skip
+
+
+def test_export_model_refuses_a_version_of_another_base_model(tmp_path: Path) -> None:
+    """Regression (review 3 r10): `export-model N --format gguf-merged` merged a version
+    onto the model set up now although it was trained on another one (rollback refuses
+    that pairing; same-shaped siblings load without a complaint)."""
+    paths = _published(1, model="")
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    config.set_value(paths, "training.base_model", str(other))
+    for fmt in ("gguf-merged", "gguf-adapter"):
+        code, _, err = cli("export-model", "1", "--format", fmt, "-o", str(tmp_path / "out"))
+        assert code == ExitCode.USAGE
+        assert err.startswith(
+            f"rltray: v1 was trained on tiny, but the model set up now is {other}:"
+        )
+        assert "Set training.base_model back to tiny first, or export it with --format peft." in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    code, _, err = cli("export-model", "1", "--format", "peft", "-o", str(tmp_path / "out"))
+    assert code == ExitCode.OK, err  # the PEFT folder is the adapter alone, for any base

@@ -255,3 +255,89 @@ def test_only_an_unreachable_ollama_is_retried_by_itself(fake: FakeOllama) -> No
             1, None, {"error": "Ollama is not running", "waiting_for_ollama": True})
         assert needs_settling(store, paths, "tiny:1m")
         assert not needs_settling(store, paths, "")  # nothing is published at all
+
+
+# -- review 3 ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gated(tmp_path: Path):
+    from tests.app.gatedollama import serving_tiny_gated
+
+    server = serving_tiny_gated(tmp_path)
+    yield server
+    server.release()
+    server.stop()
+
+
+def test_a_prune_that_fails_half_way_is_a_warning_not_a_failed_publish(gated) -> None:
+    """Regression (review 3 r4): Ollama refused to delete one old tag after another was
+    deleted; the publish failed as a whole, so the new version (which Ollama had) was said
+    "not published", and the deleted tag stayed in the store."""
+    with _service_with_versions(gated, 2) as service:
+        publisher = service.runner().publisher
+        publisher.published(1)
+        publisher.published(2)
+        config.set_value(service.paths, "ollama.keep_versions", 1)
+        gated.fail("DELETE", "/api/delete", "rltray:v2")  # v1's delete works, v2's does not
+        folder = build_tiny_adapter(service.paths.adapters / "v0003", seed=3)
+        service.store.add_adapter("tiny", folder, parent_version=2)
+        service.store.set_adapter_status(3, "active")
+        line = service.runner()._publish("published", 3)
+        assert line.startswith(
+            "published as tiny-1m-rltray:v3; tiny-1m-rltray:latest serves it; 1 older tag could "
+            "not be removed from Ollama (tiny-1m-rltray:v2: "
+        ) and line.endswith("); the next version's publish tries again")
+        rows = {v["version"]: v for v in service.versions()}
+        assert rows[3]["ollama_tag"] == "tiny-1m-rltray:v3"
+        assert rows[3]["published"].startswith("tiny-1m-rltray:v3 (merged")
+        assert rows[1]["ollama_tag"] is None and rows[1]["published"].startswith(
+            "not in Ollama any more: tiny-1m-rltray:v1 was removed")
+        assert rows[2]["ollama_tag"] == "tiny-1m-rltray:v2"  # still there, still named
+        assert sorted(n for n in gated.models if "rltray:v" in n) == [
+            "tiny-1m-rltray:v2", "tiny-1m-rltray:v3"]
+        events = [e["kind"] for e in service.store.events(limit=10)]
+        assert "prune-failed" in events
+
+
+EXPORTING_TRAY = """
+from rltray.app.paths import Paths
+from rltray.app.service import Service
+with Service(Paths.from_env()) as service:
+    print(service.runner()._publish("published", 1), flush=True)
+"""
+
+
+def test_an_export_dies_with_its_tray_and_the_next_publish_sweeps_its_folder(gated) -> None:
+    """Regression (review 3 r6): a tray killed mid-export left the export process running
+    on alone, and ``publish/v0001-*/merged.gguf`` (the size of the model) for good."""
+    import os
+    import signal
+    import sys
+
+    import psutil
+
+    with _service_with_versions(gated, 1) as service:
+        paths = service.paths
+    gated.hold("POST", "/api/create")  # merged and uploaded; Ollama is creating the model
+    tray = subprocess.Popen([sys.executable, "-c", EXPORTING_TRAY], env=dict(os.environ))
+    try:
+        assert gated.held.wait(120), "the export never reached /api/create"
+        exports = [p for p in psutil.Process(tray.pid).children(recursive=True)
+                   if "rltray.trainer.export" in " ".join(p.cmdline())]  # fmt: skip
+        assert len(exports) == 1
+        left = list((paths.home / "publish").iterdir())
+        assert [p.name[:6] for p in left] == ["v0001-"] and (left[0] / "merged.gguf").is_file()
+        tray.send_signal(signal.SIGKILL)  # logout, a crash, the OOM killer
+        tray.wait(30)
+        _, alive = psutil.wait_procs(exports, timeout=15)
+        assert alive == [], "the export ran on without its tray"
+    finally:
+        if tray.poll() is None:
+            tray.kill()
+        gated.release()
+    with Service(paths) as service:
+        assert list((paths.home / "publish").iterdir()) == left  # nothing removed it yet
+        service.runner().publisher.serve_active(1)  # the next publish, under the lock
+        assert list((paths.home / "publish").iterdir()) == []
+        assert service.versions()[0]["ollama_tag"] == "tiny-1m-rltray:v1"

@@ -321,3 +321,96 @@ def test_the_publish_lock_excludes_threads_and_processes_alike(tmp_path: Path) -
         thread.join()
         assert outcome == ["waited"]
     assert not served.publishing(paths)
+
+
+# -- review 3 ----------------------------------------------------------------------------
+
+
+def test_a_rollback_during_the_export_of_a_finished_round_goes_ahead(
+    fake_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3 r5): the running rltray refused `rltray rollback` for the whole
+    export of a round it had already recorded (merge and upload: tens of minutes). The
+    rollback goes ahead; the publish ends by pointing `latest` at what is active then."""
+    import sys
+
+    from tests.app.gatedollama import serving_tiny_gated
+    from tests.app.test_trainingcli import model_folder, rate
+
+    monkeypatch.setenv("FAKE_MODE", "done")
+    paths = Paths.from_env()
+    config.set_value(paths, "training.base_model", model_folder("a"))
+    gated = serving_tiny_gated(tmp_path)
+    gated.hold("POST", "/api/show")  # the export's first question about the base
+    wrapper = tmp_path / "dispatch-python"  # the export in this venv, the round in the fake
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$2" = "rltray.trainer.export" ]; then exec {sys.executable} "$@"; fi\n'
+        f'exec {fake_python} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    config.set_value(paths, "training.python", str(wrapper))
+    monkeypatch.setenv("FAKE_ADAPTER", str(build_tiny_adapter(tmp_path / "trained", seed=3)))
+    rate(paths, 8, 0)
+    try:
+        with _service(gated) as service:
+            runner = service.runner()
+            _publisher(service).rollback_wait_s = 0.2
+            run_id = runner.start()
+            try:
+                assert gated.held.wait(60), "the export never asked Ollama"
+                assert runner.running() and service.store.active_adapter().version == 1
+                result = service.rollback(0)
+            finally:
+                gated.release()
+            assert result == {"active": None, "ollama": "another publish is running; Ollama's "
+                              "latest will serve the base model when it ends"}  # fmt: skip
+            assert runner.wait(120)
+            run = service.store.get_run(run_id)
+            assert run.metrics["ollama"] == (
+                f"published as tiny-1m-rltray:v1, no longer the active version; {LATEST} now "
+                "serves tiny:1m"
+            )
+            assert _serves(gated, "tiny:1m") and "tiny-1m-rltray:v1" in gated.models
+            assert service.store.active_adapter() is None
+            assert service.store.get_adapter(1).ollama_tag == "tiny-1m-rltray:v1"
+    finally:
+        gated.stop()
+
+
+def test_a_version_whose_files_changed_is_refused_before_anything_is_published(
+    fake: FakeOllama,
+) -> None:
+    """Regression (review 3 r7): rollback to a version whose weights were replaced (or
+    deleted) since it was trained was made active, and its pruned tag published again from
+    the files as they were now. Refused in one sentence; the store and Ollama keep v2."""
+    import shutil
+
+    from rltray.app.training import versions
+
+    from tests.app.test_cli import cli
+
+    with _service(fake) as service:
+        config.set_value(service.paths, "ollama.keep_versions", 1)  # v1's tag will be pruned
+        for v in (1, 2):
+            folder = build_tiny_adapter(service.paths.adapters / f"v{v:04d}", seed=v)
+            service.store.add_adapter("tiny", folder, parent_version=v - 1 or None,
+                                      files=versions.file_digests(folder))  # fmt: skip
+            service.store.set_adapter_status(v, "active")
+            _publisher(service).published(v)
+        assert "tiny-1m-rltray:v1" not in fake.models
+        other = build_tiny_adapter(service.paths.home.parent / "someone-else", seed=99)
+        shutil.copy(other / "adapter_model.safetensors", service.paths.adapters / "v0001")
+    requests = len(fake.requests)
+    code, out, err = cli("rollback", "1")
+    assert code == ExitCode.USAGE and out == ""
+    assert err.startswith(
+        "rltray: v1 cannot be made active: adapter_model.safetensors in its folder "
+    ) and "was replaced since it was trained" in err
+    assert fake.requests[requests:] == []  # no export ran
+    assert _serves(fake, "tiny-1m-rltray:v2") and "tiny-1m-rltray:v1" not in fake.models
+    (service.paths.adapters / "v0002" / "adapter_model.safetensors").unlink()
+    code, _, err = cli("rollback", "2")
+    assert code == ExitCode.NOTHING_TO_DO  # v2 is active: nothing is checked or moved
+    with Service(Paths.from_env()) as service:
+        assert service.store.active_adapter().version == 2

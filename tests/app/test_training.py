@@ -35,6 +35,8 @@ from rltray.app.training import versions as adapterversions
 from rltray.app.training.publisher import Publisher
 from rltray.app.training.runner import TrainingBusy, TrainingRunner
 
+from tests.app import adapterfiles
+
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 GOOD = [
     "Use a context manager so the file is closed even on errors.",
@@ -67,6 +69,7 @@ with open(os.path.join(folder, "channel.json"), "w") as f:
                "stdin": os.environ.get("RLTRAY_TRAINER_STDIN"),
                "answer_cache": os.environ.get("RLTRAY_ANSWER_CACHE"),
                "stdin_is_pipe": stat.S_ISFIFO(os.fstat(0).st_mode)}}, f)
+# WRITE_LORA
 def emit(d):
     print(json.dumps(d), flush=True)
 if mode == "silent":  # dies before writing anything (a segfault, an OOM kill)
@@ -99,6 +102,12 @@ if mode == "slow":  # stops as the real trainer does: on the job folder's stop f
 out = os.path.normpath(os.path.join(folder, job["out"]))
 accepted = os.environ.get("FAKE_ACCEPT", "1") == "1"
 os.makedirs(out)
+if os.environ.get("FAKE_ADAPTER"):  # a real tiny adapter, for tests that export it to Ollama
+    import shutil
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        shutil.copy(os.path.join(os.environ["FAKE_ADAPTER"], name), out)
+else:
+    write_lora(out)  # a rollback to it checks its files (tests/app/adapterfiles.py)
 meta = {{"job_id": job["id"], "accepted": accepted, "reasons": [] if accepted else ["too far"],
         "metrics": {{"kl_to_base": 0.01, "preference": os.environ.get("FAKE_PREF", "unchanged"),
                     "gate_notes": ["held-out AUROC 0.50 -> 0.60: no measurable change"]}},
@@ -125,6 +134,10 @@ emit({{"type": "metric", "name": "auroc_new", "value": 0.75}})
 emit({{"type": "progress", "step": 2, "total": 2}})
 emit({{"type": "done", "adapter": out, **meta}})
 """
+# the adapter writer, its braces doubled for the .format(python=…) the fixtures apply
+FAKE_TRAINER = FAKE_TRAINER.replace(
+    "# WRITE_LORA\n", adapterfiles.SCRIPT.lstrip().replace("{", "{{").replace("}", "}}"), 1
+)
 
 
 class Recorder(Publisher):
@@ -1275,3 +1288,119 @@ def test_a_stop_while_the_done_round_publishes_returns_at_once(
     assert runner.wait(30)
     run = store.get_run(run_id)
     assert run is not None and run.status == "done" and run.adapter_version == 1
+
+
+def test_a_rollback_goes_ahead_while_the_finished_round_publishes(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3 r5): once the trainer exited and its result was recorded, the
+    publish to Ollama (tens of minutes for a big merge and upload) still counted as a
+    running round, so `rltray rollback` was refused for all of it. The publisher serializes
+    with the rollback itself (its lock, then ``latest`` follows what is active)."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    rate_many(store, make_turn, 20)
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    publishing, release = threading.Event(), threading.Event()
+
+    def slow_publish(version: int) -> None:
+        publisher.calls.append(("published", version))
+        publishing.set()
+        release.wait(30)
+
+    publisher.published = slow_publish  # type: ignore[method-assign]
+    run_id = runner.start()
+    try:
+        assert publishing.wait(30) and runner.running() and runner.exporting()
+        assert runner.rollback(0) is None and store.active_adapter() is None
+        assert store.get_adapter(1).status == "rolled-back"
+        with pytest.raises(TrainingBusy):  # a new round still waits: the runner has one child
+            runner.start()
+    finally:
+        release.set()
+    assert runner.wait(30) and not runner.exporting()
+    assert publisher.calls == [("published", 1), ("rolled_back", None)]
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "done" and run.adapter_version == 1
+
+
+def test_a_version_records_the_digests_of_its_files_and_rollback_checks_them(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3 r7): rollback only checked that the folder existed, so a version
+    whose weights were deleted or replaced since was made active and published under its
+    number. Refused now before the store switches or anything is published."""
+    import hashlib
+
+    monkeypatch.setenv("FAKE_MODE", "done")
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    for start in (0, 8):
+        rate_many(store, make_turn, 8, start=start)
+        runner.start()
+        assert runner.wait(30)
+    v1 = store.get_adapter(1)
+    weights = Path(v1.path) / adapterfiles.WEIGHTS
+    original = weights.read_bytes()
+    assert v1.files == {
+        name: hashlib.sha256((Path(v1.path) / name).read_bytes()).hexdigest()
+        for name in (adapterfiles.WEIGHTS, adapterfiles.CONFIG)
+    }
+    weights.write_bytes(adapterfiles.weights_bytes(0.9))  # another adapter, well formed
+    with pytest.raises(UserError, match=r"^v1 cannot be made active: adapter_model\.safetensors "
+                       r"in its folder .* was replaced since it was trained, so it would not "
+                       r"serve what was trained; pick another version"):
+        runner.rollback(1)
+    weights.unlink()
+    with pytest.raises(UserError, match=r"adapter_model\.safetensors is missing from its folder"):
+        runner.rollback(1)
+    assert store.active_adapter().version == 2 and store.get_adapter(1).status != "active"
+    assert publisher.calls == [("published", 1), ("published", 2)]  # nothing republished
+    weights.write_bytes(original)
+    assert runner.rollback(1).version == 1
+
+
+def test_a_version_without_recorded_digests_gets_the_structure_check(
+    store: Store, paths: Paths
+) -> None:
+    """A version from before digests were recorded (``files`` NULL) is still checked as a
+    remote round's result is: a folder that is not a LoRA adapter is never made active."""
+    runner, publisher, _ = make_runner(store, paths, "python")
+    folder = adapterfiles.write_lora(paths.adapters / "v0001")
+    store.add_adapter("/models/tiny", folder)
+    (folder / adapterfiles.CONFIG).write_text('{"peft_type": "LORA"}')  # no rank
+    with pytest.raises(UserError, match=r"^v1 cannot be made active: adapter_config\.json has "
+                       "no positive rank r in its folder"):
+        runner.rollback(1)
+    assert store.active_adapter() is None and publisher.calls == []
+    adapterfiles.write_lora(folder)
+    assert runner.rollback(1).version == 1 and store.get_adapter(1).files is None
+
+
+def test_a_rollback_just_before_the_result_is_recorded_is_not_overwritten(
+    store: Store, paths: Paths, make_turn, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3 r11): ``apply_result`` read the active version before the
+    transaction that activates the new one, so a rollback another process made in between
+    was overwritten: the new version became active over the user's choice."""
+    monkeypatch.setenv("FAKE_MODE", "done")
+    runner, publisher, _ = make_runner(store, paths, fake_python)
+    rate_many(store, make_turn, 8)
+    runner.start()
+    assert runner.wait(30)
+    rate_many(store, make_turn, 8, start=8)
+    batch = store.batch
+    landed: list[bool] = []
+
+    def rollback_first() -> Any:
+        if not landed:  # `rltray rollback 0` in another process, just before the batch
+            landed.append(True)
+            with Store.open(paths) as other:
+                adapterversions.rollback(other, paths, 0)
+        return batch()
+
+    monkeypatch.setattr(store, "batch", rollback_first)
+    run_id = runner.start()
+    assert runner.wait(30) and landed
+    run = store.get_run(run_id)
+    assert run is not None and run.adapter_version == 2 and run.metrics["kept_as"] == "candidate"
+    assert store.active_adapter() is None and store.get_adapter(2).status == "candidate"
+    assert publisher.calls == [("published", 1)]

@@ -17,6 +17,7 @@ from rltray.app.paths import Paths
 from rltray.app.service import Service
 from rltray.app.store import Store
 
+from tests.app.adapterfiles import write_lora
 from tests.app.test_cli import cli
 from tests.app.test_training import rate_many
 
@@ -54,8 +55,7 @@ def test_versions_runs_and_rollback(rltray_home: Path) -> None:
     paths = Paths.from_env()
     with Store.open(paths) as store:
         for v in (1, 2):
-            folder = paths.adapters / f"v{v:04d}"
-            folder.mkdir(parents=True)
+            folder = write_lora(paths.adapters / f"v{v:04d}")  # a rollback checks its files
             store.add_adapter("tiny", folder, parent_version=v - 1 or None, baseline=0.1 * v)
             store.set_adapter_status(v, "active")
     (row2, row1) = json.loads(cli("versions", "--json")[1])
@@ -454,3 +454,108 @@ def test_a_trainer_that_cannot_start_is_said_once_not_every_minute(
     said, reason = _three_ticks_that_start(fake_trainer, monkeypatch)
     assert len(said) == 1 and said[0].startswith("could not start: "), said
     assert "/nonexistent/bin/python" in reason
+
+
+# -- review 3: versions ------------------------------------------------------------------
+
+
+def test_versions_shows_the_held_out_auroc_the_trainer_measured(fake_trainer: Paths) -> None:
+    """Regression (review 3 r1): the column read ``heldout_auroc``, a key nothing writes
+    (the trainer's is ``auroc_new``), so it always said "—"."""
+    rate(fake_trainer, 8, 0)
+    assert cli("train")[0] == ExitCode.OK
+    code, out, err = cli("versions")
+    assert code == ExitCode.OK, err
+    (row,) = [line for line in out.splitlines() if "v1" in line]
+    assert "0.75" in row.split("│")[5]  # the fake trainer's auroc_new
+
+
+HUGE = "9" * 20
+
+
+@pytest.mark.parametrize("argv", [("rollback", HUGE), ("use", "codex", HUGE),
+                                  ("export-model", HUGE, "--format", "peft")])  # fmt: skip
+def test_a_huge_version_number_is_one_sentence(rltray_home: Path, argv: tuple[str, ...]) -> None:
+    """Regression (review 3 r9): 20 digits reached SQLite and came back as "unexpected
+    error: OverflowError"; the API's Version refuses them, and so does the CLI now."""
+    huge = HUGE
+    code, _, err = cli(*argv)
+    assert code == ExitCode.USAGE, err
+    assert err.strip() == (f"rltray: There is no version {huge}: version numbers have at most "
+                           "18 digits; `rltray versions` lists them.")  # fmt: skip
+
+
+def test_a_round_already_running_exits_alike_with_or_without_the_tray(
+    running_service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3 r10): TrainingBusy exited 5 (ALREADY_RUNNING) from `rltray train`
+    alone but 2 (USAGE) when the running rltray refused it."""
+    from rltray.app.training.runner import TrainingBusy
+
+    monkeypatch.setenv("FAKE_MODE", "slow")
+    rate(running_service.paths, 8, 0)
+    assert cli("train")[0] == ExitCode.OK
+    try:
+        code, _, err = cli("train")
+        assert code == ExitCode.ALREADY_RUNNING == TrainingBusy.exit_code, err
+        assert "The running rltray refused: a training round is running" in err
+    finally:
+        running_service.runner().stop(pause=False, timeout=20)
+
+
+def test_the_client_knows_every_already_running_refusal() -> None:
+    """The codes the CLI exits ALREADY_RUNNING for are the classes that do so alone."""
+    from rltray.app.api.client import ALREADY_RUNNING_CODES
+    from rltray.app.errors import UserError
+    from rltray.app.training import runner  # noqa: F401  (defines TrainingBusy)
+
+    def subclasses(cls: type) -> set[type]:
+        return {cls}.union(*(subclasses(sub) for sub in cls.__subclasses__()))
+
+    busy = {c.__name__ for c in subclasses(UserError) if c.exit_code == ExitCode.ALREADY_RUNNING}
+    assert busy == ALREADY_RUNNING_CODES
+
+
+def test_ctrl_c_during_the_export_of_an_accepted_round_says_it_is_active(
+    fake_trainer: Paths, fake_python: str, tmp_path: Path
+) -> None:
+    """Regression (review 3 r8): Ctrl+C on `rltray train` while the accepted round was being
+    exported to Ollama said "Paused. Run `rltray train` again to resume…" of a round that
+    was done and active; the export it cut short is what needs doing again."""
+    import subprocess
+    import sys
+
+    from tests.app.gatedollama import GatedOllama
+
+    ollama = GatedOllama(tmp_path / "ollama").start()
+    ollama.hold("POST", "/api/show")  # the export is under way, and stays so
+    wrapper = tmp_path / "dispatch-python"  # the export in this venv, the round in the fake
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$2" = "rltray.trainer.export" ]; then exec {sys.executable} "$@"; fi\n'
+        f'exec {fake_python} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    for key, value in (("training.python", str(wrapper)), ("ollama.model", "tiny:1m"),
+                       ("ollama.host", ollama.url)):  # fmt: skip
+        assert cli("config", "set", key, value)[0] == ExitCode.OK
+    rate(fake_trainer, 8, 0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltray.app.cli", "train"], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert ollama.held.wait(60), "the export never asked Ollama"
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl+C: the terminal's whole foreground group
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        ollama.release()
+        if proc.poll() is None:
+            proc.kill()
+        ollama.stop()
+    assert proc.returncode == 130, out
+    assert "v1 is active; its export to Ollama was cut short: run `rltray publish`." in out
+    assert "Paused" not in out
+    with Store.open(fake_trainer) as store:
+        assert store.active_adapter().version == 1
+        assert [(r.status, r.adapter_version) for r in store.list_runs()] == [("done", 1)]

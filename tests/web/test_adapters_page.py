@@ -6,6 +6,7 @@ import pytest
 from rltray.app.training.versions import next_version
 from rltray.web.server import WebServer
 
+from tests.app.adapterfiles import write_lora
 from tests.web.webtesting import chromium_page, missing_chromium, post_json
 
 
@@ -13,9 +14,7 @@ def make_versions(service) -> None:
     """v1 (accepted, parent of v2), v2 active, v3 rejected by the gate — real folders."""
     adapters = service.paths.adapters
     for v, parent, accepted in ((1, None, True), (2, 1, True), (3, 2, False)):
-        folder = adapters / f"v{v:04d}"
-        folder.mkdir(parents=True)
-        (folder / "adapter_config.json").write_text("{}")
+        folder = write_lora(adapters / f"v{v:04d}")  # activating one checks its files
         service.store.add_adapter(
             "/models/tiny", folder, parent_version=parent, version=v,
             status="candidate" if accepted else "rejected",
@@ -47,6 +46,17 @@ def test_roll_back_activate_and_base_model(client, service) -> None:
     assert service.store.get_adapter(2).status == "rolled-back"
     refused = post_json(client, "/api/rollback", {"version": 3})
     assert refused.status_code == 400 and "no usable adapter version 3" in refused.text
+    # review 3 r7: a version whose weights are gone is refused in one sentence, nothing moved
+    weights = service.paths.adapters / "v0002" / "adapter_model.safetensors"
+    kept = weights.read_bytes()
+    weights.unlink()
+    refused = post_json(client, "/api/rollback", {"version": 2})
+    message = refused.get_json()["error"]["message"]
+    assert refused.status_code == 400 and message.startswith(
+        "v2 cannot be made active: adapter_model.safetensors cannot be read (FileNotFoundError)"
+    )
+    assert service.store.active_adapter().version == 1
+    weights.write_bytes(kept)
     assert post_json(client, "/api/rollback", {"version": "v2"}).get_json()["active"] == 2
     assert post_json(client, "/api/rollback", {"version": 0}).get_json()["active"] is None
     assert service.store.active_adapter() is None

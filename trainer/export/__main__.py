@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -168,13 +169,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     raise ValueError(f"unknown command {args.command}")
 
 
+#: The exit code of an export whose parent died (nobody reads its answer any more).
+EXIT_ORPHANED = 1
+
+
+def _orphaned() -> None:
+    """The tray (or CLI) that started this export is gone: stop now. Review 3 r6: a tray
+    killed mid-export left its export merging and uploading on its own, an orphan under
+    no lock; the next publish sweeps what it left in ``publish/`` (app/training/publisher)."""
+    os._exit(EXIT_ORPHANED)
+
+
 def main(argv: list[str] | None = None) -> int:
-    from ..priority import lower_priority
+    from ..priority import ParentWatch, lower_priority, parent_pid_from_env
 
     args = _parser().parse_args(argv)
     # A merge, a requantize or an upload runs for minutes after a round, whatever the
     # user is doing then: at the trainer's own low CPU and IO priority, like the round.
     lower_priority()
+    # and, like the trainer, it dies with its parent (the pid the publisher passes, else
+    # the process that started it)
+    watch = ParentWatch(_orphaned, parent_pid=parent_pid_from_env()).start()
     try:
         result = run(args)
     except Exception as exc:  # one sentence on stdout for the caller, the type for logs
@@ -185,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc) if ours else f"{type(exc).__name__}: {exc}"
         print(json.dumps({"ok": False, "error": message}), flush=True)
         return 1
+    finally:
+        watch.stop()
     print(json.dumps({"ok": True, **result}, default=str), flush=True)
     return 0
 

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from .ollama_client import Ollama
-from .ollama_errors import AdapterRefused, DiskFull, NotServedFaithfully, OllamaError
+from .ollama_errors import (
+    AdapterRefused,
+    DiskFull,
+    ModelMissing,
+    NotServedFaithfully,
+    OllamaError,
+)
 from .ollama_model import ModelInfo
 from .ollama_names import adapter_era, latest_tag, tag_stem, version_tag
 
@@ -44,6 +50,7 @@ class Publication:
     latest: bool
     fallback: str | None = None  # why the adapter path was not taken on an old server
     pruned: list[str] = field(default_factory=list)
+    prune_errors: list[str] = field(default_factory=list)  # tags prune could not delete, why
     delivered: dict[str, float] | None = None  # merged: min and mean delivered share
     served: dict[str, Any] | None = None  # merged: llama.cpp's check (fidelity.ServedCheck)
     blob: str | None = None  # the blob we sent (merged model or adapter): the tag's identity
@@ -115,7 +122,9 @@ def publish(
     if make_latest:
         client.copy(tag, latest_tag(base))
         pub.latest = True
-    pub.pruned = prune(client, base, keep, active if active is not None else version)
+    pub.pruned, pub.prune_errors = prune(
+        client, base, keep, active if active is not None else version
+    )
     return pub
 
 
@@ -237,18 +246,37 @@ def published_versions(client: Ollama, base: str) -> dict[int, str]:
     return out
 
 
-def prune(client: Ollama, base: str, keep: int, active: int | None) -> list[str]:
-    """Delete all but the newest ``keep`` version tags; never the active one."""
-    versions = published_versions(client, base)
+def prune(
+    client: Ollama, base: str, keep: int, active: int | None
+) -> tuple[list[str], list[str]]:
+    """Delete all but the newest ``keep`` version tags, never the active one; returns the
+    tags removed and one sentence per tag (or listing) that failed.
+
+    Best effort, each tag its own attempt: the version was already created when this runs,
+    so a failure here must not fail its publish. Review 3 r4: one failed delete raised
+    after others had succeeded; the caller said "not published" of a version Ollama had,
+    and never learnt which tags were gone. The next publish prunes again.
+    """
+    try:
+        versions = published_versions(client, base)
+    except OllamaError as exc:
+        return [], [f"listing the tags failed: {exc}"]
     keep_set = set(sorted(versions, reverse=True)[: max(0, int(keep))])
     if active is not None:
         keep_set.add(int(active))
-    removed = []
+    removed, errors = [], []
     for number, name in sorted(versions.items()):
-        if number not in keep_set:
+        if number in keep_set:
+            continue
+        try:
             client.delete(name)
-            removed.append(name)
-    return removed
+        except ModelMissing:
+            pass  # gone already (another folder's prune, the user): removed all the same
+        except OllamaError as exc:
+            errors.append(f"{name}: {exc}")
+            continue
+        removed.append(name)
+    return removed, errors
 
 
 def ours(client: Ollama, base: str, version: int, blob: str | None) -> str | None:
@@ -259,8 +287,6 @@ def ours(client: Ollama, base: str, version: int, blob: str | None) -> str | Non
     publication record names is trusted. ``blob="*"`` trusts the tag as it is (records
     written before blobs were recorded) and returns what it carries, to record it now.
     """
-    from .ollama_errors import ModelMissing
-
     if blob is None or version not in published_versions(client, base):
         return None
     try:

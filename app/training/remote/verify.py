@@ -33,7 +33,18 @@ CHUNK = 16 * 2**20
 def problems(folder: Path, job_id: str, done: Mapping[str, Any]) -> list[str]:
     """Every reason not to take ``folder`` as the result of job ``job_id`` (empty: fine)."""
     folder = Path(folder)
-    found = _meta_problems(folder, job_id, done)
+    return _meta_problems(folder, job_id, done) + structure_problems(folder)
+
+
+def structure_problems(folder: Path) -> list[str]:
+    """Every reason ``folder``'s config and weights are not a LoRA adapter (empty: fine).
+
+    Also asked before a version becomes active again (app/training/versions.py
+    ``rollback``): a folder whose files went missing or were replaced since it was
+    trained must not be published as that version.
+    """
+    folder = Path(folder)
+    found: list[str] = []
     rank = None
     try:
         config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))

@@ -191,6 +191,33 @@ def test_prune_keeps_the_last_k_and_never_the_active_one(
     }
 
 
+def test_a_prune_that_fails_half_way_still_publishes_and_names_what_it_removed(
+    new_ollama: FakeOllama, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 3 r4): one failed delete raised after the others had succeeded;
+    the new version (already created) was reported "not published" and the caller never
+    learnt which tags were gone. Each tag is its own attempt now."""
+    adapters = [build_tiny_adapter(tmp_path / f"a{i}", seed=i) for i in range(1, 4)]
+    for version, folder in enumerate(adapters[:2], start=1):
+        _publish(new_ollama, folder, version, tmp_path, keep=3)
+    route = new_ollama.route
+
+    def failing(method: str, path: str, body: bytes):  # Ollama refuses to delete v2, once
+        if method == "DELETE" and b"rltray:v2" in body:
+            return 500, {"error": "database is locked"}
+        return route(method, path, body)
+
+    monkeypatch.setattr(new_ollama, "route", failing)
+    pub = _publish(new_ollama, adapters[2], 3, tmp_path, keep=1)
+    assert pub.tag == "tiny-1m-rltray:v3" and pub.latest
+    assert pub.pruned == ["tiny-1m-rltray:v1"]
+    assert len(pub.prune_errors) == 1 and pub.prune_errors[0].startswith("tiny-1m-rltray:v2: ")
+    assert "database is locked" in pub.prune_errors[0]
+    assert {n for n in new_ollama.models if "rltray:v" in n} == {
+        "tiny-1m-rltray:v2", "tiny-1m-rltray:v3",
+    }
+
+
 def test_rollback_repoints_latest(new_ollama: FakeOllama, tmp_path: Path) -> None:
     a1 = build_tiny_adapter(tmp_path / "a1", seed=11)
     a2 = build_tiny_adapter(tmp_path / "a2", seed=12)
