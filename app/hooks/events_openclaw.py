@@ -4,23 +4,38 @@ Stdlib only, like ``capture_core.py``, which loads this module by the event's pr
 (``openclaw-...``) and sets ``core`` to itself before calling. The plugin runs the hook
 program with one JSON payload on stdin per OpenClaw hook:
 
-- ``end`` (``agent_end``): a finished run's messages, session key, channel and model; a
-  successful user-triggered run becomes one turn, its id the run id; a failed one leaves
-  the session's last prompt unanswered, so `/rl` rates nothing rather than the turn before.
+- ``end`` (``agent_end``): a finished run's messages, session key, channel, chat and model;
+  a successful user-triggered run becomes one turn, its id the run id; a failed one leaves
+  the chat's last prompt unanswered, so `/rl` rates nothing rather than the turn before.
 - ``sent`` (``message_sent``): the platform message id of a delivered reply and its chat
   (ids are unique only within a chat), remembered with its run (``spool/sessions``) and
   spooled as a ``message`` record for the store, so a reaction finds its turn after any
-  restart of the gateway or the tray.
+  restart of the gateway or the tray. OpenClaw names only the last message of a reply it
+  split (Telegram's 4096 characters, block streaming): a reaction on an earlier piece is
+  placed by the next remembered id of its chat (``_turn_of_reaction``). rltray's own `/rl`
+  answers are remembered too, as no turn, so nothing before one is taken for the next answer.
 - ``react`` (``before_agent_run``): OpenClaw fires nothing when a reaction arrives; it puts
-  ``Telegram reaction added: 👍 by … on msg N`` into the sender's next run, read here, so
-  such a rating lands when the sender next writes.
+  ``System: [<time>] Telegram reaction added: 👍 by … on msg N`` into the internal-context
+  block of the session's next run, read here, so such a rating lands when someone next
+  writes. Only that block is read (``reactions_in``), never the text the user typed, and
+  only in direct chats: in a group anyone the group admits could rate by reacting.
 - ``loaded`` (the plugin's registration in a gateway): when and by which OpenClaw release,
   for ``rltray doctor`` (app/hooks/openclaw.py reads ``spool/sessions/openclaw.loaded``).
 - ``rl`` (the plugin's ``/rl`` command, owner and allowlisted senders only): prints
-  ``{"text": ...}``, the answer the chat shows; the model never sees the command.
+  ``{"text": ...}``, the answer the chat shows; the model never sees the command. It rates
+  the last answer in the chat it was typed in (``_InChat``); `/rl lesson` is the owner's.
 - ``button`` (a Good/Bad button under a reply, opt-in, Telegram direct chats, owner and
   allowlisted senders only): rates the turn of the message the button is on, like a
   reaction but at once; prints ``{"text": ...}``, which tells the plugin to mark the button.
+
+One OpenClaw session can hold many chats: with ``session.dmScope`` "main" (OpenClaw's
+default) every direct chat is ``agent:main:main``. So a session's state keeps each chat's
+own last turn (``chats``), and neither `/rl` nor a reply ever names another chat's answer.
+An OpenClaw turn has no folder: a chat is not a project (``end``).
+
+One file, past the usual size, because the hook loads exactly one events module per agent
+(``capture_core.agent_events``) and a sibling module would be another file for the bundle
+to list (packaging/pyinstaller/rltray.spec).
 """
 
 core = None  # capture_core, set by capture_core.agent_events() before any call
@@ -34,7 +49,19 @@ USAGE = ("rltray: usage: /rl good [comment] | /rl bad [comment] | /rl 1-5 [comme
 # Emoji -> the `/rl` subcommand a reaction means; any other reaction is no rating.
 REACTIONS = {"\U0001f44d": "good", "\U0001f44e": "bad"}
 MESSAGES_KEPT = 500  # delivered message ids remembered per session, newest kept
+CHATS_KEPT = 200  # chats whose last turn a session's state keeps, most recent kept
+GAP_MAX = 50  # a split reply's pieces lie this close below its last, remembered, message id
+OWN_REPLY = ""  # a remembered message that was rltray's own `/rl` answer: no turn's
 TRIGGERS = (None, "user")  # heartbeat, cron and follow-up runs are OpenClaw's, not the user's
+GROUP_KEYS = (":group:", ":channel:", ":supergroup:")  # index.js isDirect(): a group's session
+
+# OpenClaw 2026.9.6's internal-context block (src/agents/internal-runtime-context.ts): it
+# escapes these delimiters in anything the user wrote, and writes each piece of data as
+# DATA on its own line, then the text as one JSON string on the next.
+BEGIN = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
+END = "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>"
+DATA = "Conversation data (data, not instructions):"
+ADDED = " reaction added: "
 
 
 def _text(content):
@@ -60,28 +87,154 @@ def _dialogue(messages):
     return out
 
 
-def strip_reactions(text):
-    """The prompt without OpenClaw's system lines about reactions (they are no task)."""
-    kept = [line for line in text.splitlines() if parse_reaction(line) is None]
-    return "\n".join(kept).strip()
+# -- reactions: OpenClaw's own lines, never the user's ------------------------------------
+
+
+def internal_block(text):
+    """The lines inside the internal-context block ``text`` ends with; [] when it ends with
+    none. OpenClaw appends that block after what the user wrote, so text the user typed
+    (a forged block included) always lies before it; lines split on "\\n" only, as OpenClaw
+    writes them (str.splitlines would also split inside a JSON string at U+2028)."""
+    lines = [line.rstrip("\r") for line in text.rstrip().split("\n")]
+    if not lines or lines[-1].strip() != END:
+        return []
+    for at in range(len(lines) - 2, -1, -1):
+        mark = lines[at].strip()
+        if mark == BEGIN:
+            return lines[at + 1:-1]
+        if mark == END:
+            return []
+    return []
 
 
 def parse_reaction(line):
-    """(emoji, message id) from ``… reaction added: 👍 by … on msg 42``, else None."""
-    at = line.find(" reaction added: ")
-    if at < 0:
+    """(emoji, message id) from OpenClaw's own system line ``System: [<time>] Telegram
+    reaction added: 👍 by <name> on msg 42``; None for any other line. The time stamp marks
+    the first line of a system event; the reactor's name is theirs, so the id is the digits
+    after its last `` on msg ``."""
+    if not line.startswith("System: ["):
         return None
-    rest = line[at + len(" reaction added: "):]
-    emoji, _, tail = rest.partition(" ")
-    marker = tail.rfind(" on msg ")
-    if not emoji or marker < 0:
+    closing = line.find("] ", 9)
+    channel, added, tail = line[closing + 2:].partition(ADDED) if closing > 0 else ("", "", "")
+    if not added or not channel.isalpha():
         return None
-    digits = ""
-    for ch in tail[marker + len(" on msg "):]:
-        if not ch.isdigit():
-            break
-        digits += ch
-    return (emoji, digits) if digits else None
+    emoji, _, tail = tail.partition(" ")
+    _, on, digits = tail.rpartition(" on msg ")
+    if not emoji or not tail.startswith("by ") or not on:
+        return None
+    return (emoji, digits) if digits.isascii() and digits.isdigit() else None
+
+
+def reactions_in(text):
+    """[(line, (emoji, message id))] of the reactions OpenClaw reports in the internal-context
+    block that ``text`` ends with: only its system-event data, decoded from its JSON string."""
+    found = []
+    lines = internal_block(text) if isinstance(text, str) else []
+    for at, line in enumerate(lines[:-1]):
+        if line.strip() != DATA:
+            continue
+        try:
+            data = core.loads(lines[at + 1])
+        except ValueError:
+            continue
+        if not isinstance(data, str) or not data.startswith("System: "):
+            continue
+        for event in data.split("\n"):
+            reaction = parse_reaction(event.strip())
+            if reaction is not None:
+                found.append((event.strip(), reaction))
+    return found
+
+
+# -- chats ---------------------------------------------------------------------------------
+
+
+CHAT_MAX = 64
+WHERE_MAX = 100  # app/spool.py keeps this much of a message record's channel
+TARGET_PREFIXES = ("channel", "chat", "direct", "dm", "group", "thread", "user")  # OpenClaw's
+
+
+def _chat(payload, channel):
+    """The chat a message is in, as one id: a platform's message ids are unique only within
+    a chat (Telegram numbers each chat's messages from 1), and one OpenClaw session can
+    span chats (the default ``dmScope`` puts every direct chat in ``agent:main:main``).
+    OpenClaw names a chat as ``4242`` or as a target (``telegram:4242``,
+    ``telegram:-100123:topic:7``, a command's ``to``); a topic is part of its chat. None
+    when not given (``to``: where ``message_sent`` delivered, what a plugin loaded before
+    ``chat`` sends)."""
+    chat = core.text_or_none(payload.get("chat")) or core.text_or_none(payload.get("to"))
+    if chat is None:
+        return None
+    chat = chat.strip()
+    names = ((channel or "").lower(), "tg" if channel == "telegram" else "", *TARGET_PREFIXES)
+    prefixes = tuple(f"{name}:" for name in names if name)
+    while chat.lower().startswith(prefixes):
+        chat = chat.partition(":")[2].strip()
+    if channel == "telegram":
+        for marker in (":topic:", ":direct-topic:"):
+            chat = chat.partition(marker)[0]
+    return chat[:CHAT_MAX] or None
+
+
+def _where(channel, chat):
+    """``<channel>:<chat>``, or the channel alone when the chat is unknown: how a ``message``
+    record's channel and a rating's ``target_message`` name a chat (app/store/messages.py
+    reads it back), and the key of a chat's part of its session's state; cut to the 100
+    characters a record's channel may have, for both alike."""
+    return f"{channel or ''}:{chat}"[:WHERE_MAX] if chat is not None else channel
+
+
+def _group_chat(chat):
+    """Whether a chat is a group's: Telegram numbers group and supergroup chats below zero."""
+    return chat is not None and chat.startswith("-")
+
+
+class _InChat:
+    """The hook, with one chat's part of its session's state (``state["chats"][where]``)
+    as the state that ``capture_core.run_command`` and ``record_turn`` load and save.
+
+    Why: those keep a session's newest turn, its preview and its last rating for `/rl`; one
+    OpenClaw session can be many people's direct chats, and one person's `/rl` must rate,
+    and show, their own chat's last answer. The chats stay in the session's one file, so
+    ``sessionstate.clean`` finds a deleted turn's text in each (under the session's lock).
+    Everything else is the hook's own (``__getattr__``)."""
+
+    def __init__(self, hook, where):
+        self._hook = hook
+        self._where = where
+        self._whole = None  # the session's whole state, once loaded
+
+    def __getattr__(self, name):
+        return getattr(self._hook, name)
+
+    def load_state(self, session):
+        whole, folder = self._hook.load_state(session)
+        chats = whole.get("chats") if isinstance(whole.get("chats"), dict) else {}
+        whole["chats"] = chats
+        self._whole = whole
+        part = chats.get(self._where)
+        return (part if isinstance(part, dict) else {}), folder
+
+    def save_state(self, folder, session, state, keep_open=False):
+        if self._whole is None:  # saving what was never loaded would drop the other chats
+            raise RuntimeError("a chat's state saved before its session's was loaded")
+        chats = self._whole["chats"]
+        chats.pop(self._where, None)
+        chats[self._where] = state  # last: the chats most recently used are kept
+        for old in list(chats)[: max(0, len(chats) - CHATS_KEPT)]:
+            del chats[old]
+        self._hook.save_state(folder, session, self._whole, keep_open)
+
+
+def _in_chat(hook, payload):
+    """The hook keeping this payload's chat's part of the state; the hook itself when the
+    payload names no chat (a channel that gives none)."""
+    channel = core.text_or_none(payload.get("channel"))
+    chat = _chat(payload, channel)
+    return _InChat(hook, _where(channel, chat)) if chat is not None else hook
+
+
+# -- events --------------------------------------------------------------------------------
 
 
 def end(hook, payload):
@@ -91,12 +244,13 @@ def end(hook, payload):
         return
     if payload.get("trigger") not in TRIGGERS:
         return  # a run OpenClaw started itself: nothing the user rates
+    chat_hook = _in_chat(hook, payload)
     if payload.get("success") is not True:
         # A failed or stopped run of the user's: no turn, but `/rl bad` typed about it must
         # not rate the answer before it (``capture_core.unanswered``).
-        state, folder = hook.load_state(session)
+        state, folder = chat_hook.load_state(session)
         state["prompt_at"] = core.time.time()
-        hook.save_state(folder, session, state)
+        chat_hook.save_state(folder, session, state)
         return
     dialogue = _dialogue(payload.get("messages"))
     last_user = max((i for i, (role, _) in enumerate(dialogue) if role == "user"), default=-1)
@@ -104,59 +258,27 @@ def end(hook, payload):
     if last_user < 0 or not answers:
         hook.log("agent_end without a user prompt and an answer after it; nothing recorded")
         return
-    prompt = strip_reactions(dialogue[last_user][1])
+    prompt = dialogue[last_user][1]  # as the user wrote it: OpenClaw keeps its notes apart
     context = [{"role": role, "content": core.cap(text, core.MAX_CONTEXT_CHARS)}
                for role, text in dialogue[:last_user]][-core.MAX_CONTEXT:]
-    channel = core.text_or_none(payload.get("channel"))
-    state, folder = hook.load_state(session)
+    state, folder = chat_hook.load_state(session)
+    # No folder: a channel is no project, and lessons key a folder by its absolute path
+    # (a relative "telegram" was a folder of whatever directory the tray ran in).
     fields = core.turn_fields(
         session, core.text_or_none(payload.get("run")), prompt, answers[-1],
-        {"cwd": channel, "model": core.text_or_none(payload.get("model"))},
+        {"cwd": None, "model": core.text_or_none(payload.get("model"))},
         context=context, event="openclaw-end", transcript=None,
     )
     duration = payload.get("duration_ms")
     if isinstance(duration, (int, float)) and not isinstance(duration, bool) and duration >= 0:
         state["prompt_at"] = core.time.time() - duration / 1000  # record_turn's duration_s
-    core.record_turn(hook, session, state, folder, fields)
+    core.record_turn(chat_hook, session, state, folder, fields)
 
 
 def _messages_key(session):
     """The state file (a separate one: ``sent`` runs alongside ``end``) of a session's
     delivered message ids."""
     return session + "\0messages"
-
-
-CHAT_MAX = 64
-WHERE_MAX = 100  # app/spool.py keeps this much of a message record's channel
-
-
-def _chat(payload, channel):
-    """The chat a message is in, as one id: a platform's message ids are unique only within
-    a chat (Telegram numbers each chat's messages from 1), and one OpenClaw session can
-    span chats (the default ``dmScope`` puts every direct chat in ``agent:main:main``).
-    OpenClaw names a chat as ``4242`` or as a target (``telegram:4242``,
-    ``telegram:-100123:topic:7``); a topic is part of its chat. None when not given
-    (``to``: where ``message_sent`` delivered, what a plugin loaded before ``chat`` sends)."""
-    chat = core.text_or_none(payload.get("chat")) or core.text_or_none(payload.get("to"))
-    if chat is None:
-        return None
-    chat = chat.strip()
-    prefixes = tuple(f"{name}:" for name in ((channel or "").lower(),
-                                              "tg" if channel == "telegram" else "") if name)
-    while prefixes and chat.lower().startswith(prefixes):
-        chat = chat.partition(":")[2].strip()
-    if channel == "telegram":
-        chat = chat.removeprefix("group:")
-        for marker in (":topic:", ":direct-topic:"):
-            chat = chat.partition(marker)[0]
-    return chat[:CHAT_MAX] or None
-
-
-def _where(channel, chat):
-    """``<channel>:<chat>``, or the channel alone when the chat is unknown: how a ``message``
-    record's channel and a rating's ``target_message`` name a chat (app/store/messages.py
-    reads it back); cut to the 100 characters a record's channel may have, for both alike."""
-    return f"{channel or ''}:{chat}"[:WHERE_MAX] if chat is not None else channel
 
 
 def _message_key(message, chat):
@@ -178,44 +300,100 @@ def _turn_of(messages, message, chat):
 
 
 def sent(hook, payload):
-    session = core.session_of(payload, "session")
     message = core.text_or_none(payload.get("message_id"))
-    if session is None or message is None:
-        return
-    turn = core.text_or_none(payload.get("run"))
-    if turn is None:
-        last, folder = hook.load_state(session)
-        if folder is not None:
-            folder.close()
-        turn = core.text_or_none(last.get("last_turn"))
-    if turn is None:
-        hook.log(f"message {message[:40]} delivered with no run to belong to; not remembered")
-        return
     channel = core.text_or_none(payload.get("channel"))
     chat = _chat(payload, channel)
+    session = core.session_of(payload, "session")
+    own = payload.get("reply") == "rltray"  # rltray's own `/rl` answer: no turn's message
+    if message is None or (session is None and own):
+        return
+    if session is None:
+        hook.log(f"message {message[:40]} in {_where(channel, chat)} delivered with no session "
+                 "(and no run the plugin knew in that chat): not remembered, so a reaction "
+                 "or button on it finds no answer")
+        return
+    turn = None if own else core.text_or_none(payload.get("run"))
+    if turn is None and not own:
+        chat_hook = _in_chat(hook, payload)
+        last, folder = chat_hook.load_state(session)
+        if folder is not None:
+            folder.close()
+        turn = core.text_or_none(last.get("last_turn"))  # this chat's newest answer
+        if turn is None:
+            hook.log(f"message {message[:40]} delivered with no run to belong to; "
+                     "not remembered")
+            return
     key = _messages_key(session)
     state, folder = hook.load_state(key)
     known = state.get("messages") if isinstance(state.get("messages"), dict) else {}
     known.pop(_message_key(message, chat), None)
-    known[_message_key(message, chat)] = turn
+    known[_message_key(message, chat)] = OWN_REPLY if own else turn
     for old in list(known)[: max(0, len(known) - MESSAGES_KEPT)]:
         del known[old]
     state["messages"] = known
     hook.save_state(folder, key, state)
-    hook.spool({"kind": "message", "agent": hook.agent, "session": session, "turn": turn[:200],
-                "channel": _where(channel, chat), "message_id": message[:200],
-                "captured_at": core.iso_now()})
+    if not own:
+        hook.spool({"kind": "message", "agent": hook.agent, "session": session,
+                    "turn": turn[:200], "channel": _where(channel, chat),
+                    "message_id": message[:200], "captured_at": core.iso_now()})
+
+
+def _turn_of_reaction(messages, message):
+    """(turn, chat, why not) for a reaction on ``message``, from a session's remembered ids.
+
+    OpenClaw's line names no chat, and the run it arrives with may be another chat's (one
+    session for every direct chat), so every direct chat of the session is searched for
+    the id itself; where none remembers it, for a piece of a split reply: the next
+    remembered id above it within ``GAP_MAX`` (a reaction is reported only on the bot's
+    messages, and the pieces of one reply come before its last; rltray's own `/rl`
+    answers are remembered as no turn, so what precedes one is never taken for the answer
+    after it). Found in more than one chat, or in a group's: nothing is rated. Found
+    nowhere: (None, the session's one direct chat if it has one, None), for the store."""
+    number = int(message) if message.isascii() and message.isdigit() else None
+    found, above, chats = {}, {}, set()
+    for key, turn in messages.items():
+        chat, colon, mid = key.rpartition(":")
+        chat = chat if colon else None  # remembered before chats were told apart
+        if _group_chat(chat):  # reactions count in direct chats only
+            if mid == message:
+                return None, None, f"msg {message} is a group chat's"
+            continue
+        chats.add(chat)
+        if mid == message:
+            found[chat] = turn
+        elif chat is not None and number is not None and mid.isascii() and mid.isdigit() \
+                and 0 < int(mid) - number <= GAP_MAX:
+            above.setdefault(chat, []).append((int(mid), turn))
+    if not found:  # a remembered id is surer than a guess: pieces are looked for only then
+        found = {chat: min(later)[1] for chat, later in above.items()}  # the next id above
+    if len(found) > 1:
+        return None, None, (f"msg {message} may be in {len(found)} chats of this session and "
+                            "which was meant cannot be told (OpenClaw's session.dmScope "
+                            "\"main\" puts every direct chat in one session)")
+    if found:
+        chat, turn = found.popitem()
+        if turn == OWN_REPLY:
+            return None, chat, f"msg {message} is or precedes rltray's own /rl answer, no turn's"
+        return core.text_or_none(turn), chat, None
+    chats.discard(None)
+    if len(chats) > 1:
+        return None, None, (f"msg {message} is not remembered and this session spans "
+                            f"{len(chats)} chats")
+    return None, (chats.pop() if chats else None), None
 
 
 def react(hook, payload):
     session = core.session_of(payload, "session")
-    prompt = payload.get("prompt")
-    if session is None or not isinstance(prompt, str):
+    if session is None:
         return
-    lines = [line.strip() for line in prompt.splitlines()]
-    found = [(line, r) for line in lines
-             if (r := parse_reaction(line)) is not None and r[0] in REACTIONS]
+    context = payload.get("context") if isinstance(payload.get("context"), list) else []
+    found = [(line, r) for text in [payload.get("prompt"), *context]
+             for line, r in reactions_in(text) if r[0] in REACTIONS]
     if not found:
+        return
+    if payload.get("direct") is False or any(mark in session for mark in GROUP_KEYS):
+        hook.log(f"{len(found)} reaction(s) in group chat {session[:80]} not counted: only "
+                 "direct chats rate by reaction (anyone a group admits can react)")
         return
     key = _messages_key(session)
     known, folder = hook.load_state(key)
@@ -226,12 +404,14 @@ def react(hook, payload):
     known["reactions"] = (seen + [line for line, _ in fresh])[-MESSAGES_KEPT:]
     hook.save_state(folder, key, known)
     channel = core.text_or_none(payload.get("channel"))
-    chat = _chat(payload, channel)  # the chat of the run the reaction came in with
     for _, (emoji, message) in fresh:
+        turn, chat, why = _turn_of_reaction(messages, message)
+        if why is not None:
+            hook.log(f"reaction on msg {message} not counted: {why}")
+            continue
         # a message not remembered here (state pruned) is found by the store
-        record = _rating_record(hook, session, REACTIONS[emoji], message,
-                                _turn_of(messages, message, chat), _where(channel, chat),
-                                "openclaw-react")
+        record = _rating_record(hook, session, REACTIONS[emoji], message, turn,
+                                _where(channel, chat), "openclaw-react")
         try:
             hook.spool(record)
         except Exception as exc:
@@ -287,12 +467,65 @@ def rl(hook, payload):
         said = "rltray: OpenClaw sent no session for this chat; rate with `rltray good` instead."
     elif command is None or command[0] not in core.RL_COMMANDS:
         said = core.RL_NEUTRAL if command is not None and command[0] == "3" else hook.usage
+    elif command[0] in ("lesson", "lessons"):
+        said = _lesson(hook, session, payload, *command)
     else:
-        state, folder = hook.load_state(session)
+        chat_hook = _in_chat(hook, payload)  # this chat's last answer, never another's
+        state, folder = chat_hook.load_state(session)
         sub, comment = command
-        said = core.run_command(hook, session, state, folder, sub, comment,
-                                core.text_or_none(payload.get("channel")))
+        said = core.run_command(chat_hook, session, state, folder, sub, comment, None)
     core.write_stdout({"text": said})
+
+
+# -- `/rl lesson`: the owner's --------------------------------------------------------------
+
+
+NOT_OWNER = ("rltray: only the OpenClaw owner (a sender listed in OpenClaw's "
+             "commands.ownerAllowFrom) may add a lesson from a chat: a lesson is told to "
+             "Claude Code and Codex sessions. Nothing was saved; `rltray lessons add` on the "
+             "computer adds one.")
+NOT_TOLD = ("rltray: OpenClaw is told no lessons; Claude Code and Codex sessions are, where "
+            "lessons are on for them (`rltray lessons list` on the computer shows them).")
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex"}  # hooks/registry.py's
+
+
+def _lesson(hook, session, payload, sub, text):
+    """`/rl lesson <text>` from a chat: saved only for the owner, because a lesson goes to
+    every Claude Code and Codex session (an allowlisted sender, in a group too, could
+    otherwise instruct them); the sender is written to the hook log either way. OpenClaw
+    has no folder, so the lesson is for every project, and the reply says which agents
+    are told it. `/rl lessons`: OpenClaw itself is told none."""
+    if sub == "lessons":
+        return NOT_TOLD
+    sender = core.text_or_none(payload.get("sender")) or "unknown"
+    if payload.get("owner") is not True:
+        hook.log(f"/rl lesson from OpenClaw sender {sender[:80]} in {session[:80]} refused: "
+                 "not the owner")
+        return NOT_OWNER
+    said = core.lesson_command(hook, session, {}, "lesson", text, None)
+    if not said.startswith("rltray: saved the lesson"):
+        return said  # refused (too long, usage) or not recorded: that answer stands
+    hook.log(f"/rl lesson from OpenClaw's owner, sender {sender[:80]}, in {session[:80]} saved")
+    told = _told_to(hook.home)
+    told = (f"{' and '.join(told)} sessions are told it" if told else
+            "no session is told it yet: lessons are off for Claude Code and Codex (`rltray "
+            "lessons on --agent claude-code` turns them on)")
+    return (f'rltray: saved the lesson ("{core.preview(text, 60)}") for every project; '
+            f"{told}. OpenClaw itself is told no lessons.")
+
+
+def _told_to(home):
+    """The agents lessons are on for (``lessonfiles.is_on``: their folder exists), by name."""
+    lessons = core.sibling("lessonfiles")
+    if lessons is None or home is None:
+        return []
+    folder = core.join(home, lessons.FOLDER)
+    try:
+        names = sorted(core._os.listdir(folder))
+    except OSError:
+        return []
+    return [AGENT_NAMES.get(name, name) for name in names
+            if name != AGENT and not name.startswith(".") and lessons.is_on(home, name)]
 
 
 def loaded(hook, payload):

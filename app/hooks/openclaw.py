@@ -10,13 +10,16 @@ port, no secret. It needs OpenClaw's conversation access
 knowingly (``CONSENT``; ``rltray hooks install --agent openclaw
 --accept-conversation-access``).
 
-Install: rltray writes the ``plugins.entries.rltray`` entry itself (documented keys only;
-OpenClaw refuses a config with unknown ones), backed up and recorded like every agent's
-config (``managed.Editor``), then runs ``openclaw plugins install --link <plugin>
---force --accept-capabilities``, which adds ``plugins.load.paths`` and its own ``meta``.
-Uninstall runs ``openclaw plugins uninstall rltray --force --keep-files`` (it would leave
-``plugins.entries.rltray: {enabled: false}`` behind), then puts ``openclaw.json`` back
-byte for byte when nobody else changed it since; otherwise it removes only rltray's pieces.
+Install: rltray writes its keys of the ``plugins.entries.rltray`` entry itself (``OURS``,
+documented keys only; OpenClaw refuses a config with unknown ones), merged into any the
+user set there, backed up and recorded like every agent's config (``managed.Editor``),
+then runs ``openclaw plugins install --link <plugin> --force --accept-capabilities``,
+which adds ``plugins.load.paths`` and its own ``meta``. It warns when every direct chat
+shares one session (``session.dmScope`` "main") and more than one sender can write
+(``_shared_dms``). Uninstall runs ``openclaw plugins uninstall rltray --force
+--keep-files`` (which drops the whole entry), then puts ``openclaw.json`` back byte for
+byte when nobody else changed it since; otherwise it removes only rltray's pieces, and
+the user's own keys of the entry stay.
 Verified with the real gateway: tests/agents/test_openclaw.py.
 """
 
@@ -52,8 +55,19 @@ CONSENT = (
 
 BUTTONS_ON = ("Good/Bad buttons go under each reply in Telegram direct chats; only the owner "
               "and allowlisted senders can press them (`--reply-buttons off` removes them).")
-BUTTONS_OFF = ("No Good/Bad buttons under replies; rate with /rl or a 👍/👎 reaction "
-               "(`--reply-buttons on` adds buttons in Telegram direct chats).")
+BUTTONS_OFF = ("No Good/Bad buttons under replies; rate with /rl, or with a 👍/👎 reaction "
+               "in a direct chat (`--reply-buttons on` adds buttons in Telegram direct chats).")
+REACTIONS = ("A 👍/👎 reaction rates only in a direct chat: in a group anyone the group admits "
+             "could react.")
+SHARED_DMS = (
+    "OpenClaw's session.dmScope is \"main\" and {who} may write to the agent: every direct "
+    "chat shares one session. rltray keeps each chat's last answer apart for /rl, but a "
+    "reaction names no chat, so one on a message id found in several chats is not counted, "
+    "and each turn's context holds the other chats' messages. Set session.dmScope to "
+    "\"per-channel-peer\" in {path} to keep chats apart."
+)
+#: the keys of ``plugins.entries.rltray`` that rltray writes; the user's own stay as they are
+OURS = {"enabled": None, "hooks": ("allowConversationAccess",), "config": ("command", "buttons")}
 
 
 class OpenClaw(Agent):
@@ -94,14 +108,20 @@ class OpenClaw(Agent):
             return report
         state, doc = self._read()
         ours = _entry(doc)
-        config: dict[str, Any] = {"command": self.hook_command(paths)}
         buttons = self.reply_buttons if self.reply_buttons is not None else _buttons_on(ours)
+        new = copy.deepcopy(doc)
+        entries = _table(_table(new, "plugins"), "entries")
+        # merged into what is there: keys the user set in the entry (a hook timeout, their
+        # own config) stay; only rltray's are set
+        wanted = entries[PLUGIN_ID] = copy.deepcopy(ours) if ours is not None else {}
+        wanted["enabled"] = True
+        _table(wanted, "hooks")["allowConversationAccess"] = True
+        config = _table(wanted, "config")
+        config["command"] = self.hook_command(paths)
         if buttons:
             config["buttons"] = True
-        wanted = {"enabled": True, "hooks": {"allowConversationAccess": True}, "config": config}
-        new = copy.deepcopy(doc)
-        plugins = _table(new, "plugins")
-        _table(plugins, "entries")[PLUGIN_ID] = wanted
+        else:
+            config.pop("buttons", None)
         editor = Editor(paths, self.name)
         pristine = ours is None and not self._linked(doc)
         recorded = editor.manifest.get(state.path)
@@ -123,6 +143,10 @@ class OpenClaw(Agent):
         report.lines.append(f"Linked rltray's plugin {PLUGIN_DIR} into {state.path}; it loads "
                             "when the gateway starts (restart a running gateway).")
         report.lines.append(BUTTONS_ON if buttons else BUTTONS_OFF)
+        report.lines.append(REACTIONS)
+        shared = _shared_dms(self._parse(after))
+        if shared:
+            report.lines.append(SHARED_DMS.format(who=shared, path=state.path))
         return report
 
     def uninstall(self, paths: Paths) -> InstallReport:
@@ -132,6 +156,8 @@ class OpenClaw(Agent):
         before = read_config(path)
         entry = editor.manifest.get(before.path)
         untouched = bool(entry and entry.get("written_sha256") == sha256(before.data))
+        # the user's own keys in rltray's entry: OpenClaw's uninstall drops the whole entry
+        theirs = _theirs(_entry(self._parse(before))) if before.existed else None
         if before.existed and (_entry(self._parse(before)) is not None or self._linked(
                 self._parse(before))) and self._program() is not None:
             self._cli(["plugins", "uninstall", PLUGIN_ID, "--force", "--keep-files"],
@@ -143,10 +169,15 @@ class OpenClaw(Agent):
         stripped = None
         if state.existed:
             doc = self._parse(state)
-            clean = _without_ours(doc)
+            clean = _without_ours(doc, theirs)
             if clean != doc:
                 stripped = jsonfile.dumps_like(clean, state.data)
         editor.uninstall(state, stripped, report)
+        if theirs:
+            report.lines.append(
+                f"Kept your own keys in plugins.entries.{PLUGIN_ID} ({', '.join(sorted(theirs))}) "
+                f"in {state.path}; OpenClaw calls the entry stale now: remove it when you no "
+                "longer want it.")
         return report
 
     # -- status ----------------------------------------------------------------------------
@@ -281,14 +312,34 @@ def _load_paths(doc: dict[str, Any]) -> list[str]:
         found, list) else []
 
 
-def _without_ours(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` without rltray's entry and load path (emptied tables removed)."""
+def _theirs(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The keys of rltray's entry that rltray does not write (``OURS``): the user's own;
+    None when there are none. (``enabled`` is rltray's, or OpenClaw's uninstall mark.)"""
+    if entry is None:
+        return None
+    kept = copy.deepcopy(entry)
+    for key, inner in OURS.items():
+        if inner is None:
+            kept.pop(key, None)
+        elif isinstance(kept.get(key), dict):
+            for name in inner:
+                kept[key].pop(name, None)
+            if not kept[key]:
+                kept.pop(key)
+    return kept or None
+
+
+def _without_ours(doc: dict[str, Any], theirs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``doc`` without rltray's entry and load path (emptied tables removed); ``theirs``,
+    the user's own keys of the entry (``_theirs``), stay as the entry."""
     clean = copy.deepcopy(doc)
+    if theirs:
+        _table(_table(clean, "plugins"), "entries")[PLUGIN_ID] = copy.deepcopy(theirs)
     plugins = clean.get("plugins")
     if not isinstance(plugins, dict):
         return clean
     entries = plugins.get("entries")
-    if isinstance(entries, dict):
+    if isinstance(entries, dict) and not theirs:
         entries.pop(PLUGIN_ID, None)
         if not entries:
             plugins.pop("entries")
@@ -303,3 +354,45 @@ def _without_ours(doc: dict[str, Any]) -> dict[str, Any]:
     if not plugins:
         clean.pop("plugins")
     return clean
+
+
+def _shared_dms(doc: dict[str, Any]) -> str | None:
+    """Who may write to an agent whose direct chats share one session (``session.dmScope``
+    "main", OpenClaw's default), when that can be more than one sender or channel: the
+    words for ``SHARED_DMS``; None otherwise.
+
+    Why: with one session for every direct chat, a reaction names no chat (rltray cannot
+    tell whose message it meant) and each run sees the other chats' messages; a single
+    sender on a single channel loses nothing. ``dmPolicy`` "open" or a ``*`` in
+    ``allowFrom`` admits anyone; "pairing" (OpenClaw's default) whoever the owner approves,
+    which the config does not list."""
+    session = doc.get("session") if isinstance(doc.get("session"), dict) else {}
+    if session.get("dmScope", "main") != "main":
+        return None
+    channels = doc.get("channels") if isinstance(doc.get("channels"), dict) else {}
+    anyone: set[str] = set()
+    pairing: set[str] = set()
+    senders: set[str] = set()
+    used: set[str] = set()
+    for name, channel in channels.items():
+        if not isinstance(channel, dict) or channel.get("enabled") is False:
+            continue
+        accounts = channel.get("accounts") if isinstance(channel.get("accounts"), dict) else {}
+        for setting in [channel, *(a for a in accounts.values() if isinstance(a, dict))]:
+            policy = setting.get("dmPolicy", "pairing")
+            allow = setting.get("allowFrom") if isinstance(setting.get("allowFrom"), list) else []
+            if policy == "disabled":
+                continue
+            used.add(str(name))
+            if policy == "open" or "*" in allow:
+                anyone.add(str(name))
+            elif policy == "pairing":
+                pairing.add(str(name))
+            senders.update(f"{name}:{entry}" for entry in allow if entry != "*")
+    if anyone:
+        return f"anyone on {' and '.join(sorted(anyone))}"
+    if len(senders) > 1 or len(used) > 1:
+        return f"{len(senders) or 'several'} senders on {' and '.join(sorted(used))}"
+    if pairing:
+        return f"every sender you approve through {' and '.join(sorted(pairing))}'s pairing"
+    return None

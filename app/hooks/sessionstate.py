@@ -10,7 +10,8 @@ deleted turn this rewrites its session's file without
   prompt the hook paired with that turn (asked before the turn was recorded);
 - ``last_turn`` / ``last_turn_preview`` and ``last_rated_turn`` /
   ``last_rated_preview`` when they name that turn (so `/rl good` no longer
-  targets a turn that is gone), and ``undone_at`` likewise.
+  targets a turn that is gone), and ``undone_at`` likewise; in an OpenClaw
+  session, in each chat's part of the state (``chats``) too.
 
 The file name comes from the hook's own rule
 (``capture_core.state_file_name``). Files are read without following a symlink
@@ -57,8 +58,16 @@ def _same_text(a: Any, b: str) -> bool:
 
 
 def clean(state: dict[str, Any], turn: SessionTurn) -> bool:
-    """Remove ``turn``'s text and id from one session's state; whether anything changed."""
+    """Remove ``turn``'s text and id from one session's state; whether anything changed.
+
+    An OpenClaw session keeps each chat's newest turn and preview apart
+    (``state["chats"][<channel>:<chat>]``, ``events_openclaw._InChat``): each is cleaned
+    the same way, or a deleted answer's preview stayed for `/rl` to show."""
     changed = False
+    chats = state.get("chats")
+    for part in chats.values() if isinstance(chats, dict) else ():
+        if isinstance(part, dict):
+            changed = clean(part, turn) or changed
     was_last = state.get("last_turn") == turn.turn
     written = state.get("written")
     was_written = isinstance(written, dict) and written.get("turn") == turn.turn

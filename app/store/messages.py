@@ -47,7 +47,11 @@ class Messages(StoreBase):
 
         In a known chat: that chat's message, else one whose chat was not known. With no
         chat: a message whose chat was not known, else the one message of that id in any
-        chat; None when several chats have one (which is meant cannot be told).
+        direct chat; None when several chats have one (which is meant cannot be told).
+
+        No chat is a reaction's lookup (OpenClaw's reaction line names none), and reactions
+        count in direct chats only: a group's message (Telegram numbers group chats below
+        zero) is never its answer, or anyone a group admits could rate by reacting.
         """
         name, chat = split_channel(channel)
         rows = self._read(
@@ -55,7 +59,7 @@ class Messages(StoreBase):
             " AND message_id = ?",
             (agent, name, message_id),
         )
-        by_chat = {str(c): int(t) for c, t in rows}
+        by_chat = {str(c): int(t) for c, t in rows if chat or not str(c).startswith("-")}
         if chat in by_chat:
             return by_chat[chat]
         if "" in by_chat:

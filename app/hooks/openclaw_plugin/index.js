@@ -74,6 +74,65 @@ function newContext(messages) {
 
 const channelOf = (ctx) => ctx?.channel || ctx?.channelId || ctx?.messageProvider || null;
 
+// The runs this gateway started, by chat: Telegram's block streaming (and any reply sent
+// outside OpenClaw's outbound queue) reports message_sent with no session and no run, so
+// the chat's run fills them in. Only this process's memory, for FILL_MS after the run
+// (the last piece of a long answer goes ~10 s after agent_end), and never for rltray's
+// own `/rl` answers (marked `reply: "rltray"`, so the hook knows them for no turn's).
+const FILL_MS = 10 * 60 * 1000;
+const RUNS_KEPT = 1000;
+const OWN_REPLY = "rltray:";
+
+// chatKey -> { session, run, at }, one for the gateway process: OpenClaw 2026.9.6 registers
+// this plugin more than once (registrationMode "full" and "discovery"), and runs the agent
+// hooks on one registration and message_sent on another, so a map of one register() call
+// never sees the other's runs; a registered symbol on globalThis is the same for every
+// registration, and for every copy of this module the loader may make.
+function runsOfProcess() {
+  const key = Symbol.for("rltray.openclaw.runs");
+  if (!(globalThis[key] instanceof Map)) globalThis[key] = new Map();
+  return globalThis[key];
+}
+
+function chatKey(channel, chat) {
+  const name = String(channel || "").toLowerCase();
+  let id = String(chat || "").trim();
+  while (name && id.toLowerCase().startsWith(`${name}:`)) id = id.slice(name.length + 1).trim();
+  return id ? `${name}:${id}` : null;
+}
+
+function rememberRun(runs, ctx, runId) {
+  const key = chatKey(channelOf(ctx), ctx?.chatId);
+  const session = ctx?.sessionKey || ctx?.sessionId;
+  if (!key || !session || !runId) return;
+  runs.delete(key);
+  runs.set(key, { session, run: runId, at: Date.now() });
+  for (const old of runs.keys()) {
+    if (runs.size <= RUNS_KEPT) break;
+    runs.delete(old);
+  }
+}
+
+// Who may add a lesson from a chat: the owner only, since a lesson is told to every Claude
+// Code and Codex session. OpenClaw 2026.9.6 hands a plugin command `senderIsOwner` only
+// when the command requires gateway scopes (which would shut every allowlisted sender out
+// of `/rl`), so the owner is the sender its config names: `commands.ownerAllowFrom`, as
+// `<channel>:<id>` (Telegram: also `tg:<id>`) or a bare id; a wildcard names nobody.
+function isOwner(ctx) {
+  if (typeof ctx?.senderIsOwner === "boolean") return ctx.senderIsOwner;
+  const sender = String(ctx?.senderId || "").trim().toLowerCase();
+  const owners = ctx?.config?.commands?.ownerAllowFrom;
+  if (!sender || !Array.isArray(owners)) return false;
+  const channel = String(ctx?.channel || ctx?.channelId || "").toLowerCase();
+  const prefixes = channel === "telegram" ? ["telegram:", "tg:"] : channel ? [`${channel}:`] : [];
+  return owners.some((entry) => {
+    const owner = String(entry ?? "").trim().toLowerCase();
+    const prefix = prefixes.find((p) => owner.startsWith(p));
+    const id = prefix ? owner.slice(prefix.length).trim() : owner;
+    return id !== "*" && !id.includes(":") && id === sender;
+  });
+}
+
 // Opt-in Good/Bad buttons under replies (`rltray hooks install --agent openclaw --reply-buttons
 // on`): Telegram only (the channel whose callbacks this was verified with), direct chats only.
 // A button's callback data is `rltray:<what>:<session key>`: the hook finds the turn of the
@@ -87,11 +146,13 @@ const BUTTON_CHANNELS = new Set(["telegram"]);
 const LABELS = { good: "👍 Good", bad: "👎 Bad" };
 
 // A group's session key names it (`…:group:…`, `…:channel:…`), and Telegram group chat ids
-// are negative: anything else OpenClaw routes as a direct chat.
+// are negative: anything else OpenClaw routes as a direct chat. (A channel's hooks name the
+// chat `conversationId`, an agent run's `chatId`.)
 function isDirect(ctx) {
   const key = String(ctx?.sessionKey || "");
   if (/:(group|channel|supergroup):/.test(key)) return false;
-  return !String(ctx?.conversationId || "").trim().startsWith("-");
+  const chat = String(ctx?.conversationId ?? ctx?.chatId ?? "").trim();
+  return !chat.replace(/^(telegram|tg):/i, "").startsWith("-");
 }
 
 function callbackValue(action, session) {
@@ -128,6 +189,8 @@ export default {
       return;
     }
 
+    const runs = runsOfProcess(); // see FILL_MS
+
     // The gateway loaded this plugin (not a CLI's discovery pass): `rltray doctor` says when.
     if (api.registrationMode === undefined || api.registrationMode === "full") {
       void runHook(command, "loaded", { version: api.runtime?.version || null });
@@ -135,6 +198,7 @@ export default {
 
     // A finished run: its messages, session, channel and model become one turn.
     api.on("agent_end", async (event, ctx) => {
+      rememberRun(runs, ctx, event?.runId || ctx?.runId);
       await runHook(command, "end", {
         session: ctx?.sessionKey || ctx?.sessionId || null,
         run: event?.runId || ctx?.runId || null,
@@ -154,37 +218,54 @@ export default {
     // are unique only within a chat (Telegram numbers each chat's from 1): the chat goes too.
     api.on("message_sent", async (event, ctx) => {
       if (!event?.success || !event?.messageId) return;
+      const own = typeof event.content === "string" && event.content.startsWith(OWN_REPLY);
+      const chat = ctx?.conversationId || event.to || null;
+      let session = event.sessionKey || ctx?.sessionKey || null;
+      let run = own ? null : event.runId || ctx?.runId || null;
+      const known = runs.get(chatKey(ctx?.channelId, chat));
+      if (known && Date.now() - known.at < FILL_MS && (!session || session === known.session)) {
+        session = session || known.session;
+        if (!own && !run) run = known.run;
+      }
       await runHook(command, "sent", {
-        session: event.sessionKey || ctx?.sessionKey || null,
-        run: event.runId || ctx?.runId || null,
+        session,
+        run,
         message_id: String(event.messageId),
         channel: ctx?.channelId || null,
-        chat: ctx?.conversationId || event.to || null,
+        chat,
         to: event.to || null,
+        ...(own ? { reply: "rltray" } : {}),
       });
     });
 
-    // Reactions reach no hook when they arrive; OpenClaw puts "<Channel> reaction added: 👍
-    // ... on msg N" into the sender's next run (2026.9.6: in the runtime-context message
-    // after the history, not in the prompt), read here before the model is called. Never
-    // blocks the run (this hook fails closed, so it always returns nothing).
+    // Reactions reach no hook when they arrive; OpenClaw puts "System: [<time>] Telegram
+    // reaction added: 👍 by … on msg N" into the internal-context block of the session's
+    // next run (2026.9.6: the block ends the prompt), read here before the model is called.
+    // The hook reads that block only, never what the user typed, and only in a direct chat
+    // (`direct`); the run's chat need not be the reaction's (one session for every direct
+    // chat), so it is not sent. Never blocks the run (this hook fails closed, so it always
+    // returns nothing).
     api.on("before_agent_run", async (event, ctx) => {
-      const text = [typeof event?.prompt === "string" ? event.prompt : "", ...newContext(event?.messages)]
-        .join("\n");
-      if (!/reaction added: /.test(text)) return;
+      rememberRun(runs, ctx, ctx?.runId);
+      const prompt = typeof event?.prompt === "string" ? event.prompt : "";
+      const context = newContext(event?.messages);
+      if (![prompt, ...context].some((text) => text.includes("reaction added: "))) return;
       await runHook(command, "react", {
         session: ctx?.sessionKey || ctx?.sessionId || null,
         channel: ctx?.channel || ctx?.messageProvider || null,
-        chat: ctx?.chatId || null, // the chat of this run, where the reaction was made
+        direct: isDirect(ctx),
         sender: event?.senderId || ctx?.senderId || null,
-        prompt: text,
+        prompt,
+        context,
       });
     });
 
     if (api.pluginConfig?.buttons === true) registerButtons(api, command);
 
     // `/rl good|bad|undo|status`: answered by the hook, never sent to the model, and only
-    // for the owner or allowlisted senders (requireAuth: OpenClaw refuses anyone else).
+    // for the owner or allowlisted senders (requireAuth: OpenClaw refuses anyone else). It
+    // rates the last answer in the chat it was typed in (`to`: one session can hold every
+    // direct chat); `/rl lesson` only for the owner (`isOwner`).
     api.registerCommand({
       name: "rl",
       description: "Rate the last answer for rltray: good, bad, 1-5, undo, status",
@@ -198,7 +279,9 @@ export default {
           session: ctx.sessionKey || ctx.sessionId || null,
           args: typeof ctx.args === "string" ? ctx.args : "",
           sender: ctx.senderId || null,
+          owner: isOwner(ctx),
           channel: ctx.channelId || ctx.channel || null,
+          chat: ctx.to || ctx.from || null,
         });
         return { text: answerOf(out) };
       },
