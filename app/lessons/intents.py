@@ -348,8 +348,17 @@ class LessonIntents:
                 self.host.store.set_lesson_agent(agent, wanted, at=utc_iso(self.clock()))
 
     def _inputs(self) -> tuple[list[dict[str, Any]], list[Any]]:
+        """The evidence lessons are drawn from, and the decisions on them.
+
+        Only ratings of turns of agents whose sessions are told lessons count
+        (``registry.lesson_agents``): an OpenClaw turn is a chat's answer, with no
+        folder and maybe other people in the chat, and a comment on it made a lesson
+        for every project, told to every Claude Code and Codex session.
+        """
         store = self.host.store
-        return store.lesson_evidence(), store.lesson_rows()
+        told = {entry.name for entry in registry.lesson_agents()}
+        evidence = [row for row in store.lesson_evidence() if row["agent"] in told]
+        return evidence, store.lesson_rows()
 
     def _assess(self, evidence: list[dict[str, Any]], rows: list[Any]) -> list[book.Lesson]:
         groups = grouping.group(grouping.Evidence.from_row(r) for r in evidence)
