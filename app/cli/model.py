@@ -75,12 +75,13 @@ def _latest_tag(service: Service) -> str:
 
     Regression (review 3 r3): it was built from the newest published version's tag, so
     after ollama.model changed `rltray use codex` pointed the agent at the old model's
-    ``latest``. The name comes from the one rule the export publishes with: the trainer's
-    ``ollama_names``, standard library only (the one trainer module the app imports; an
-    import-linter contract in pyproject.toml says so).
+    ``latest``. The name is the one the export gave it, kept in the served record; a
+    record from before it was kept is named by the export's own rule, the trainer's
+    ``ollama_names`` (standard library only, the one trainer module the app imports: an
+    import-linter contract in pyproject.toml says so), where the trainer is installed. The
+    app bundle has none (review 4: `use` failed there on the import).
     """
     from rltray.app.training import served
-    from rltray.trainer.export.ollama_names import latest_tag, tag_stem
 
     model = service.settings(strict=True).ollama.model.strip()
     if not model:
@@ -90,6 +91,15 @@ def _latest_tag(service: Service) -> str:
         )
     record = served.read_served(service.paths)
     pointed = record.get("model") == model and "version" in record
+    if pointed and record.get("tag"):
+        return str(record["tag"])
+    try:
+        from rltray.trainer.export.ollama_names import latest_tag, tag_stem
+    except ImportError:  # the app bundle: the trainer lives in the trainer environment
+        raise NothingToDo(
+            f"rltray has not pointed {model}'s latest tag at a version yet: run `rltray "
+            "publish` (Ollama running), then this again."
+        ) from None
     stem = tag_stem(model)
     ours = any((a.ollama_tag or "").rpartition(":")[0] == stem
                for a in service.store.list_adapters())  # fmt: skip

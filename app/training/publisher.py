@@ -408,7 +408,7 @@ class OllamaPublisher(Publisher):
             publication = dict(fresh) if fresh else {**known, "blob": result.get("blob")}
             self.store.set_adapter_publication(version, publication.get("tag"), publication)
             self._pruned(config, fresh or {})
-        served.write_served(self.paths, config.ollama.model, version)
+        served.write_served(self.paths, config.ollama.model, version, result.get("latest"))
         line = f"{result['latest']} now serves {result['source']}"
         self.store.log_event("published", line)
         if active is not None and serve is None:

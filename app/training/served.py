@@ -57,9 +57,16 @@ def read_served(paths: Paths) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def write_served(paths: Paths, model: str, version: int | None) -> None:
-    """``latest`` of ``model`` now serves ``version`` (``None``: the base); call under the lock."""
-    record = {"model": model, "version": version}
+def write_served(paths: Paths, model: str, version: int | None, tag: str | None = None) -> None:
+    """``latest`` of ``model`` now serves ``version`` (``None``: the base); call under the lock.
+
+    ``tag``: the name the export gave ``latest`` (``<stem>:latest``). Kept so the app can
+    name it without the export's naming rule, which lives with the trainer: the app
+    bundle carries no trainer, and `rltray use` there failed on the import.
+    """
+    record: dict[str, Any] = {"model": model, "version": version}
+    if tag:
+        record["tag"] = tag
     fileio.write_private_atomic(paths.home / RECORD_FILE, json.dumps(record).encode())
 
 

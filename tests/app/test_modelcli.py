@@ -252,6 +252,30 @@ def test_use_names_latest_of_the_model_set_up_now() -> None:
     assert tomlkit.parse(_codex_profile().read_text()).unwrap()["model"] == "tiny-1m-rltray:v2"
 
 
+def test_use_names_latest_where_the_trainer_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression (review 4): the app bundle carries no trainer, and `rltray use codex`
+    failed there with ModuleNotFoundError on the export's naming rule. The name the
+    export gave ``latest`` is kept in the served record and read from there."""
+    import sys
+
+    from rltray.app.training import served
+
+    paths = _published()
+    monkeypatch.setitem(sys.modules, "rltray.trainer.export.ollama_names", None)  # no trainer
+    served.write_served(paths, "tiny:1m", 2)  # a record from before the tag was kept
+    code, _, err = cli("use", "codex")
+    assert code == ExitCode.NOTHING_TO_DO, err
+    assert "run `rltray publish` (Ollama running), then this again" in err
+    served.write_served(paths, "tiny:1m", 2, "tiny-1m-rltray:latest")
+    code, _, err = cli("use", "codex")
+    assert code == ExitCode.OK, err
+    assert tomlkit.parse(_codex_profile().read_text()).unwrap()["model"] == (
+        "tiny-1m-rltray:latest"
+    )
+
+
 def test_use_without_a_model_set_up_says_so() -> None:
     _published(model="")
     code, _, err = cli("use", "codex")

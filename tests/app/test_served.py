@@ -111,6 +111,9 @@ def test_a_publish_that_ends_after_a_rollback_does_not_take_latest_back(fake: Fa
         assert "tiny-1m-rltray:v2" in fake.models  # its tag is registered all the same
         assert service.store.get_adapter(2).ollama_tag == "tiny-1m-rltray:v2"
         assert not served.needs_settling(service.store, service.paths, "tiny:1m")
+        # the name the export gave latest is kept: the app bundle has no naming rule
+        assert served.read_served(service.paths) == {
+            "model": "tiny:1m", "version": 1, "tag": "tiny-1m-rltray:latest"}
 
 
 def test_prune_never_deletes_the_active_versions_tag(fake: FakeOllama) -> None:
