@@ -36,6 +36,23 @@ def bundle_folder() -> Path | None:
     return Path(meipass) if frozen() and meipass else None
 
 
+def code_location() -> Path:
+    """Where this rltray's own code is read from: the bundle's folder, or the file of the
+    ``rltray.app`` package (a venv's site-packages, or, installed editable, the clone).
+
+    A login entry runs that code as much as its interpreter, so it is checked the same
+    way (``unsafe_location``): a clone in /tmp installed editable into a venv in the home
+    folder passed `autostart on` on its interpreter alone, while `hooks install` refused
+    it for capture.py (review 4, item 3).
+    """
+    folder = bundle_folder()
+    if folder is not None:
+        return folder
+    import rltray.app
+
+    return Path(str(rltray.app.__file__))
+
+
 def cli_argv(*args: str) -> list[str]:
     """How this installation runs an `rltray` command in a child process.
 
@@ -74,16 +91,17 @@ def unsafe_location(
     Why: an agent hook and a login entry run their program by path, as the user, for
     months after installation. A program in a folder another account can write (any
     ancestor writable by its group or by everyone, sticky or not: /tmp, /var/tmp,
-    /dev/shm; any ancestor owned by someone other than the user or root), or inside the
-    temporary folder (emptied at reboot), leaves that path free once the folder is gone:
-    another local user recreates it and the next agent turn or login runs their program
-    as this user (review 3, finding 1). A disk image or macOS's translocated copy is gone
-    after the next restart too. Both the path as written and the file it resolves to are
-    checked: either chain of folders can be swapped. A group-writable folder is fine when
-    the group is root's, the user's own private group (Debian/Ubuntu's umask 002 makes
-    every folder of the user's 775), or macOS's admin/wheel (whose members are root
-    already). Windows keeps permissions in ACLs, which ``st_mode`` does not show: there
-    only the temporary folder is refused.
+    /dev/shm, except a sticky one only its group may write above a root-owned entry, as
+    in the Nix store; any ancestor owned by someone other than the user or root), or
+    inside the temporary folder (emptied at reboot), leaves that path free once the
+    folder is gone: another local user recreates it and the next agent turn or login
+    runs their program as this user (review 3, finding 1). A disk image or macOS's
+    translocated copy is gone after the next restart too. Both the path as written and
+    the file it resolves to are checked: either chain of folders can be swapped. A
+    group-writable folder is fine when the group is root's, the user's own private group
+    (Debian/Ubuntu's umask 002 makes every folder of the user's 775), or macOS's
+    admin/wheel (whose members are root already). Windows keeps permissions in ACLs,
+    which ``st_mode`` does not show: there only the temporary folder is refused.
     """
     import tempfile
 
@@ -96,10 +114,11 @@ def unsafe_location(
         return f"it is inside the temporary folder {temp}, which is emptied"
     if os.name == "nt" or platform == "win32":
         return None
-    for folder in _chain(given) + _chain(resolved):
-        why = _others_can_replace(folder, platform)
-        if why:
-            return why
+    for chain in (_chain(given), _chain(resolved)):
+        for below, folder in zip([None, *chain[:-1]], chain, strict=True):
+            why = _others_can_replace(folder, platform, below)
+            if why:
+                return why
     return None
 
 
@@ -158,9 +177,21 @@ def _chain(path: Path) -> list[Path]:
     return [path, *path.parents]
 
 
-def _others_can_replace(folder: Path, platform: str) -> str | None:
-    """Why another account could replace ``folder`` (or what is in it); None when only the
-    user or root can."""
+def _others_can_replace(folder: Path, platform: str, below: Path | None = None) -> str | None:
+    """Why another account could replace ``folder`` (or what is in it on the way to the
+    program: ``below``, the next folder or the file itself); None when only the user or
+    root can.
+
+    A folder its group may write but with the sticky bit (``chmod +t``) lets only an
+    entry's owner, the folder's owner and root remove or rename that entry. So a root-owned
+    entry under it stays put: a multi-user Nix or Guix store (/nix/store is root:nixbld
+    1775, /gnu/store root:guixbuild 1775) holds every interpreter as such an entry
+    (review 4, item 2). Anything else there is still refused: an entry the user owns is
+    gone once the user deletes it, and another user may then make it again, the /tmp case
+    of finding 1. A sticky folder everyone may write (/tmp, /var/tmp, /dev/shm) is refused
+    whoever owns the entry: its clean-up (systemd-tmpfiles, a reboot) removes old entries,
+    root's too, and for a user who is root, root's entries are the user's own.
+    """
     import stat
 
     try:
@@ -171,11 +202,23 @@ def _others_can_replace(folder: Path, platform: str) -> str | None:
         return f"{folder} cannot be checked ({exc.strerror or exc})"
     if st.st_uid not in (0, os.geteuid()):
         return f"{folder} belongs to another user (uid {st.st_uid})"
+    why = None
     if st.st_mode & stat.S_IWOTH:
-        return f"{folder} is writable by every user"
-    if st.st_mode & stat.S_IWGRP and not _trusted_group(st.st_gid, platform):
-        return f"{folder} is writable by the group {_group_name(st.st_gid)}"
-    return None
+        why = f"{folder} is writable by every user"
+    elif st.st_mode & stat.S_IWGRP and not _trusted_group(st.st_gid, platform):
+        why = f"{folder} is writable by the group {_group_name(st.st_gid)}"
+    sticky = st.st_mode & stat.S_ISVTX and not st.st_mode & stat.S_IWOTH
+    if why and sticky and below is not None and _root_owned(below):
+        return None  # only root may remove or rename ``below`` (the Nix store's case)
+    return why
+
+
+def _root_owned(entry: Path) -> bool:
+    """``entry`` itself (a link, not what it names) exists and belongs to root."""
+    try:
+        return entry.lstat().st_uid == 0
+    except OSError:
+        return False
 
 
 def _trusted_group(gid: int, platform: str) -> bool:

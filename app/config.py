@@ -10,6 +10,10 @@ The file is edited with tomlkit so a hand-edited config keeps its comments and
 order; it is written 0600 through a temp file and a rename, and a symlinked
 config.toml is refused rather than followed. A broken file is reported in one
 sentence naming the file, line and key, and is never overwritten.
+
+Over 30 KB on purpose: the declarations are most of it, and the reading rules that
+depend on them (errors by file and line, what a newer rltray's file may hold) stay
+beside them.
 """
 
 from __future__ import annotations
@@ -494,7 +498,7 @@ def load_config(paths: Paths) -> Config:
         return Config()
     data = _parse(paths, text).unwrap()
     if _newer_writer(text):
-        data = _known_only(data)
+        data, _left = _known_only(data)
     return _validate(data, paths, text)
 
 
@@ -505,9 +509,15 @@ def load_config(paths: Paths) -> Config:
 # every setting went out of effect. A key is "from a newer rltray" only when this line says
 # a newer rltray wrote the file: those are left out with doctor's warning and kept in the
 # file for the upgrade back; any other unknown key still fails, as a typo would. Guessing
-# typos by spelling instead would let a wrong name pass with a mere warning.
-_WRITER = re.compile(r"^# written by rltray (\S+)$", re.MULTILINE)
+# typos by spelling instead would let a wrong name pass with a mere warning. The same rule
+# covers a [training.hyper] name and a choice (training.preset = "turbo") this rltray does
+# not know (review 4): a newer trainer's knob or preset is as much a newer setting. The
+# line may end in CRLF (a file edited on Windows) and name a pre-release (0.2.0rc1).
+_WRITER = re.compile(r"^# written by rltray (\S+)[ \t]*\r?$", re.MULTILINE)
 _WRITER_LINE = "# written by rltray {version}"
+# Tables of free names and the names this rltray knows in each (the rest of a newer file's
+# table is left out like an unknown key).
+_NAMED_TABLES: dict[str, tuple[str, ...]] = {"training.hyper": TRAINER_HYPER_FIELDS}
 
 
 def from_newer(paths: Paths) -> tuple[str, list[str]] | None:
@@ -520,12 +530,7 @@ def from_newer(paths: Paths) -> tuple[str, list[str]] | None:
     newer = _newer_writer(text or "")
     if text is None or newer is None:
         return None
-    data = _parse(paths, text).unwrap()
-    known = _known_only(data)
-    left = [f"[{t}]" for t in data if t not in known] + [
-        f"{t}.{k}" for t, table in known.items() if isinstance(data.get(t), dict)
-        for k in data[t] if k not in table
-    ]  # fmt: skip
+    _known, left = _known_only(_parse(paths, text).unwrap())
     return (newer, left) if left else None
 
 
@@ -535,10 +540,40 @@ def _this_version() -> str:
     return str(rltray.app.__version__)
 
 
-def _version_key(version: str) -> tuple[int, ...] | None:
-    """``"0.2.10"`` -> ``(0, 2, 10)``; None for what is not plain numbers (``0+unknown``)."""
-    parts = version.split(".")
-    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+_VERSION = re.compile(
+    r"v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre>a|alpha|b|beta|c|rc|pre|preview)[-_.]?(?P<pre_n>\d*))?"
+    r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?(?P<post_n>\d*)|-(?P<post_implicit>\d+))?"
+    r"(?:[-_.]?dev[-_.]?(?P<dev_n>\d*))?"
+    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?",
+    re.IGNORECASE,
+)
+_PRE_ORDER = {"a": 1, "alpha": 1, "b": 2, "beta": 2, "c": 3, "rc": 3, "pre": 3, "preview": 3}
+_NO_DEV = 1 << 62  # a release without .devN sorts after its dev releases
+
+
+def _version_key(version: str) -> tuple[Any, ...] | None:
+    """A sortable key for a release name, read leniently as PEP 440 orders them:
+    ``0.2.0.dev1 < 0.2.0a1 < 0.2.0rc1 < 0.2.0 < 0.2.0.post1 < 0.2.1`` (trailing zeros
+    do not count: ``0.2 == 0.2.0``). None for what is no release name, and for
+    ``0+unknown`` (``rltray.app.__version__`` of a source tree never installed): no file is
+    then taken as newer, so unknown keys stay refused."""
+    found = _VERSION.fullmatch(version.strip())
+    if found is None or (found["local"] or "").lower() == "unknown":
+        return None
+    release = [int(part) for part in found["release"].split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    dev = _NO_DEV if found["dev_n"] is None else int(found["dev_n"] or 0)
+    post_n = found["post_n"] if found["post"] else found["post_implicit"]
+    post = -1 if post_n is None else int(post_n or 0)
+    if found["pre"]:
+        pre: tuple[int, ...] = (_PRE_ORDER[found["pre"].lower()], int(found["pre_n"] or 0))
+    elif dev != _NO_DEV and post < 0:
+        pre = (0,)  # 0.2.0.dev1 comes before 0.2.0a1
+    else:
+        pre = (4,)  # the release itself
+    return (tuple(release), pre, post, dev)
 
 
 def _newer_writer(text: str) -> str | None:
@@ -550,32 +585,83 @@ def _newer_writer(text: str) -> str | None:
     return found.group(1) if theirs and ours and theirs > ours else None
 
 
-def _known_only(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without the tables and keys this rltray does not declare."""
+def _known_only(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``data`` without the tables, keys, [training.hyper] names and choices this rltray does
+    not declare, and what was left out (``[table]``, ``table.key``, ``table.key = value``)."""
     fields = {name: f.annotation for name, f in Config.model_fields.items()}
     out: dict[str, Any] = {}
+    tables: list[str] = []
+    left: list[str] = []
     for table, values in data.items():
         model = fields.get(table)
         if model is None:
+            tables.append(f"[{table}]")
             continue
-        if isinstance(values, dict) and isinstance(model, type) and issubclass(model, BaseModel):
-            out[table] = {k: v for k, v in values.items() if k in model.model_fields}
-        else:
+        if not (isinstance(values, dict) and isinstance(model, type)
+                and issubclass(model, BaseModel)):  # fmt: skip
             out[table] = values
+            continue
+        kept: dict[str, Any] = {}
+        for key, value in values.items():
+            field = model.model_fields.get(key)
+            name = f"{table}.{key}"
+            if field is None:
+                left.append(name)
+            elif name in _NAMED_TABLES and isinstance(value, dict):
+                known = _NAMED_TABLES[name]
+                kept[key] = {k: v for k, v in value.items() if k in known}
+                left += [f"{name}.{k}" for k in value if k not in known]
+            elif (typing.get_origin(field.annotation) is Literal and isinstance(value, str)
+                  and value not in typing.get_args(field.annotation)):  # fmt: skip
+                left.append(f"{name} = {value!r}")
+            else:
+                kept[key] = value
+        out[table] = kept
+    return out, tables + left
+
+
+def _newer_values(data: dict[str, Any]) -> dict[str, Any]:
+    """The values of settings this rltray knows that ``_known_only`` left out of ``data``: a
+    choice it lacks (``training.preset``) and a named table's unknown names
+    (``training.hyper``), so ``save_config`` writes them back instead of the default."""
+    known, _left = _known_only(data)
+    out: dict[str, Any] = {}
+    for table, values in known.items():
+        given = data.get(table)
+        if not isinstance(values, dict) or not isinstance(given, dict):
+            continue
+        for key, value in given.items():
+            name = f"{table}.{key}"
+            if name in _NAMED_TABLES and isinstance(value, dict):
+                extra = {k: v for k, v in value.items() if k not in _NAMED_TABLES[name]}
+                if extra:
+                    out[name] = extra
+            elif key not in values and key in _section_fields(table):
+                out[name] = value
     return out
+
+
+def _section_fields(table: str) -> set[str]:
+    """The setting names of ``[table]``."""
+    model = Config.model_fields[table].annotation
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return set(model.model_fields)
+    return set()
 
 
 def _stamped(text: str) -> str:
     """``text`` with its writer line naming the newest rltray that wrote it (this one, unless
-    a newer one did: its settings must stay recognisable as its own)."""
+    a newer one did: its settings must stay recognisable as its own). Only the version is
+    replaced, so a CRLF file keeps its line ends."""
     ours = _this_version()
     found = _WRITER.search(text)
     if found is not None:
         theirs, mine = _version_key(found.group(1)), _version_key(ours)
         if theirs and mine and theirs > mine:
             return text
-        return text[: found.start()] + _WRITER_LINE.format(version=ours) + text[found.end():]
-    return _WRITER_LINE.format(version=ours) + "\n" + text
+        return text[: found.start(1)] + ours + text[found.end(1) :]
+    newline = "\r\n" if "\r\n" in text else "\n"
+    return _WRITER_LINE.format(version=ours) + newline + text
 
 
 def _read_text(paths: Paths) -> str | None:
@@ -673,8 +759,15 @@ def save_config(paths: Paths, config: Config) -> None:
     text = _read_text(paths)
     fresh = text is None
     doc = _fresh_document() if text is None else _parse(paths, text)
+    newer = {} if text is None or not _newer_writer(text) else _newer_values(doc.unwrap())
     for setting in describe():
         value = config.get(setting.key)
+        if setting.key in newer:  # a newer rltray's value, left out when read: kept
+            theirs = newer[setting.key]
+            if isinstance(theirs, dict) and isinstance(value, dict):
+                value = {**value, **theirs}
+            elif value == setting.default:  # what it read as: unchanged since
+                value = theirs
         table = doc.get(setting.section)
         if table is not None and setting.name in table:
             if table[setting.name] != value:

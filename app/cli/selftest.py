@@ -336,10 +336,11 @@ def trainer_environment(env: dict[str, str]) -> tuple[str, str]:
         return WARN, f"{python} has no {module}; run `rltray trainer-env create` to repair it"
     from rltray.app.training.trainerenv import stamp
 
-    old = stamp.stale(python)  # an environment built before an upgrade (review 3, finding 3)
+    # an environment built before an upgrade (review 3, finding 3), and what the next round
+    # does about it: updates it, runs with the old trainer, or fails (review 4, item 1)
+    old = stamp.outlook(python)
     if old:
-        return WARN, (f"{python} has {module}, but {old}; the next round updates its trainer, "
-                      "or run `rltray trainer-env create`")  # fmt: skip
+        return WARN, f"{python} has {module}, but {old}"
     return OK, f"{python} (has {module})"
 
 

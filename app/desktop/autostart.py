@@ -143,7 +143,12 @@ def enable(env: dict[str, str] | None = None, platform: str = sys.platform) -> A
     # A disk image or a translocated copy is gone after the next restart (issue 23 item 4);
     # a folder others can write lets another user put a program at this path that every
     # login then runs as this user (review 3, finding 1): refused, nothing written.
-    refusal = bundle.location_refusal(cmd[0], "start rltray at login from", env, platform)
+    # The code it runs is checked too (a clone in /tmp installed editable: review 4, 3).
+    refusal = bundle.location_refusal(
+        cmd[0], "start rltray at login from", env, platform
+    ) or bundle.location_refusal(
+        bundle.code_location(), "start rltray at login with its code at", env, platform
+    )
     if refusal:
         raise UserError(refusal)
     if platform == "win32":
@@ -218,14 +223,27 @@ def _checked(
             "run `rltray autostart on` again"
         )
     elif enabled and cmd:
-        unsafe = bundle.refused_location(cmd[0], env)
-        if unsafe:
-            problem = (
-                f"the login entry runs {cmd[0]}, but {unsafe}: another user could put a "
-                f"program there; run `rltray autostart off`, {bundle.MOVE_IT}, and turn it "
-                "on again from there"
-            )
+        for what, path in _what_login_runs(cmd):
+            unsafe = bundle.refused_location(path, env)
+            if unsafe:
+                problem = (
+                    f"the login entry runs {what}, but {unsafe}: another user could put "
+                    f"a program there; run `rltray autostart off`, {bundle.MOVE_IT}, and turn "
+                    "it on again from there"
+                )
+                break
     return AutostartStatus(enabled, where, cmd, problem, unsafe)
+
+
+def _what_login_runs(cmd: list[str]) -> list[tuple[str, str]]:
+    """The entry's program and, when it is this installation's own entry, the folder of
+    the rltray code that program imports (``bundle.code_location``); another
+    installation's code cannot be found from here without running it."""
+    runs = [(cmd[0], cmd[0])]
+    if cmd[:1] == command()[:1]:
+        code = str(bundle.code_location())
+        runs.append((f"rltray's code at {code}", code))
+    return runs
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -44,13 +44,15 @@ knows what to mark. Nothing here imports the trainer: the job file is the contra
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import logging
 import os
 import secrets
 import sys
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -332,13 +334,20 @@ def resolve_backend(setting: str, plat: str | None = None, machine: str | None =
     return backends.resolve(setting, plat, machine).name
 
 
-def training_python(training: TrainingSettingsLike) -> str:
+def training_python(
+    training: TrainingSettingsLike,
+    *,
+    update: bool = True,
+    retry: bool = False,
+    said: Callable[[str], None] | None = None,
+) -> str:
     """The trainer's interpreter: ``training.python``, or ours when it has the backend's library.
 
     Checked with ``importlib.util.find_spec`` so the tray never imports torch.
     Another interpreter is only checked to exist: a broken one fails the run
     with its log tail. A trainer environment rltray built first gets this rltray's
-    trainer when it holds an older one (``_same_trainer``).
+    trainer when it holds an older one (``_same_trainer``); ``update=False`` never runs
+    pip for that (the runner asks under its lock, after ``update_trainer`` without it).
     """
     if training.python.strip():
         path = Path(training.python).expanduser()
@@ -347,7 +356,7 @@ def training_python(training: TrainingSettingsLike) -> str:
                 f"set up training first: the trainer interpreter {path} does not exist or "
                 "cannot run; fix training.python or empty it to use rltray's own Python"
             )
-        _same_trainer(path)
+        _same_trainer(path, update=update, retry=retry, said=said)
         return str(path)
     module = backends.resolve(training.backend).library
     if importlib.util.find_spec(module) is None:
@@ -359,17 +368,41 @@ def training_python(training: TrainingSettingsLike) -> str:
     return sys.executable
 
 
-def _same_trainer(python: Path) -> None:
+def update_trainer(
+    training: TrainingSettingsLike,
+    *,
+    retry: bool = False,
+    said: Callable[[str], None] | None = None,
+) -> None:
+    """Bring the configured trainer environment up to this rltray's trainer (pip, up to
+    minutes) for a caller that holds no lock: the runner calls it before ``start`` or
+    ``resume`` takes its own, so the tray and `/api/status` never wait for pip (review 4,
+    item 1). Raises nothing: what went wrong, ``training_python`` says again at once."""
+    if not training.python.strip():
+        return
+    path = Path(training.python).expanduser()
+    if path.is_file() and os.access(path, os.X_OK):
+        with contextlib.suppress(TrainingNotSetUp):
+            _same_trainer(path, update=True, retry=retry, said=said)
+
+
+def _same_trainer(
+    python: Path, *, update: bool, retry: bool, said: Callable[[str], None] | None
+) -> None:
     """A trainer environment rltray built holds this rltray's trainer: one built before an
     upgrade is brought up to it first (its old trainer refused today's job files: review 3,
-    finding 3), or the round fails naming `rltray trainer-env create`."""
+    finding 3), or the round fails naming `rltray trainer-env create`; or, when rltray
+    cannot update it by itself and the old trainer may read today's jobs, the round goes on
+    with it and ``said`` (the log by default) gets the warning (``stamp.ensure_current``)."""
     from rltray.app.training.trainerenv import stamp
     from rltray.app.training.trainerenv.plan import TrainerEnvError
 
     try:
-        stamp.ensure_current(python)
+        warning = stamp.ensure_current(python, install=update, retry=retry)
     except TrainerEnvError as exc:
         raise TrainingNotSetUp(str(exc)) from None
+    if warning is not None:
+        (said or logging.getLogger(__name__).warning)(warning)
 
 
 def new_run_id() -> str:

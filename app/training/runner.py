@@ -150,6 +150,7 @@ class TrainingRunner:
         self._lock = threading.RLock()
         self._child: _Child | None = None
         self._last: dict[str, Any] = {"run_id": None, "status": "idle", "percent": 0.0}
+        self._trainer_said: str | None = None  # the last warning about an old trainer
 
     # -- public API ----------------------------------------------------------
 
@@ -160,6 +161,7 @@ class TrainingRunner:
         scheduler's) need ``training.min_ratings`` of them. A paused round of
         the same base model is resumed instead of building a new one.
         """
+        self._update_trainer(by_hand=reason == "manual")  # pip, if any, before the lock
         with self._lock:
             self._refuse_if_running()
             self._refuse_if_elsewhere()
@@ -169,7 +171,7 @@ class TrainingRunner:
             by_hand = reason == "manual"  # Train now: resets the failure budget
             if paused is not None:
                 return self._launch(paused, reason="resume", user_away=away, by_hand=by_hand)
-            python = None if remote.enabled(training) else jobbuild.training_python(training)
+            python = None if remote.enabled(training) else self._trainer_python(training)
             run_id = jobbuild.new_run_id()
             built = jobbuild.build_job(
                 self.store,
@@ -193,6 +195,7 @@ class TrainingRunner:
         is set up now: ``adapterversions.cancel_if_stale``, what ``start`` asks too) is
         cancelled instead, and this says why.
         """
+        self._update_trainer(by_hand=True)  # pip, if any, before the lock
         with self._lock:
             self._refuse_if_running()
             self._refuse_if_elsewhere()
@@ -381,6 +384,33 @@ class TrainingRunner:
 
     # -- launching -----------------------------------------------------------
 
+    def _update_trainer(self, by_hand: bool) -> None:
+        """Bring the trainer environment up to this rltray's trainer before a round, holding
+        no lock: pip may take minutes, and ``running()`` (the tray, `/api/status`, the gate)
+        waited for it all (review 4, item 1). Not while a round of this data folder runs,
+        here or in another process: pip would replace the trainer under it. ``by_hand``
+        (Train now, resume) tries again an update that failed before."""
+        if self.running():
+            return
+        training = self._training()
+        if remote.enabled(training):
+            return
+        try:
+            self._refuse_if_elsewhere()
+        except TrainingBusy:
+            return
+        jobbuild.update_trainer(training, retry=by_hand, said=self._say_trainer)
+
+    def _trainer_python(self, training: Any) -> str:
+        """``jobbuild.training_python`` under the lock: never pip (``_update_trainer``)."""
+        return jobbuild.training_python(training, update=False, said=self._say_trainer)
+
+    def _say_trainer(self, warning: str) -> None:
+        """Log that rounds run with an old trainer once, not at every round."""
+        if warning != self._trainer_said:
+            self._trainer_said = warning
+            self.store.log_event("training", warning)
+
     def _training(self) -> Any:
         settings = self.settings_provider()
         return getattr(settings, "training", settings)
@@ -443,7 +473,7 @@ class TrainingRunner:
         if remote_round:  # the stand-in speaks the trainer's contract (app/training/remote)
             argv = remote.command(built.job_path)
         else:
-            python = python or jobbuild.training_python(training)
+            python = python or self._trainer_python(training)
             argv = [python, "-m", "rltray.trainer", str(built.job_path)]
         env = {
             **os.environ,

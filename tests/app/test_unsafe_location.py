@@ -17,7 +17,9 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rltray.app import bundle
@@ -112,6 +114,118 @@ def test_a_folder_owned_by_another_user_is_unsafe(tmp_path: Path, elsewhere_temp
     assert bundle.unsafe_location(opt / "rltray").startswith(f"{opt} is writable by the group ")
 
 
+NIXBLD = 30000  # the build users' group of a multi-user Nix install
+
+
+@pytest.fixture
+def nix_store(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], str]:
+    """A venv whose interpreter resolves into a multi-user Nix store: /nix/store is
+    root:nixbld 1775 (the Nix manual's multi-user setup), its entries root-owned 0555.
+    Only the stat of /nix and the venv link's target are made up (no /nix here); the
+    rest of the chain (this user's home) is real. Returns the venv's python; the
+    argument is the uid of the store entry."""
+    import grp
+
+    real_stat, real_resolve, real_group = Path.stat, Path.resolve, grp.getgrgid
+    owner = {"uid": 0}
+
+    def fake_stat(self: Path, *args: Any, **kwargs: Any) -> os.stat_result:
+        text = str(self)
+        if text == "/nix/store":
+            return os.stat_result((stat.S_IFDIR | 0o1775, 0, 0, 1, 0, NIXBLD, 0, 0, 0, 0))
+        if text.startswith("/nix/store/"):
+            kind = stat.S_IFREG if text.endswith("python3.12") else stat.S_IFDIR
+            return os.stat_result((kind | 0o555, 0, 0, 1, owner["uid"], 0, 0, 0, 0, 0))
+        if text == "/nix":
+            return os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 1, 0, 0, 0, 0, 0, 0))
+        return real_stat(self, *args, **kwargs)
+
+    def fake_lstat(self: Path) -> os.stat_result:
+        return fake_stat(self, follow_symlinks=False)
+
+    def fake_resolve(self: Path, strict: bool = False) -> Path:
+        if str(self).endswith("/.venv/bin/python"):
+            return Path("/nix/store/abc123-python3-3.12.4/bin/python3.12")
+        return real_resolve(self, strict)
+
+    def fake_group(gid: int) -> Any:
+        if gid == NIXBLD:
+            return grp.struct_group(("nixbld", "x", NIXBLD, [f"nixbld{i}" for i in range(32)]))
+        return real_group(gid)
+
+    monkeypatch.setattr(Path, "stat", fake_stat)
+    monkeypatch.setattr(Path, "lstat", fake_lstat)
+    monkeypatch.setattr(Path, "resolve", fake_resolve)
+    monkeypatch.setattr(grp, "getgrgid", fake_group)
+
+    import pwd
+
+    home = Path(pwd.getpwuid(os.geteuid()).pw_dir)  # the real one: the suite's is in /tmp
+    if bundle.unsafe_location(home) is not None:
+        pytest.skip(f"this user's home folder {home} is itself refused")
+
+    def venv_python(uid: int) -> str:
+        owner["uid"] = uid
+        return str(home / "proj" / ".venv" / "bin" / "python")
+
+    return venv_python
+
+
+def test_an_interpreter_in_the_nix_store_is_safe(nix_store: Callable[[int], str]) -> None:
+    """Regression (review 4, item 2; /tmp/review4-a/unsafe/nix_store.py): the store is
+    group-writable by nixbld, so every venv on NixOS or with Nix on Linux was refused; it
+    is sticky, and only root may remove or rename its root-owned entries."""
+    python = nix_store(0)
+    assert bundle.unsafe_location(python) is None
+    assert bundle.location_refusal(python, "point agent hooks at") is None
+
+
+def test_an_entry_of_another_user_in_a_sticky_store_is_unsafe(
+    nix_store: Callable[[int], str],
+) -> None:
+    python = nix_store(1001)  # what a member of the group made there: theirs to replace
+    assert bundle.unsafe_location(python) == (
+        "/nix/store/abc123-python3-3.12.4/bin/python3.12 belongs to another user (uid 1001)"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another group")
+def test_a_sticky_group_store_above_a_root_entry_is_safe_in_real_folders(
+    tmp_path: Path, elsewhere_temp: None
+) -> None:
+    """The same rule on real folders: a 1775 folder of a group that is not the user's,
+    sticky, with a root-owned entry (we are root here). The folders above must be safe
+    for the answer to be None; under a world-writable /tmp only the named folder changes."""
+    store = tmp_path / "store"
+    store.mkdir()
+    os.chown(store, 0, 65534)
+    store.chmod(0o1775)
+    program = store / "abc-python" / "bin" / "python3"
+    program.parent.mkdir(parents=True)
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    said = bundle.unsafe_location(program)
+    assert said is None or str(store) not in said, said
+    store.chmod(0o775)  # not sticky: anyone in the group may rename the entry
+    assert bundle.unsafe_location(program) == f"{store} is writable by the group " + (
+        bundle._group_name(65534)
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the entry must be root's")
+def test_a_sticky_folder_everyone_may_write_is_unsafe_even_above_a_root_entry(
+    tmp_path: Path, elsewhere_temp: None
+) -> None:
+    """/var/tmp and /dev/shm are cleaned by age whoever owns an entry: refused still."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    program = shared / "rltray" / "rltray"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\n")
+    assert bundle.unsafe_location(program) == f"{shared} is writable by every user"
+
+
 def test_the_refusal_is_one_sentence_naming_the_path_and_what_to_do(
     tmp_path: Path, elsewhere_temp: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -156,6 +270,39 @@ def test_autostart_on_refuses_a_program_in_a_shared_folder(
     with pytest.raises(UserError, match=f"^Refusing to start rltray at login from {program} "):
         autostart.enable({"HOME": str(tmp_path)}, platform="linux")
     assert not (tmp_path / ".config" / "autostart").exists()
+
+
+def test_autostart_on_refuses_rltray_code_in_a_shared_folder(
+    tmp_path: Path, elsewhere_temp: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 4, item 3): a clone in a shared folder installed editable into a
+    venv elsewhere; `hooks install` refused it for capture.py, `autostart on` looked at the
+    venv's program only and wrote an entry that imports the shared clone at every login."""
+    import rltray.app
+
+    clone = tmp_path / "shared-clone"
+    (clone / "app").mkdir(parents=True)
+    clone.chmod(0o777)
+    code = clone / "app" / "__init__.py"
+    code.write_text(Path(str(rltray.app.__file__)).read_text())
+    monkeypatch.setattr(autostart, "command", lambda: ["/bin/sh", "run"])  # a safe program
+    assert bundle.unsafe_location("/bin/sh") is None
+    monkeypatch.setattr(rltray.app, "__file__", str(code))  # what the venv's rltray imports
+    with pytest.raises(UserError) as said:
+        autostart.enable({"HOME": str(tmp_path)}, platform="linux")
+    assert str(said.value).startswith(
+        f"Refusing to start rltray at login with its code at {code} because {clone} is "
+        "writable by every user"
+    ), said.value
+    assert not (tmp_path / ".config" / "autostart").exists()
+    # an entry written while the switch was on: read back, it is flagged for doctor
+    monkeypatch.setenv(bundle.ALLOW_UNSAFE_ENV, "1")
+    assert autostart.enable({"HOME": str(tmp_path)}, platform="linux").problem is None
+    monkeypatch.delenv(bundle.ALLOW_UNSAFE_ENV)
+    status = autostart.status({"HOME": str(tmp_path)}, platform="linux")
+    assert status.unsafe == f"{clone} is writable by every user"
+    assert status.problem is not None
+    assert status.problem.startswith(f"the login entry runs rltray's code at {code}, but ")
 
 
 def test_doctor_fails_hooks_and_a_login_entry_in_a_shared_folder(

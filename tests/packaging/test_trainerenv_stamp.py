@@ -21,6 +21,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -160,3 +162,185 @@ def test_doctor_and_the_selftest_say_the_trainer_is_old(
     assert (check.state, check.detail, check.fix) == (
         doctor.WARN, detail, "rltray trainer-env create"
     )
+
+
+# -- review 4, item 1: the update holds no lock, runs once, and never from the index ------
+
+PIP_S = 1.5  # how long the stand-in's pip takes before it fails
+
+
+@pytest.fixture
+def offline_env(rltray_home: Path) -> tuple[Path, Path]:
+    """The data folder's trainer-env whose pip is slow and then fails, as offline: a shell
+    script stands in for the environment's Python and logs each command it gets."""
+    folder = rltray_home / "trainer-env"
+    (folder / "bin").mkdir(parents=True)
+    (folder / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    calls = rltray_home / "calls.log"
+    python = folder / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nsleep {PIP_S}\n'
+                      "echo 'ERROR: could not install' >&2\nexit 1\n")  # fmt: skip
+    python.chmod(0o755)
+    return python, calls
+
+
+def pip_runs(calls: Path) -> int:
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def test_the_update_holds_no_runner_lock_and_a_failure_waits_for_the_user(
+    offline_env: tuple[Path, Path], upgraded_bundle: Path
+) -> None:
+    """Regression (review 4, item 1; /tmp/review4-a/stamp/pip_under_lock.py): pip ran under
+    the runner's lock (running(), /api/status and the gate waited for it), and after it
+    failed the gate's next tick ran it again, every minute."""
+    from rltray.app.config import Config, TrainingSettings
+    from rltray.app.store import Store
+    from rltray.app.training.runner import TrainingRunner
+
+    python, calls = offline_env
+    paths = Paths.from_env()
+    paths.ensure()
+    training = TrainingSettings(base_model="/models/tiny", backend="torch", python=str(python))
+    said: list[str] = []
+
+    with Store(paths.db) as store:
+        runner = TrainingRunner(store, paths, lambda: Config(training=training))
+
+        def start(reason: str) -> None:
+            try:
+                runner.start(reason=reason)
+            except jobbuild.TrainingNotSetUp as exc:
+                said.append(str(exc))
+
+        gate = threading.Thread(target=start, args=("scheduled",))
+        gate.start()
+        deadline = time.monotonic() + 30
+        while not pip_runs(calls):
+            assert time.monotonic() < deadline and gate.is_alive(), said
+            time.sleep(0.02)
+        asked = time.monotonic()
+        assert runner.running() is False
+        assert runner.progress["status"] == "idle"
+        waited = time.monotonic() - asked
+        assert gate.is_alive()  # pip was still running while running() answered
+        assert waited < PIP_S / 3, waited
+        gate.join(60)
+        assert len(said) == 1 and "updating it failed: pip exited 1" in said[0], said
+        assert said[0].endswith("run `rltray trainer-env create`.")
+
+        began = time.monotonic()
+        start("scheduled")  # the gate's next tick: the failure is remembered, no pip
+        assert time.monotonic() - began < PIP_S and pip_runs(calls) == 1
+        assert said[1] == said[0]
+        start("manual")  # Train now tries again
+        assert pip_runs(calls) == 2
+
+
+def test_two_updates_at_once_run_pip_once(
+    offline_env: tuple[Path, Path], upgraded_bundle: Path
+) -> None:
+    """The gate's round and the publisher's export asked at the same moment: the second
+    waits on the environment's lock and finds the first one's answer."""
+    python, calls = offline_env
+    results: list[str] = []
+
+    def ask() -> None:
+        try:
+            stamp.ensure_current(python)
+        except Exception as exc:  # the answer is what is checked
+            results.append(f"{type(exc).__name__}: {exc}")
+
+    askers = [threading.Thread(target=ask) for _ in range(2)]
+    for asker in askers:
+        asker.start()
+    for asker in askers:
+        asker.join(60)
+    assert pip_runs(calls) == 1
+    assert len(results) == 2 and all("updating it failed" in r for r in results), results
+    assert (python.parent.parent / stamp.LOCK).exists()
+
+
+def test_a_remembered_failure_ends_when_the_wheel_changes(
+    old_env: Path, upgraded_bundle: Path
+) -> None:
+    """Real pip: the broken wheel fails once and is not tried again; the next rltray's
+    wheel (another digest) is, and its success forgets the failure."""
+    upgraded_bundle.write_bytes(b"not a wheel")
+    training = config.load_config(Paths.from_env()).training
+    with pytest.raises(jobbuild.TrainingNotSetUp, match="updating it failed: pip exited"):
+        jobbuild.training_python(training)
+    failed = old_env.parent.parent / stamp.FAILED
+    assert failed.is_file()
+    before = failed.stat().st_mtime_ns
+    with pytest.raises(jobbuild.TrainingNotSetUp, match="updating it failed: pip exited"):
+        jobbuild.training_python(training)
+    assert failed.stat().st_mtime_ns == before  # no second pip
+    assert "updating it failed" in (stamp.outlook(old_env) or "")
+    make_wheel(upgraded_bundle.parent, "fixed")  # a new build: another digest
+    assert jobbuild.training_python(training) == str(old_env)
+    assert trainer_mark(old_env) == "fixed" and not failed.exists()
+
+
+@pytest.fixture
+def from_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This rltray as a plain `pip install rltray`: its trainer would come from the index."""
+    monkeypatch.setattr(stamp, "rltray_package", lambda: f"rltray=={VERSION}")
+
+
+def test_an_update_from_the_index_is_not_tried_and_the_round_goes_on(
+    old_env: Path, from_the_index: None
+) -> None:
+    """Offline, `pip install rltray==X` blocks for minutes and fails: rounds go on with the
+    old trainer (it declares no keys this one lacks), and the warning is said once."""
+    training = config.load_config(Paths.from_env()).training
+    said: list[str] = []
+    assert jobbuild.training_python(training, said=said.append) == str(old_env)
+    assert trainer_mark(old_env) == "old"  # pip never ran
+    (warning,) = said
+    assert warning.startswith(f"The trainer environment {old_env.parent.parent} is out of date")
+    assert f"rounds run with its old trainer (this rltray installs a trainer only from its " \
+        f"own wheel or source tree, not rltray=={VERSION})" in warning
+    assert "rounds run with its old trainer" in (stamp.outlook(old_env) or "")
+
+
+def test_an_old_trainer_that_cannot_read_the_jobs_fails_the_round(
+    old_env: Path, from_the_index: None
+) -> None:
+    """The case of review 3, finding 3: the old trainer's job.py knows no 'replay' key."""
+    import rltray.app
+
+    ours = (Path(str(rltray.app.__file__)).parents[1] / "trainer" / "job.py").read_text()
+    assert '"truncated", "replay", "reward",' in ours
+    site = next((old_env.parent.parent / "lib").glob("python3*/site-packages"))
+    (site / "rltray" / "trainer" / "job.py").write_text(
+        ours.replace('"truncated", "replay", "reward",', '"truncated", "reward",')
+    )
+    training = config.load_config(Paths.from_env()).training
+    with pytest.raises(jobbuild.TrainingNotSetUp) as said:
+        jobbuild.training_python(training)
+    message = str(said.value)
+    assert "its trainer cannot read this rltray's jobs (it does not know the example key " \
+        "'replay')" in message, message
+    assert message.endswith("run `rltray trainer-env create`.")
+    assert trainer_mark(old_env) == "old"
+
+
+def test_the_runner_logs_the_old_trainer_warning_once(
+    old_env: Path, from_the_index: None
+) -> None:
+    """The gate asks every minute: the warning goes to the event log once, not each time."""
+    from rltray.app.config import Config, TrainingSettings
+    from rltray.app.store import Store
+    from rltray.app.training.runner import TrainingRunner
+
+    paths = Paths.from_env()
+    training = TrainingSettings(base_model="/models/tiny", backend="torch", python=str(old_env))
+    with Store(paths.db) as store:
+        runner = TrainingRunner(store, paths, lambda: Config(training=training))
+        for _ in range(3):  # no ratings: each start ends at the job, after the trainer check
+            with pytest.raises(jobbuild.NotEnoughRatings):
+                runner.start(reason="scheduled")
+        said = [e for e in store.events(limit=20) if "rounds run with its old trainer" in str(e)]
+    assert len(said) == 1, said
+    assert trainer_mark(old_env) == "old"
