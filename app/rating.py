@@ -18,7 +18,9 @@ same way wherever the rating comes from:
 * a rating given before the turn's current one never overrides it either: a
   ``/rl bad`` waits in the spool until the tray reads it, and by then the user
   may have said otherwise on the ratings page. The last word the user gave wins,
-  not the last one read.
+  not the last one read. A withdrawal is a word too: a press that waited while the
+  user rated the turn and took that rating back is refused, though the turn has no
+  rating left to compare it with (``said_since``).
 
 Graded ratings: a 1-5 score instead of one click (``rltray rate 42 4``, ``/rl 4``,
 keys 1-5 in the ratings browser). 4 and 5 are good, 1 and 2 bad, and the
@@ -101,17 +103,38 @@ class Applied:
     after a newer rating.
     """
 
-    rating: Rating
+    rating: Rating  # when stale and the turn has no rating: the withdrawn one said since
     changed: bool
     stale: bool = False
 
 
 def given_after(current: Rating, at: datetime | None) -> bool:
     """Whether ``current`` was given after ``at``: a rating given at ``at`` is older news."""
+    return _later(current.rated_at, at)
+
+
+def said_since(store: Store, turn_id: int, at: datetime | None) -> Rating | None:
+    """The newest rating of the turn given or withdrawn after ``at`` (None: none, or no
+    ``at``): the user said something about the turn after a rating given at ``at``.
+
+    Every rating, not only the active one: a press kept in the spool while the user rated
+    the turn in the window and then withdrew that rating found no active rating, was
+    stored with its older time, and `rltray undo` then found the withdrawn one "last".
+    """
     if at is None:
+        return None
+    for rating in reversed(store.rating_history(turn_id)):
+        if _later(rating.rated_at, at) or _later(rating.withdrawn_at, at):
+            return rating
+    return None
+
+
+def _later(stamp: str | None, at: datetime | None) -> bool:
+    """Whether the stored time ``stamp`` is after ``at`` (False when either is missing)."""
+    if stamp is None or at is None:
         return False
     try:
-        given = parse_iso(current.rated_at)
+        given = parse_iso(stamp)
     except ValueError:
         return False
     return _aware(given) > _aware(at)
@@ -138,9 +161,12 @@ def apply(
     # between them would otherwise be overridden by a stale notification's click.
     with store.batch():
         current = store.active_rating(turn_id)
+        since = said_since(store, turn_id, at)
+        if current is None and since is not None:  # rated and withdrawn since: that stands
+            return Applied(since, changed=False, stale=True)
         if current is not None:
             older = source == NOTIFICATION and current.source != NOTIFICATION
-            if older or given_after(current, at):
+            if older or since is not None:
                 # A reply that only says why, to the very verdict given elsewhere, is kept
                 # as that verdict's comment; anything else said before it is refused.
                 if (current.value == value and current.score == score and comment

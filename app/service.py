@@ -95,7 +95,10 @@ class Service:
         """Move every waiting hook record into the database (safe to call any time).
 
         ``/rl`` commands among them rate by app/rating.py's rules inside the spool's
-        transaction; their turns are told to the rating listeners here.
+        transaction; their turns are told to the rating listeners here. A notification's
+        press that waited in the spool (the database was busy) leaves or takes back the
+        note for the next prompt as a press stored at once does (``rate``); a `/rl`'s
+        note is the hook's own.
         """
         from rltray.app.hooks import registry
 
@@ -111,6 +114,10 @@ class Service:
                 f"dropped {count} {agent} record(s): capture from {agent} is off "
                 f"(agents.{settings_of[agent]})",
             )
+        for turn_id in dict.fromkeys(report.pressed):
+            turn = self.store.get_turn(turn_id)
+            if turn is not None:
+                self._note_for_next_prompt(turn, self.store.active_rating(turn_id))
         if report.turns or report.commands:
             self.changed(rated=report.rated)
         return report
@@ -176,10 +183,12 @@ class Service:
         turn = self._turn(turn_id)
         applied = rating.apply(self.store, turn.id, value, source, comment, at=at, score=score)
         if applied.stale:
+            kept = applied.rating
+            said = "rated" if kept.active else "rated and that rating withdrawn"
             self.store.log_event(
                 "rating",
                 f"a click on an older notification for turn {turn.id} was ignored: it was "
-                f"rated {word(applied.rating.value)} in the {applied.rating.source} since",
+                f"{said} {word(kept.value)} in the {kept.source} since",
             )
         if applied.changed:
             self._note_for_next_prompt(turn, applied.rating)
@@ -191,27 +200,34 @@ class Service:
         CLI, the window) is said to that session's next prompt, once, as `/rl bad why`
         typed in the agent is (issue 24); a rating taken back or turned good says nothing.
 
-        Only for the session's newest captured turn: the note tells the agent "your
-        previous answer", and a rating of an older answer (`rltray rate 12 bad -c …`, the
-        ratings window) is about another one, maybe one the agent no longer has in its
-        context. Such a rating leaves no note and takes none back (a waiting note is about
-        the newest answer): naming the older prompt instead would hand the agent, mid-task,
-        a correction to work it did not just do, and the comment still reaches it as a
-        lesson at the next session start."""
+        A note is written only for the session's newest captured turn: the note tells the
+        agent "your previous answer", and a rating of an older answer (`rltray rate 12 bad
+        -c …`, the ratings window) is about another one, maybe one the agent no longer has
+        in its context; the comment still reaches it as a lesson at the next session start.
+        (A note already written about this turn is rewritten with its new words.)
+
+        Taking one back is not limited so: the note names the turn it is about
+        (``lessonfiles.note_after_rating``), and a rating of that turn withdrawn, turned
+        good or deleted takes it back even after the session captured a later turn (the
+        prompt was on its way when the user rated), or the agent would be told of a bad
+        rating the user no longer gives. A rating of an older turn leaves a note about
+        another turn alone; one of the newest turn takes back any note."""
         from rltray.app.hooks import lessonfiles
 
         home = str(self.paths.home)
-        if self.store.session_turn_after(turn.agent, turn.session, turn.captured_at, turn.id):
-            return
+        newest = not self.store.session_turn_after(
+            turn.agent, turn.session, turn.captured_at, turn.id
+        )
         try:
             if rating is not None and rating.value < 0 and rating.comment:
-                from rltray.app.scrub import scrub  # the note waits in a file: no credential
+                if newest or lessonfiles.note_names(home, turn.agent, turn.session, turn.turn):
+                    from rltray.app.scrub import scrub  # the note waits in a file: no credential
 
-                lessonfiles.note_after_rating(
-                    home, turn.agent, turn.session, scrub(rating.comment), rating.score
-                )
+                    lessonfiles.note_after_rating(home, turn.agent, turn.session,
+                                                  scrub(rating.comment), rating.score, turn.turn)
             else:
-                lessonfiles.drop_note(home, turn.agent, turn.session)
+                lessonfiles.drop_note(home, turn.agent, turn.session,
+                                      None if newest else turn.turn)  # fmt: skip
         except OSError as exc:  # a note is a courtesy: the rating itself is stored
             self.store.log_event("lessons", f"no note for the next prompt: {exc}")
 

@@ -80,12 +80,16 @@ class IngestReport:
     messages: list[str] = field(default_factory=list)
     new_turns: list[int] = field(default_factory=list)  # ids stored by this pass (to ask about)
     rated: list[int] = field(default_factory=list)  # turns whose rating a /rl command changed
+    # of those, the turns a notification's kept press (PRESS_EVENT) rated: the service says
+    # a Bad's reply to the session's next prompt, as for a press it stored itself
+    pressed: list[int] = field(default_factory=list)
     ignored: dict[str, int] = field(default_factory=dict)  # agent -> records of an agent turned off
     durations: dict[int, float] = field(default_factory=dict)  # seconds each new turn took
 
     def merge(self, other: IngestReport) -> None:
         self.new_turns.extend(other.new_turns)
         self.rated.extend(other.rated)
+        self.pressed.extend(other.pressed)
         for agent, count in other.ignored.items():
             self.ignored[agent] = self.ignored.get(agent, 0) + count
         self.durations.update(other.durations)
@@ -214,6 +218,9 @@ def validate(obj: object) -> dict[str, Any]:
             "target_turn": _optional(obj, "target_turn", 200),
             # OpenClaw: a reaction names "<channel>:<message id>" where the hook knew no turn
             "target_message": _optional(obj, "target_message", 400),
+            # ...and the run a piece of a split reply is taken for, where the store has no
+            # record of that message id itself (events_openclaw._turn_of_reaction)
+            "guess_turn": _optional(obj, "guess_turn", 200),
             "comment": _optional(obj, "comment", MAX_COMMENT),
             "event": _optional(obj, "event", 40),
             # `/rl lesson`: the folder it was typed in (absent from older hooks' records)
@@ -310,10 +317,16 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
         store.log_event("command", f"/rl {command} with no captured turn in {where}; nothing done")
     elif command != "status":
         turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{target}")
+        guess = rec.get("guess_turn")
         if turn is None and rec.get("target_message"):  # a reaction the hook could not place
             channel, _, message = rec["target_message"].rpartition(":")
-            found = store.turn_by_message(rec["agent"], channel or None, message)
+            found = store.turn_by_message(rec["agent"], channel or None, message, rec["session"])
             turn = store.get_turn(found) if found is not None else None
+            if turn is None and guess is not None:
+                # no record of the id itself: a piece of a split reply, taken for the reply
+                # the hook saw next in that chat (the store's exact record always wins)
+                target = guess
+                turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{target}")
         if turn is None:
             key = f"{rec['agent']}:{rec['session']}:{target}"
             if store.was_deleted(key):
@@ -321,6 +334,9 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
                                  "user deleted.")
             if target is not None and _age_s(rec) < WAIT_FOR_TURN_S:
                 raise NotYet(name)
+            if target is None:  # a reaction or button on a message no stored answer went as
+                raise SpoolError(f"{command} on message {rec['target_message']} of {where} "
+                                 "names no answer rltray stored.")
             raise SpoolError(
                 f"/rl {command} names turn {target!r} of {where}, which was never stored."
             )
@@ -330,7 +346,7 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
             store.log_event("command", f"/rl undo typed in {where} was read after turn "
                             f"{turn.id} was rated again in the {current.source}; kept that")
         elif command == "undo":
-            changed = store.undo("agent", turn_id=turn.id) is not None
+            changed = store.undo("agent", turn_id=turn.id, at=when) is not None
             if not changed:
                 store.log_event("command", f"/rl undo: turn {turn.id} had no active rating")
         else:
@@ -342,12 +358,15 @@ def _apply_command(rec: dict[str, Any], name: str, store: Store, report: IngestR
             if applied.stale:
                 kept = applied.rating
                 said = f"{command} pressed on a notification" if press else f"/rl {command} typed"
+                since = "rated" if kept.active else "rated and that rating withdrawn"
                 store.log_event("command", f"{said} in {where} was read after turn "
-                                f"{turn.id} was rated {rating.label(kept.value, kept.score)} in "
-                                f"the {kept.source}; kept that")
+                                f"{turn.id} was {since} {rating.label(kept.value, kept.score)} "
+                                f"in the {kept.source}; kept that")
     store.mark_command_applied(name, command, None if turn is None else turn.id)
     if changed and turn is not None:
         report.rated.append(turn.id)
+        if rec.get("event") == PRESS_EVENT:
+            report.pressed.append(turn.id)
     if turn is not None and rec.get("event") == "codex-notify":
         # The prompt hook did not take it (Codex's hooks not trusted yet): tell the user
         # that the `$rl` that went to the model still rated the answer before it.
@@ -373,11 +392,11 @@ def _add_lesson(rec: dict[str, Any], store: Store) -> None:
     text = (rec.get("comment") or "").strip()
     if not text:
         raise SpoolError("/rl lesson needs the lesson's words after it (/rl lesson <text>).")
-    folder = rec.get("cwd")
+    folder = _absolute(rec.get("cwd"))
     if not folder and rec["target_turn"] is not None:
         turn = store.turn_by_source_key(f"{rec['agent']}:{rec['session']}:{rec['target_turn']}")
-        folder = turn.cwd if turn is not None else None
-    folder = folder or store.session_folder(rec["agent"], rec["session"])
+        folder = _absolute(turn.cwd) if turn is not None else None
+    folder = folder or _absolute(store.session_folder(rec["agent"], rec["session"]))
     try:
         key = store.add_lesson(text, folder)
     except StoreError as exc:  # too long: the user reads why in spool/rejected/
@@ -386,20 +405,32 @@ def _add_lesson(rec: dict[str, Any], store: Store) -> None:
     store.log_event("lessons", f"lesson {key} added by /rl lesson in {rec['agent']} for {where}")
 
 
+def _absolute(folder: str | None) -> str | None:
+    """``folder`` when it is an absolute path, else None.
+
+    A lesson's project is keyed by its folder's absolute path (``lessonfiles.key``), which
+    makes a relative one absolute against the directory the tray happens to run in: a
+    lesson from a record naming "shop" or "." was told in whatever project sat there.
+    """
+    return folder if folder and os.path.isabs(folder) else None
+
+
 def _store_record(
     paths: Paths, store: Store, name: str, report: IngestReport, ignore: frozenset[str]
 ) -> None:
     """Validate, scrub and store one record inside the caller's transaction.
 
     A record of an agent in ``ignore`` (its ``agents.<name>`` setting is off) is
-    dropped unread beyond validation: the user asked rltray not to capture it.
+    dropped unread beyond validation: the user asked rltray not to capture it. Not a
+    notification's kept press (``PRESS_EVENT``): that is the user's rating of a turn
+    already stored, given in rltray itself, which only waited for the database.
     """
     try:
         obj = json.loads(_read(paths.spool_incoming / name).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpoolError(f"The file is not valid UTF-8 JSON ({exc}).") from None
     rec = validate(obj)
-    if rec["agent"] in ignore:
+    if rec["agent"] in ignore and not (rec["kind"] == "command" and rec["event"] == PRESS_EVENT):
         report.ignored[rec["agent"]] = report.ignored.get(rec["agent"], 0) + 1
         return
     rec = scrub_record(rec)

@@ -179,6 +179,7 @@ class Notifier:
         self._watched: Any = None  # the bus connection whose server changes are followed
         self._shown: dict[int, str] = {}  # turn id -> the notification asking about it
         self._groups: dict[str, int] = {}  # session -> the turn its notification asks about
+        self._server = 0  # counts changes of notification server (``_server_changed``)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -455,7 +456,17 @@ class Notifier:
         closed, withdrawn); any other is let go at once: nothing answers it.
         """
         dispatched = asyncio.Event()
+        server = self._server
         identifier = await self._desktop.send(on_dispatched=dispatched.set, **kwargs)
+        if dispatched.is_set() and server != self._server:
+            # The server that took it went away while the send was in flight (the change of
+            # owner was read before this resumed): its bubble went with it, and its id is one
+            # the next server gives to another notification. Record nothing; ``_server_changed``
+            # already cleared what was kept before.
+            logger.info("the notification server changed while a notification was sent; "
+                        "it went with the old server")
+            self._let_go(identifier)
+            return False
         if dispatched.is_set():
             if turn_id is not None:
                 self._shown[turn_id] = identifier
@@ -487,11 +498,18 @@ class Notifier:
     def _prune_closed(self) -> None:
         """Forget the rating notifications desktop-notifier saw end (expired, closed).
 
-        It drops one from its cache on every close reason but calls back only for
-        "dismissed", so its cache says what is still on screen (private, read
-        defensively: without it a notification is kept until answered or withdrawn).
+        D-Bus only: there it drops one from its cache on every close reason but calls back
+        only for "dismissed", and a closed bubble is gone, so its cache says what is still
+        on screen (private, read defensively: without it a notification is kept until
+        answered or withdrawn). Its Windows backend drops a toast from the cache when it
+        times out too, but that toast stays in Action Center with live buttons: forgotten
+        here, rltray could never withdraw it, and answered toasts piled up there. Elsewhere
+        what is kept goes when the notification is answered, dismissed or withdrawn.
         """
-        cache = getattr(getattr(self._desktop, "_backend", None), "_notification_cache", None)
+        backend = getattr(self._desktop, "_backend", None)
+        if not _closes_for_good(backend):
+            return
+        cache = getattr(backend, "_notification_cache", None)
         if not isinstance(cache, dict):
             return
         for turn_id, identifier in list(self._shown.items()):
@@ -556,6 +574,7 @@ class Notifier:
         """
         logger.info("the notification server changed (%s -> %s): forgetting %d notification(s)",
                     old or "none", new or "none", len(self._shown))  # fmt: skip
+        self._server += 1  # a send in flight records nothing of the old server's (``_send``)
         self._shown.clear()
         self._groups.clear()
         self._probed = False
@@ -636,6 +655,13 @@ class Notifier:
                 logger.warning("%s", sentence)
             else:
                 logger.info("resolved: %s", before)
+
+
+def _closes_for_good(backend: object) -> bool:
+    """Whether a notification that ``backend`` saw close is gone from the screen: desktop-
+    notifier's D-Bus backend (a closed bubble is gone), not its WinRT one (a toast that timed
+    out waits in Action Center). By module name: dbus-fast is not installed everywhere."""
+    return any(cls.__module__ == "desktop_notifier.backends.dbus" for cls in type(backend).__mro__)
 
 
 def _resolve(future: concurrent.futures.Future[bool], value: bool) -> None:

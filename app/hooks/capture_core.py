@@ -987,7 +987,7 @@ def run_command(hook, session, state, folder, sub, comment, cwd=None):
         if sub == "undo":
             return "rltray: nothing to undo in this session."
         return "rltray: no answer has been captured in this session yet, so nothing was rated."
-    leave_note(hook, session, sub, comment)
+    leave_note(hook, session, sub, comment, target, target == last_turn)
     if sub == "undo":
         state.pop("last_rated_turn", None)
         state.pop("last_rated_preview", None)
@@ -1010,10 +1010,12 @@ def unanswered(state):
     return _num(state.get("prompt_at")) > _num(state.get("last_turn_at")) > 0
 
 
-def leave_note(hook, session, sub, comment):
+def leave_note(hook, session, sub, comment, target=None, newest=True):
     """After `/rl bad <why>` (or a 1 or 2 with a why) the session's next prompt tells the agent
     why, once (``lessonfiles.take_note``); a good rating or an undo takes a waiting note back.
-    Not for a command seen by notify: that `/rl` reached the model itself."""
+    Not for a command seen by notify: that `/rl` reached the model itself. The note names
+    ``target``, the turn rated; an undo of an older turn than the ``newest`` takes back only
+    a note about that turn (a later `/rl bad` about the newest one stays)."""
     lessons = sibling("lessonfiles")
     if lessons is None or hook.event.endswith("-notify"):
         return
@@ -1024,9 +1026,9 @@ def leave_note(hook, session, sub, comment):
             # (scrub is None when one may be there and the scrubber did not load: no note)
             kept = hook.scrub(comment) if comment else comment
             if kept:
-                lessons.note_after_rating(hook.home, hook.agent, session, kept, score)
+                lessons.note_after_rating(hook.home, hook.agent, session, kept, score, target)
         else:
-            lessons.drop_note(hook.home, hook.agent, session)
+            lessons.drop_note(hook.home, hook.agent, session, None if newest else target)
     except OSError as exc:
         hook.log(f"note for the next prompt not written: {exc.strerror or exc}")
 

@@ -12,8 +12,9 @@ program with one JSON payload on stdin per OpenClaw hook:
   spooled as a ``message`` record for the store, so a reaction finds its turn after any
   restart of the gateway or the tray. OpenClaw names only the last message of a reply it
   split (Telegram's 4096 characters, block streaming): a reaction on an earlier piece is
-  placed by the next remembered id of its chat (``_turn_of_reaction``). rltray's own `/rl`
-  answers are remembered too, as no turn, so nothing before one is taken for the next answer.
+  placed by the next remembered id of its chat, when the store has no record of the id
+  itself (``_turn_of_reaction``). rltray's own `/rl` answers are remembered too, as no turn,
+  so nothing before one is taken for the next answer.
 - ``react`` (``before_agent_run``): OpenClaw fires nothing when a reaction arrives; it puts
   ``System: [<time>] Telegram reaction added: 👍 by … on msg N`` into the internal-context
   block of the session's next run, read here, so such a rating lands when someone next
@@ -50,7 +51,10 @@ USAGE = ("rltray: usage: /rl good [comment] | /rl bad [comment] | /rl 1-5 [comme
 REACTIONS = {"\U0001f44d": "good", "\U0001f44e": "bad"}
 MESSAGES_KEPT = 500  # delivered message ids remembered per session, newest kept
 CHATS_KEPT = 200  # chats whose last turn a session's state keeps, most recent kept
-GAP_MAX = 50  # a split reply's pieces lie this close below its last, remembered, message id
+# A split reply's pieces lie this close below its last, remembered, message id: ten pieces
+# are 40,000 characters at Telegram's 4096, or ten blocks of block streaming. Small on
+# purpose: the guess is only a guess, and a wider gap reaches other answers.
+GAP_MAX = 10
 OWN_REPLY = ""  # a remembered message that was rltray's own `/rl` answer: no turn's
 TRIGGERS = (None, "user")  # heartbeat, cron and follow-up runs are OpenClaw's, not the user's
 GROUP_KEYS = (":group:", ":channel:", ":supergroup:")  # index.js isDirect(): a group's session
@@ -339,47 +343,59 @@ def sent(hook, payload):
 
 
 def _turn_of_reaction(messages, message):
-    """(turn, chat, why not) for a reaction on ``message``, from a session's remembered ids.
+    """(turn, chat, why not, guess) for a reaction on ``message``, from a session's
+    remembered ids.
 
     OpenClaw's line names no chat, and the run it arrives with may be another chat's (one
     session for every direct chat), so every direct chat of the session is searched for
-    the id itself; where none remembers it, for a piece of a split reply: the next
-    remembered id above it within ``GAP_MAX`` (a reaction is reported only on the bot's
-    messages, and the pieces of one reply come before its last; rltray's own `/rl`
-    answers are remembered as no turn, so what precedes one is never taken for the answer
-    after it). Found in more than one chat, or in a group's: nothing is rated. Found
-    nowhere: (None, the session's one direct chat if it has one, None), for the store."""
+    the id itself: found in one, that chat's turn (``turn``); in more than one, or in a
+    group's, nothing is rated (``why not``). Not found (the session keeps the last
+    ``MESSAGES_KEPT`` ids, and a piece of a split reply was never named), the store's
+    record of the id decides (``target_message``, with the chat when the session has only
+    one); ``guess`` is only its fallback, for a piece of a split reply: the next remembered
+    id above within ``GAP_MAX`` (a reaction is reported only on the bot's messages, and the
+    pieces of one reply come before its last), looked for only in the reaction's own chat,
+    which is known only when the session holds one direct chat: in a session several people
+    share, the next id above in another person's chat would rate their answer. rltray's own
+    `/rl` answers are remembered as no turn, so what precedes one is never taken for the
+    answer after it."""
     number = int(message) if message.isascii() and message.isdigit() else None
-    found, above, chats = {}, {}, set()
+    found, chats, ids = {}, set(), {}
     for key, turn in messages.items():
         chat, colon, mid = key.rpartition(":")
         chat = chat if colon else None  # remembered before chats were told apart
         if _group_chat(chat):  # reactions count in direct chats only
             if mid == message:
-                return None, None, f"msg {message} is a group chat's"
+                return None, None, f"msg {message} is a group chat's", None
             continue
         chats.add(chat)
         if mid == message:
             found[chat] = turn
-        elif chat is not None and number is not None and mid.isascii() and mid.isdigit() \
-                and 0 < int(mid) - number <= GAP_MAX:
-            above.setdefault(chat, []).append((int(mid), turn))
-    if not found:  # a remembered id is surer than a guess: pieces are looked for only then
-        found = {chat: min(later)[1] for chat, later in above.items()}  # the next id above
-    if len(found) > 1:
-        return None, None, (f"msg {message} may be in {len(found)} chats of this session and "
-                            "which was meant cannot be told (OpenClaw's session.dmScope "
-                            "\"main\" puts every direct chat in one session)")
+        elif chat is not None and mid.isascii() and mid.isdigit():
+            ids.setdefault(chat, []).append((int(mid), turn))
+    direct = {c for c in chats if c is not None}
+    if len(found) > 1 or len(direct) > 1:
+        # Telegram numbers messages per chat: an id found in one chat of a session several
+        # direct chats share may be another message of the reaction's own chat that is not
+        # remembered (a user's message, a piece of a split reply), so only a session of one
+        # direct chat places a reaction (review 4)
+        return None, None, (f"msg {message}: {len(direct)} direct chats share this session, "
+                            "and which one the reaction came from cannot be told (OpenClaw's "
+                            "session.dmScope \"main\"; set it to \"per-channel-peer\" for "
+                            "reactions)"), None
     if found:
         chat, turn = found.popitem()
         if turn == OWN_REPLY:
-            return None, chat, f"msg {message} is or precedes rltray's own /rl answer, no turn's"
-        return core.text_or_none(turn), chat, None
+            return None, chat, f"msg {message} is rltray's own /rl answer, no turn's", None
+        return core.text_or_none(turn), chat, None, None
     chats.discard(None)
-    if len(chats) > 1:
-        return None, None, (f"msg {message} is not remembered and this session spans "
-                            f"{len(chats)} chats")
-    return None, (chats.pop() if chats else None), None
+    if len(chats) != 1:  # the reaction's chat cannot be told: the store's record only
+        return None, None, None, None
+    chat = chats.pop()
+    later = [(mid, turn) for mid, turn in ids.get(chat, ())
+             if number is not None and 0 < mid - number <= GAP_MAX]
+    guess = min(later)[1] if later else None
+    return None, chat, None, (None if guess == OWN_REPLY else core.text_or_none(guess))
 
 
 def react(hook, payload):
@@ -405,28 +421,31 @@ def react(hook, payload):
     hook.save_state(folder, key, known)
     channel = core.text_or_none(payload.get("channel"))
     for _, (emoji, message) in fresh:
-        turn, chat, why = _turn_of_reaction(messages, message)
+        turn, chat, why, guess = _turn_of_reaction(messages, message)
         if why is not None:
             hook.log(f"reaction on msg {message} not counted: {why}")
             continue
         # a message not remembered here (state pruned) is found by the store
         record = _rating_record(hook, session, REACTIONS[emoji], message, turn,
-                                _where(channel, chat), "openclaw-react")
+                                _where(channel, chat), "openclaw-react", guess)
         try:
             hook.spool(record)
         except Exception as exc:
             hook.log(f"reaction on msg {message} not recorded: {type(exc).__name__}: {exc}")
 
 
-def _rating_record(hook, session, sub, message, turn, channel, event):
+def _rating_record(hook, session, sub, message, turn, channel, event, guess=None):
     """A ``command`` record rating the turn of ``message``: by its run id when this session's
     state remembers it, else by ``<channel>[:<chat>]:<message id>`` for the store to look up
-    (``channel`` is ``_where``'s)."""
+    (``channel`` is ``_where``'s), with ``guess_turn``, the run a split reply's piece is
+    taken for, only where the store has no record of the id (app/spool.py)."""
     record = {"kind": "command", "agent": hook.agent, "session": session, "command": sub,
               "target_turn": turn, "comment": None, "captured_at": core.iso_now(),
               "event": event}
     if turn is None:
         record["target_message"] = f"{channel or ''}:{message}"[:200]
+        if guess is not None:
+            record["guess_turn"] = guess[:200]
     return record
 
 

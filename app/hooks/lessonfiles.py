@@ -23,6 +23,10 @@ next prompt (``note_after_rating``; the hook's ``/rl bad …`` writes it, the se
 it for a Bad click with a comment). The prompt hook takes it (``take_note``: read, then
 deleted, so it is said once) and hands it to the agent. Notes live beside the hook's
 per-session state, ``spool/sessions/<agent>-<16 hex of the session's SHA-256>.note``.
+A note's first line names the turn it is about (``turn:<16 hex of the turn key's SHA-256>``,
+never said to the agent): withdrawing, flipping or deleting that turn's rating takes its
+note back even after the session captured a later turn, and a rating of another, older
+turn leaves a note about the newest one alone (``drop_note``).
 """
 
 import os
@@ -131,9 +135,10 @@ def rating_note(comment, score=None):
     return f"The user rated your previous answer {said} in rltray and said why: {why}"
 
 
-def note_after_rating(home, agent, session, comment, score=None):
+def note_after_rating(home, agent, session, comment, score=None, turn=None):
     """Leave ``rating_note`` for the next prompt of ``agent``'s ``session`` (replacing any
-    waiting one); nothing when there is no comment. Written whole (temp + rename, 0600)."""
+    waiting one), naming ``turn`` (the rated turn's key in its session) on its first line;
+    nothing when there is no comment. Written whole (temp + rename, 0600)."""
     if not comment or not comment.strip():
         return
     path = note_path(home, agent, session)
@@ -141,27 +146,50 @@ def note_after_rating(home, agent, session, comment, score=None):
     tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, rating_note(comment, score).encode("utf-8", "replace"))
+        head = f"{_TURN}{_sha16(turn)}\n" if turn is not None else ""
+        os.write(fd, (head + rating_note(comment, score)).encode("utf-8", "replace"))
     finally:
         os.close(fd)
     os.replace(tmp, path)
 
 
-def drop_note(home, agent, session):
-    """The user took the bad rating back (undo, or rated the answer good): no note."""
+def note_names(home, agent, session, turn):
+    """Whether the waiting note of ``session`` names ``turn`` as the one it is about (False
+    when no note waits, and for a note an older rltray wrote, which names none)."""
+    data = _read_note(note_path(home, agent, session))
+    return data is not None and _named(data) == _sha16(turn)
+
+
+def drop_note(home, agent, session, turn=None):
+    """The user took the bad rating back (undo, rated the answer good, deleted it): no note.
+
+    ``turn``: only a note about that turn is dropped (or one an older rltray wrote, which
+    names none and so may be about it), so taking back the rating of an older answer
+    leaves the note about the newest one; None: any note (a judgement on the session's
+    newest answer supersedes whatever note waits)."""
+    path = note_path(home, agent, session)
+    if turn is not None:
+        data = _read_note(path)
+        if data is None or _named(data) not in (None, _sha16(turn)):
+            return
     try:  # noqa: SIM105 (contextlib costs import time in the hook)
-        os.unlink(note_path(home, agent, session))
+        os.unlink(path)
     except OSError:
         pass
 
 
-def take_note(home, agent, session):
-    """The note waiting for this session, deleted as it is read (said once); None if none.
+_TURN = "turn:"  # a note's first line: the turn it is about (``note_after_rating``)
 
-    Never through a link, never more than a note's size; a note two prompts raced for
-    goes to the one whose delete succeeded.
-    """
-    path = note_path(home, agent, session)
+
+def _named(data):
+    """The 16 hex digits of the turn a note's bytes name, or None (an older note)."""
+    if not data.startswith(_TURN.encode("ascii")):
+        return None
+    return data.split(b"\n", 1)[0][len(_TURN):].decode("ascii", "replace")
+
+
+def _read_note(path):
+    """A note's bytes (never through a link, never more than a note's size), or None."""
     try:
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -171,11 +199,25 @@ def take_note(home, agent, session):
 
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = os.read(fd, NOTE_CHARS * 4 + 200)
+        return os.read(fd, NOTE_CHARS * 4 + 200)
     finally:
         os.close(fd)
+
+
+def take_note(home, agent, session):
+    """The note waiting for this session, deleted as it is read (said once); None if none.
+
+    Never through a link, never more than a note's size; a note two prompts raced for
+    goes to the one whose delete succeeded. The line naming its turn is not said.
+    """
+    path = note_path(home, agent, session)
+    data = _read_note(path)
+    if data is None:
+        return None
     try:
         os.unlink(path)
     except OSError:
         return None
+    if _named(data) is not None:
+        data = data.partition(b"\n")[2]
     return " ".join(data.decode("utf-8", "replace").split()) or None

@@ -12,7 +12,8 @@ tests/agents/test_real_lessons.py), so the file holds the lessons for any folder
 It is rltray's file, beside the user's, never one of theirs: ``refresh`` rewrites it when
 the lessons change (the service calls it after writing them) only while it still holds
 exactly what rltray last wrote (the install manifest keeps that hash), so once the user
-edits it, it is theirs and rltray leaves it alone; deleting it ends the opt-in. The files
+edits it, it is theirs and rltray leaves it alone; deleting it ends the opt-in (only while
+its config folder is there: a folder on a drive not mounted now deleted nothing). The files
 refreshed are those the manifest records, wherever ``$CLAUDE_CONFIG_DIR`` pointed when
 they were installed: the tray refreshing them may not have that variable.
 ``rltray hooks uninstall`` removes it unless edited (``managed.Editor``). Codex has no
@@ -113,7 +114,10 @@ def _refresh_one(target: Path, paths: Paths) -> bool:
     if entry is None:
         return False  # never asked for
     if not state.existed:
-        manifest.put(state.path, None)  # the user deleted it: that ends the opt-in
+        if state.path.parent.parent.is_dir():  # the user deleted it: that ends the opt-in
+            manifest.put(state.path, None)
+        # else its config folder is not there now (a drive not mounted, a home folder on a
+        # network share that is down): nothing was deleted, it is refreshed once it is back
         return False
     if entry.get("written_sha256") != sha256(state.data):
         return False  # edited: the user's now

@@ -45,6 +45,11 @@ REFRESH_LOCK = ".refresh.lock"
 WRITTEN = ".written"
 LOCK_WAIT_S = 10.0
 SCOPES = ("project", "global")
+#: The lessons' wording (``render.py``'s texts): part of what the files were written from
+#: (``_fingerprint``), so an rltray with other words (an older tray beside a newer CLI)
+#: rewrites files the other wrote from the same ratings instead of taking them for its own.
+#: Raise it with any change to what ``render`` writes.
+WORDING = 2
 
 
 class Host(Protocol):
@@ -83,6 +88,9 @@ class LessonIntents:
         #: (switches, the store's change mark, the date, ``_marks``) when the texts were last
         #: known current
         self._unchanged_since: tuple[Any, ...] | None = None
+        #: why the files could not be refreshed, once said (a read-only data folder would
+        #: otherwise log it at every refresh, every few seconds)
+        self._trouble: str | None = None
 
     def record_members(self) -> None:
         """Rows decided before the store kept the turns behind each lesson record them now.
@@ -293,15 +301,26 @@ class LessonIntents:
                 log.warning("lesson files not refreshed: %s is held",
                             home / lessonfiles.FOLDER / REFRESH_LOCK)  # fmt: skip
                 return False
+            except OSError as exc:  # a read-only data folder, a file where the folder goes
+                self._say_trouble(f"lesson files not refreshed: {exc}")
+                return False
             if wrote is not None:
                 self._unchanged_since = quick
+                self._trouble = None
             return bool(wrote)
+
+    def _say_trouble(self, said: str) -> None:
+        """Warn that the files cannot be written, once until it changes or they are written:
+        the refresh runs every few seconds, and a traceback each time buried the log."""
+        if said != self._trouble:
+            log.warning("%s", said)
+            self._trouble = said
 
     def _write_files(self, on: dict[str, bool], home: Path) -> bool | None:
         """Read the store and write the files (under the refresh lock): whether it wrote,
         None when it could not (the next refresh tries again)."""
         if not any(on.values()):
-            stamp = repr(on)
+            stamp = repr(on)  # no text: no wording to tell apart
             inputs = None
         else:
             inputs = self._inputs()
@@ -316,7 +335,7 @@ class LessonIntents:
                 else:
                     lessonfiles.clear(str(home), agent)
             except OSError as exc:  # a file of the user's in the way, a full disk
-                log.warning("lesson files of %s not written: %s", agent, exc)
+                self._say_trouble(f"lesson files of {agent} not written: {exc}")
                 return None
         record = {"from": stamp, "folders": _marks(home, on)}
         try:
@@ -406,9 +425,10 @@ def _marks(home: Path, on: dict[str, bool]) -> list[int | None]:
 
 
 def _fingerprint(on: dict[str, bool], inputs: tuple[list[Any], list[Any]], now: datetime) -> str:
-    """What the texts depend on: switches, ratings behind lessons, decisions, today's date."""
-    digest = hashlib.sha256(repr((sorted(on.items()), inputs, now.date())).encode("utf-8"))
-    return digest.hexdigest()
+    """What the texts depend on: the wording, switches, ratings behind lessons, decisions,
+    today's date."""
+    what = (WORDING, sorted(on.items()), inputs, now.date())
+    return hashlib.sha256(repr(what).encode("utf-8")).hexdigest()
 
 
 def _entry(agent: str) -> registry.Entry:

@@ -42,7 +42,9 @@ class Messages(StoreBase):
             )
             return int(row[0])
 
-    def turn_by_message(self, agent: str, channel: str | None, message_id: str) -> int | None:
+    def turn_by_message(
+        self, agent: str, channel: str | None, message_id: str, session: str | None = None
+    ) -> int | None:
         """The id of the turn whose answer ``message_id`` was, or None.
 
         In a known chat: that chat's message, else one whose chat was not known. With no
@@ -52,13 +54,28 @@ class Messages(StoreBase):
         No chat is a reaction's lookup (OpenClaw's reaction line names none), and reactions
         count in direct chats only: a group's message (Telegram numbers group chats below
         zero) is never its answer, or anyone a group admits could rate by reacting.
+
+        ``session``, with no chat: only that session's answers, and none at all when they
+        went to more than one direct chat. Telegram numbers messages per chat, so
+        the one answer of that number in another chat may be another person's while the
+        reaction was on a message of the user's own chat that no answer went as (review 4).
         """
         name, chat = split_channel(channel)
+        mine = " AND turn_id IN (SELECT id FROM turns WHERE agent = ? AND session = ?)"
+        within = session is not None and not chat  # a button names its chat: exact
         rows = self._read(
             "SELECT chat, turn_id FROM turn_messages WHERE agent = ? AND channel = ?"
-            " AND message_id = ?",
-            (agent, name, message_id),
+            " AND message_id = ?" + (mine if within else ""),
+            (agent, name, message_id, *((agent, session) if within else ())),
         )
+        if within:
+            chats = self._read(
+                "SELECT DISTINCT chat FROM turn_messages WHERE agent = ? AND channel = ?"
+                " AND chat != '' AND chat NOT LIKE '-%'" + mine,
+                (agent, name, agent, session),
+            )
+            if len(chats) > 1:
+                return None
         by_chat = {str(c): int(t) for c, t in rows if chat or not str(c).startswith("-")}
         if chat in by_chat:
             return by_chat[chat]

@@ -403,18 +403,25 @@ class TurnsAndRatings(StoreBase):
             row = conn.execute(f"SELECT {_RATING_COLS} FROM ratings WHERE id = ?", (cur.lastrowid,))
             return _rating(row.fetchone())
 
-    def undo(self, source: str, turn_id: int | None = None) -> Rating | None:
-        """Withdraw the newest active rating (or that turn's); returns it, or None if none."""
+    def undo(
+        self, source: str, turn_id: int | None = None, at: datetime | None = None
+    ) -> Rating | None:
+        """Withdraw the newest active rating (or that turn's); returns it, or None if none.
+
+        ``at``: when the user said so (a `/rl undo` read from the spool), as ``rate`` takes
+        it: a withdrawal stamped when it was read would look later than a rating the user
+        gave after it (app/rating.py ``said_since``) and refuse it. None: now.
+        """
         _check_source(source)
         with self._write() as conn:
             sql = f"SELECT {_RATING_COLS} FROM ratings WHERE withdrawn_at IS NULL"
             params: tuple[Any, ...] = ()
             if turn_id is not None:
                 sql, params = sql + " AND turn_id = ?", (turn_id,)
-            row = conn.execute(sql + " ORDER BY rated_at DESC, id DESC LIMIT 1", params).fetchone()
+            row = conn.execute(sql + " ORDER BY id DESC LIMIT 1", params).fetchone()
             if row is None:
                 return None
-            when = utc_iso()
+            when = utc_iso(at)
             conn.execute(
                 "UPDATE ratings SET withdrawn_at = ?, withdrawn_by = ? WHERE id = ?",
                 (when, source, row[0]),
@@ -423,10 +430,14 @@ class TurnsAndRatings(StoreBase):
             return _rating(fresh.fetchone())
 
     def latest_rating(self) -> Rating | None:
-        """The rating given last, withdrawn or not: what `undo` means by "my last rating"."""
-        rows = self._read(
-            f"SELECT {_RATING_COLS} FROM ratings ORDER BY rated_at DESC, id DESC LIMIT 1"
-        )
+        """The rating stored last, withdrawn or not: what `undo` means by "my last rating".
+
+        In the order ratings were stored (ids only grow), not by ``rated_at``: a press or
+        a `/rl` that waited in the spool carries the older time it was given, and by that
+        time a rating given while it waited came "last", so `rltray undo` reached past the
+        rating that had just taken effect (or said there was nothing to undo).
+        """
+        rows = self._read(f"SELECT {_RATING_COLS} FROM ratings ORDER BY id DESC LIMIT 1")
         return _rating(rows[0]) if rows else None
 
     def rating_changes(self, mark: tuple[int, str] | None) -> tuple[list[int], tuple[int, str]]:
@@ -435,7 +446,9 @@ class TurnsAndRatings(StoreBase):
         For a process that did not make the change (the running rltray when the
         CLI or another window rated): a new rating row has a higher id, and a
         withdrawal without a new rating (undo) a later ``withdrawn_at``. ``None``
-        takes today's mark and reports nothing.
+        takes today's mark and reports nothing. (A `/rl undo` read from the spool carries
+        the time it was typed, seconds earlier: it is missed here only if a withdrawal with
+        a later time was stored before this mark was taken.)
         """
         rows = self._read(
             "SELECT COALESCE(MAX(id), 0), COALESCE(MAX(withdrawn_at), '') FROM ratings"

@@ -218,6 +218,66 @@ def test_rating_an_older_answer_leaves_no_note_about_the_newest_one(home: Path) 
         assert next_prompt() is None  # once
 
 
+def test_a_note_goes_with_its_turns_rating_even_after_a_later_turn(home: Path) -> None:
+    """Regression (review 4, item 1): the note after a Bad with a why, given while the next
+    prompt was already on its way, outlived the user taking the rating back (undo, good,
+    delete) once that prompt's answer was captured: the note was taken back only while its
+    turn was the session's newest, so the agent was still told "your previous answer was
+    rated bad: why". And an undo of an older turn's rating took back the note about the
+    newest one. A note names its turn; only that turn's rating takes it back."""
+    from rltray.app.paths import Paths
+    from rltray.app.service import Service
+
+    def next_prompt(sid: str) -> str | None:
+        return context(answer(run_hook(home, "claude-prompt", {"session_id": sid,
+                                                                "prompt": "go on"})))
+
+    with Service(Paths.from_env(os.environ)) as service:
+
+        def session_turns(sid: str) -> list[Any]:
+            return sorted((t for t in service.store.list_turns() if t.session == sid),
+                          key=lambda t: t.id)  # fmt: skip
+
+        def bad_while_the_next_prompt_runs(sid: str) -> int:
+            answered_turn(home, "claude", {"session_id": sid}, 1)
+            service.ingest()
+            (first,) = session_turns(sid)
+            run_hook(home, "claude-prompt", {"session_id": sid, "prompt": "question 2"})
+            service.rate(first.id, -1, comment="you ignored the failing test")
+            run_hook(home, "claude-stop", {"session_id": sid, "turn_id": "t2",
+                                           "last_assistant_message": "answer 2"})
+            service.ingest()  # the later turn is stored: the rated one is no longer the newest
+            return first.id
+
+        service.unrate(bad_while_the_next_prompt_runs("undone"))
+        service.rate(bad_while_the_next_prompt_runs("flipped"), 1)
+        service.delete_turns([bad_while_the_next_prompt_runs("deleted")], "a test")
+        kept = bad_while_the_next_prompt_runs("kept")
+        for sid in ("undone", "flipped", "deleted"):
+            assert next_prompt(sid) is None, sid
+        assert next_prompt("kept") == NOTE + "you ignored the failing test"  # nothing changed
+
+        # `/rl bad` on answer 1, told; answer 2 rated bad with a why in the window; then
+        # `/rl undo` (of answer 1, the last rated here) and a withdrawal of answer 1's rating
+        # in the CLI: neither is about answer 2, whose note stays
+        session = {"session_id": "older"}
+        answered_turn(home, "claude", session, 1)
+        blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl bad wrong file"}))
+        assert next_prompt("older") == NOTE + "wrong file"
+        run_hook(home, "claude-stop", {**session, "turn_id": "t2",
+                                       "last_assistant_message": "answer 2"})
+        service.ingest()
+        first, second = session_turns("older")
+        assert kept != first.id and first.rating is not None
+        service.rate(second.id, -1, comment="the migration has no down step")
+        blocked(run_hook(home, "claude-prompt", {**session, "prompt": "/rl undo"}))
+        service.ingest()
+        assert service.store.active_rating(first.id) is None
+        service.rate(first.id, -1)
+        service.unrate(first.id)
+        assert next_prompt("older") == NOTE + "the migration has no down step"
+
+
 @posix_only
 def test_an_untaken_note_goes_with_idle_session_state(home: Path) -> None:
     lessonfiles.note_after_rating(str(home), "codex", "gone", "why")

@@ -486,3 +486,64 @@ def test_a_comment_on_an_openclaw_chat_is_no_lesson_for_the_coding_agents(
     assert not [lesson for lesson in service.lessons.all() if "audit@" in lesson.words]
     service.rate(turn(service, make_turn), -1, comment="ran every test when asked for one")
     assert "ran every test" in (told(service, SHOP) or "")  # a coding agent's comment still is
+
+
+def test_an_rltray_with_other_wording_rewrites_files_written_from_the_same_ratings(
+    paths: Paths, make_turn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 4, item 9): what the files were written from named the ratings and
+    decisions but not the wording, so an older tray and a newer CLI (or the other way
+    round) found each other's files written "from the same" and kept them: the sessions
+    were told the other version's words until the next rating."""
+    from rltray.app.lessons import intents, render
+
+    tray = Service(paths)
+    try:
+        tray.set_setting("lessons.codex", True)
+        tray.rate(turn(tray, make_turn), -1, comment="ran the whole test suite")
+        ours = told(tray, SHOP)
+        assert ours is not None and ours.startswith("The user's own feedback")
+        words = render.texts
+
+        def older_words(lessons: object) -> dict[str, str]:
+            return {k: v.replace("The user's own feedback", "OLDER WORDING")
+                    for k, v in words(lessons).items()}  # fmt: skip
+
+        with monkeypatch.context() as older:  # another rltray, with words of its own
+            older.setattr(render, "texts", older_words)
+            older.setattr(intents, "WORDING", 1, raising=False)
+            with Service(paths) as other:
+                assert other.lessons.refresh() is True
+            assert (told(tray, SHOP) or "").startswith("OLDER WORDING")
+        assert tray.lessons.refresh() is True
+        assert told(tray, SHOP) == ours
+    finally:
+        tray.close()
+
+
+def test_a_data_folder_where_the_lesson_files_cannot_go_is_said_once(
+    paths: Paths, make_turn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (review 4, item 9): a data folder where the lessons folder cannot be made
+    or locked (read-only; here a file where it goes, since root ignores permissions) raised
+    out of every refresh, and each refresh logged a traceback, every few seconds. It is
+    one warning, until it changes; the ratings are stored all the same."""
+    import logging
+
+    service = Service(paths)
+    try:
+        service.set_setting("lessons.codex", True)
+        lessons = paths.home / lessonfiles.FOLDER
+        for child in sorted(lessons.rglob("*"), reverse=True):
+            child.rmdir() if child.is_dir() else child.unlink()
+        lessons.rmdir()
+        lessons.write_text("in the way")
+        with caplog.at_level(logging.WARNING):
+            for comment in ("first", "second", "third"):
+                outcome = service.rate(turn(service, make_turn), -1, comment=comment)
+                assert outcome.changed
+        said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert [r.getMessage().split(":")[0] for r in said] == ["lesson files not refreshed"]
+        assert not any(r.exc_info for r in caplog.records)
+    finally:
+        service.close()

@@ -21,8 +21,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from dbus_fast.annotations import DBusInt32, DBusStr, DBusUInt32
+from dbus_fast.service import dbus_method
+from desktop_notifier import Capability
+from desktop_notifier.backends.base import DesktopNotifierBackend
 from rltray.app.desktop.notifier import (
     COMMENT_TITLE,
     NO_BUS,
@@ -37,6 +42,9 @@ from tests.support.dbus_fixtures import (  # noqa: F401 (the two fixtures)
     NOTIFICATIONS,
     NOTIFICATIONS_PATH,
     BusThread,
+    DBusHints,
+    DBusStrList,
+    FakeNotificationServer,
     NotificationServer,
     PrivateSessionBus,
     notification_server_fixture,
@@ -460,6 +468,152 @@ def test_notifications_that_end_leave_nothing_behind(
     while kept() != (0, 0, 0, 0) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert kept() == (0, 0, 0, 0)
+
+
+class ReplacedWhileReplying(FakeNotificationServer):
+    """A server that another takes over (``--replace``: one NameOwnerChanged, from it to the
+    other) between taking a Notify and replying to it, so the notifier reads the change of
+    owner before the reply to its send."""
+
+    def __init__(self, successor: BusThread) -> None:
+        super().__init__(["actions", "body"])
+        self.successor = successor
+
+    @dbus_method()
+    async def Notify(  # type: ignore[override]
+        self,
+        app_name: DBusStr,
+        replaces_id: DBusUInt32,
+        app_icon: DBusStr,
+        summary: DBusStr,
+        body: DBusStr,
+        actions: DBusStrList,
+        hints: DBusHints,
+        expire_timeout: DBusInt32,
+    ) -> DBusUInt32:
+        import asyncio
+
+        from dbus_fast import NameFlag
+
+        record = FakeNotificationServer.Notify.__wrapped__  # the decorated one returns None
+        nid = record(self, app_name, replaces_id, app_icon, summary, body, actions, hints,
+                     expire_timeout)  # fmt: skip
+        taken = asyncio.run_coroutine_threadsafe(
+            self.successor.bus.request_name(NOTIFICATIONS, NameFlag.REPLACE_EXISTING),
+            self.successor._loop,
+        )
+        await asyncio.wrap_future(taken)
+        return nid
+
+
+def test_a_server_replaced_while_a_send_is_in_flight_leaves_no_id_behind(
+    session_bus: PrivateSessionBus, make_notifier, recorder: Recorder
+) -> None:
+    """Regression (review 4, item 5): a server that went away right after replying to Notify
+    could have its change of owner read before the send resumed; the send then recorded the
+    old server's id after everything was forgotten, and withdrawing that turn later closed
+    whatever the new server had given the same id, another application's bubble."""
+    from dbus_fast import NameFlag
+
+    successor, other = BusThread(session_bus.address), None
+    after = FakeNotificationServer(["actions", "body"])
+    successor.export(NOTIFICATIONS_PATH, after)
+    first = BusThread(session_bus.address)
+    before = ReplacedWhileReplying(successor)
+    first.export(NOTIFICATIONS_PATH, before)
+    first.call(lambda: first.bus.request_name(NOTIFICATIONS, NameFlag.ALLOW_REPLACEMENT))
+    try:
+        notifier = make_notifier()
+        notifier.ask(7, "Codex · p", "answer 7", group="codex:s1")
+        deadline = time.monotonic() + 5
+        while not (before.calls and after_owner(session_bus, successor)):
+            assert time.monotonic() < deadline, "the server was never replaced"
+            time.sleep(0.02)
+        other, other_id = _other_app_notifies(session_bus.address)
+        assert other_id == before.calls[0].id == 1  # the id turn 7's bubble had
+        notifier.withdraw([7])  # rated elsewhere meanwhile
+        assert notifier.send_test().result(10) is True  # every job before it has run
+        assert other_id not in after.closed
+        assert recorder.delivered == []  # it went with the old server
+    finally:
+        for bus in (other, first, successor):
+            if bus is not None:
+                bus.close()
+
+
+def after_owner(bus: PrivateSessionBus, successor: BusThread) -> bool:
+    """Whether ``successor``'s connection owns org.freedesktop.Notifications now."""
+    from dbus_fast import Message
+
+    async def owner() -> str:
+        reply = await successor.bus.call(Message(
+            destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
+            interface="org.freedesktop.DBus", member="GetNameOwner", signature="s",
+            body=[NOTIFICATIONS]))  # fmt: skip
+        return str(reply.body[0]) if reply is not None and reply.body else ""
+
+    return successor.call(owner) == successor.bus.unique_name
+
+
+class ActionCenter(DesktopNotifierBackend):
+    """desktop-notifier's Windows backend as rltray meets it (backends/winrt.py): a toast
+    that times out leaves its cache (``_on_dismissed``, reason TIMED_OUT, no callback) and
+    stays in Action Center with its buttons; ``clear`` takes it out of there by its id."""
+
+    center: dict[str, Any] = {}  # noqa: RUF012 (one notifier per test: reset by the test)
+
+    async def request_authorisation(self) -> bool:
+        return True
+
+    async def has_authorisation(self) -> bool:
+        return True
+
+    async def _send(self, notification: Any) -> None:
+        type(self).center[notification.identifier] = notification
+
+    async def _clear(self, identifier: str) -> None:
+        type(self).center.pop(identifier, None)
+
+    async def _clear_all(self) -> None:
+        type(self).center.clear()
+
+    async def _get_capabilities(self) -> frozenset[Capability]:
+        return frozenset({Capability.TITLE, Capability.MESSAGE, Capability.BUTTONS,
+                          Capability.ON_DISPATCHED, Capability.ON_DISMISSED})  # fmt: skip
+
+    def timed_out(self, identifier: str) -> None:
+        self._clear_notification_from_cache(identifier)  # the toast is in Action Center now
+
+    def pressed(self, identifier: str, button: str) -> None:  # ``_on_activated``
+        notification = self._clear_notification_from_cache(identifier)
+        type(self).center.pop(identifier, None)
+        self.handle_button(identifier, button, notification)
+
+
+def test_a_toast_that_timed_out_into_action_center_can_still_be_withdrawn(
+    make_notifier, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 4, item 4): on Windows a toast that times out goes to Action
+    Center with live Good/Bad buttons, but desktop-notifier drops it from its cache; the
+    notifier took that for "closed" and forgot it, so a turn rated elsewhere left its toast
+    there for good, and the answered toasts piled up."""
+    monkeypatch.setattr("desktop_notifier.main.get_backend_class", lambda: ActionCenter)
+    ActionCenter.center = {}
+    notifier = make_notifier(platform="win32")
+    notifier.ask(1, "Codex · p", "answer 1", group="codex:s1")
+    recorder.wait_delivered(1)
+    (first,) = ActionCenter.center
+    backend = notifier._desktop._backend
+    assert notifier._loop is not None
+    notifier._loop.call_soon_threadsafe(backend.timed_out, first)
+    notifier.ask(2, "Codex · p", "answer 2", group="codex:s2")  # tidies what ended
+    recorder.wait_delivered(2)
+    notifier.withdraw([1])  # turn 1 was rated in the window meanwhile
+    assert notifier.send_test().result(10) is True  # every job before it has run
+    assert first not in ActionCenter.center
+    (second,) = [i for i in ActionCenter.center if ActionCenter.center[i].title != "rltray test"]
+    notifier._loop.call_soon_threadsafe(backend.pressed, second, "good")  # answered: it ends
+    assert recorder.wait_ratings(1) == [(2, 1, None)]
 
 
 # -- problems -------------------------------------------------------------------------

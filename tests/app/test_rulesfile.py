@@ -156,3 +156,34 @@ def test_a_process_without_claude_config_dir_still_rewrites_the_file_installed_w
     assert cli("lessons", "delete", key)[0] == ExitCode.OK
     assert written.read_bytes() == rulesfile.HEADER
     assert not (Path.home() / ".claude" / "rules").exists()  # none made where none was asked
+
+
+def test_a_config_folder_that_is_not_there_now_does_not_end_the_opt_in(
+    paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 4, item 10): a file installed in a config folder on a drive that
+    was not mounted at the next refresh (or a network home that was down) was taken for one
+    the user deleted, and the opt-in ended for good: once the drive was back, a lesson the
+    user deleted stayed in the file Claude Code reads as their instruction."""
+    drive = tmp_path / "usb"
+    custom = drive / "claude"
+    custom.mkdir(parents=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(custom))
+    lessons(paths, "- Never print the staging password.")
+    ClaudeCode().install_lessons_file(paths)
+    written = custom / "rules" / rulesfile.NAME
+    assert b"staging password" in written.read_bytes()
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")  # the tray's environment
+    drive.rename(tmp_path / "usb-unmounted")  # the drive is away; its mount point stays
+    drive.mkdir()
+    lessons(paths, "- Be brief.")
+    assert not ClaudeCode().refresh_lessons_file(paths)
+    drive.rmdir()
+    (tmp_path / "usb-unmounted").rename(drive)  # mounted again
+    assert ClaudeCode().refresh_lessons_file(paths)
+    assert written.read_bytes() == rulesfile.HEADER + b"- Be brief.\n"
+    written.unlink()  # the folder is there and the file is gone: the user's, that ends it
+    assert not ClaudeCode().refresh_lessons_file(paths)
+    written.parent.rmdir()
+    lessons(paths, "- Newer.")
+    assert not ClaudeCode().refresh_lessons_file(paths) and not written.exists()

@@ -394,6 +394,86 @@ def test_a_waiting_note_follows_a_deleted_turn_a_bulk_unrate_and_an_edited_comme
     assert lessonfiles.take_note(home, "codex", "s1") is None
 
 
+def test_a_press_kept_in_the_spool_never_outlives_a_rating_withdrawn_since(
+    service: Service,
+) -> None:
+    """Regression (review 4, item 3): a Good kept in the spool (the database was busy) was
+    applied after the user rated the turn Bad in the window and took that back: with no
+    rating left to compare with, the older press was stored, and `rltray undo` (which took
+    the rating with the latest time as the last one) said there was nothing to undo."""
+    from datetime import datetime, timedelta, timezone
+
+    from rltray.app import spool
+    from rltray.app.errors import NothingToDo
+
+    now = datetime.now(timezone.utc)
+    turn = add_turn(service)
+    spool.spool_press(service.paths, service.store.get_turn(turn), 1, None,
+                      now - timedelta(seconds=60))  # fmt: skip
+    service.rate(turn, -1, source="web")
+    service.unrate(turn, source="web")  # the user's last word: no rating
+    report = service.ingest()
+    assert report.commands == 1 and not report.rejected and report.rated == []
+    assert service.store.active_rating(turn) is None
+    assert history(service, turn) == [(-1, None, "web", False)]
+    late = service.rate(turn, 1, source="notification", at=now - timedelta(seconds=30))
+    assert late.stale and not late.changed and not late.rating.active  # a queued click too
+    assert service.store.active_rating(turn) is None
+    with pytest.raises(NothingToDo, match="already withdrawn"):
+        service.undo()
+    # `rltray undo` takes back the rating stored last, though it was given a while ago
+    other = add_turn(service, "t2")
+    spool.spool_press(service.paths, service.store.get_turn(other), 1, None,
+                      now - timedelta(seconds=30))  # fmt: skip
+    service.rate(turn, -1, source="cli")
+    service.ingest()
+    assert service.store.active_rating(other) is not None
+    assert service.undo().turn.id == other
+    assert service.store.active_rating(turn) is not None
+
+
+def test_a_press_kept_in_the_spool_leaves_its_note_as_a_press_stored_at_once_does(
+    service: Service,
+) -> None:
+    """Regression (review 4, item 6): a Bad with a reply that reached the service through
+    the spool was stored, but the session's next prompt was never told why, and a Good
+    kept so never took a waiting note back."""
+    from datetime import datetime, timezone
+
+    from rltray.app import spool
+    from rltray.app.hooks import lessonfiles
+
+    home = str(service.paths.home)
+    turn = service.store.get_turn(add_turn(service))
+    spool.spool_press(service.paths, turn, -1, "edited the wrong file", datetime.now(timezone.utc))
+    assert service.ingest().rated == [turn.id]
+    assert "edited the wrong file" in (lessonfiles.take_note(home, "codex", "s1") or "")
+    service.rate(turn.id, -1, comment="still the wrong file", source="notification")
+    spool.spool_press(service.paths, turn, 1, None, datetime.now(timezone.utc))
+    service.ingest()
+    assert service.store.active_rating(turn.id).value == 1
+    assert lessonfiles.take_note(home, "codex", "s1") is None
+
+
+def test_a_press_kept_in_the_spool_rates_though_its_agents_capture_is_off(
+    service: Service,
+) -> None:
+    """Regression (review 4, item 7): a press kept in the spool for a turn of an agent whose
+    capture was switched off since was dropped with that agent's hook records; it is the
+    user's rating of a turn already stored, given in rltray."""
+    from datetime import datetime, timezone
+
+    from rltray.app import spool
+
+    turn = service.store.get_turn(add_turn(service))
+    spool.spool_press(service.paths, turn, -1, None, datetime.now(timezone.utc))
+    service.set_setting("agents.codex", False)
+    report = service.ingest()
+    assert report.ignored == {} and report.rated == [turn.id] and not report.rejected
+    rating = service.store.active_rating(turn.id)
+    assert rating is not None and (rating.value, rating.source) == (-1, "notification")
+
+
 def test_an_rl_whose_file_sorts_before_its_turn_waits_for_the_turn(service: Service) -> None:
     """Regression: spool files are named by the wall clock; when it stepped back between
     the Stop hook and the `/rl` (NTP), the command was read first, refused as naming a

@@ -508,6 +508,27 @@ def test_rl_lesson_as_a_sessions_first_prompt_is_the_folders_not_every_projects(
         ("Never push to main", "/work/shop"), ("Use the blog's theme", "/work/blog")]
 
 
+def test_rl_lesson_with_a_relative_folder_is_not_the_trays_folders(
+    paths: Paths, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (review 4, item 10): a record's ``cwd`` was taken as it was, and a lesson's
+    project is keyed by the folder's absolute path (``lessonfiles.key``): "shop" or "."
+    became a folder of whatever directory the tray ran in, and the lesson was told to a
+    project there. Only an absolute folder counts; otherwise as for a record without one."""
+    monkeypatch.chdir(tmp_path)
+    put(paths, "00000000000000000001-1-aaaaaaaa.json", turn_record(turn="t1", cwd="/work/shop"))
+    relative = command_record("lesson", "t1", "2026-01-02T03:05:00Z") | {
+        "comment": "Run one test", "cwd": "shop"}
+    put(paths, "00000000000000000002-1-bbbbbbbb.json", relative)
+    dot = command_record("lesson", "none", "2026-01-02T03:06:00Z") | {
+        "target_turn": None, "session": "fresh", "comment": "Be brief", "cwd": "."}
+    put(paths, "00000000000000000003-1-cccccccc.json", dot)
+    report = spool.ingest(paths, store)
+    assert (report.commands, report.rejected) == (2, 0), report.messages
+    assert [(r.text, r.project) for r in store.lesson_rows()] == [
+        ("Run one test", "/work/shop"), ("Be brief", None)]
+
+
 def test_message_ids_from_before_chats_were_kept_still_place_a_reaction(paths: Paths) -> None:
     """Regression (review 2, bug 7): ``turn_messages`` was keyed by channel and message id, so
     the second chat's message 42 was dropped as the first's. m013 adds the chat to the key;

@@ -252,6 +252,40 @@ def test_what_is_typed_in_the_drawer_survives_its_redraw(page, server, service,
 
 
 @pytest.mark.slow
+def test_a_scrubbed_comment_shows_as_stored_and_saves_again(page, server, service,
+                                                           add_turns) -> None:
+    """Regression (review 4, item 8): a comment with a credential in it was saved scrubbed,
+    but the drawer's redraw took the words in the box (unscrubbed) for unsaved ones and put
+    them back, with the comment they started from: the token stayed on screen, and the next
+    save was refused as "changed in another window"."""
+    (turn,) = add_turns(1)
+    service.rate(turn, -1, source="cli")
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    page.goto(server.launch_url("ratings"))
+    page.click(f"tr[data-id='{turn}'] td.when")
+    page.wait_for_selector(f"#detail .detail-body[data-id='{turn}']")
+    page.fill("#detail textarea", f"  use my token {secret} instead of asking  ")
+    page.click("#detail form.comment button")
+    page.wait_for_selector(f"tr[data-id='{turn}'] .rating .muted")
+    stored = service.store.active_rating(turn).comment
+    assert stored is not None and secret not in stored and stored.startswith("use my token")
+    page.wait_for_function(  # the drawer's redraw after the save has come and gone
+        "([id, text]) => { const box = document.querySelector('#detail textarea');"
+        " return document.querySelector(`#detail .detail-body[data-id='${id}']`) && box"
+        " && box.value === text && box.defaultValue === text; }", arg=[turn, stored])
+    assert secret not in page.input_value("#detail textarea")
+    shot(page, "ratings-comment-scrubbed", "Ratings")
+    page.fill("#detail textarea", "asked for the token instead of reading the env")
+    page.click("#detail form.comment button")
+    page.wait_for_function(
+        "text => document.querySelector('#detail textarea').defaultValue === text",
+        arg="asked for the token instead of reading the env")
+    assert page.query_selector("#detail .comment-changed") is None  # no 409
+    assert service.store.active_rating(turn).comment == (
+        "asked for the token instead of reading the env")
+
+
+@pytest.mark.slow
 def test_roll_back_in_the_browser(page, server, service) -> None:
     make_versions(service)
     page.goto(server.launch_url("adapters"))

@@ -64,6 +64,23 @@
     };
   }
 
+  // A comment was saved: what the server stored (scrubbed of credentials, trimmed) is what the
+  // box starts from now, and what it shows unless more was typed since the save was sent. Else
+  // the redraw took the typed words for unsaved ones, put them back with the comment they
+  // started from, and the next save was refused as changed in another window.
+  function afterSave(id, sent, turn) {
+    const box = drawer.dataset.id === String(id) ? drawer.querySelector("[data-comment] textarea") : null;
+    if (!box) return;  // the drawer shows another turn now, or none
+    const stored = turn.rating && turn.rating.comment ? turn.rating.comment : "";
+    if (box.value === sent) {
+      box.defaultValue = stored;
+      box.value = stored;
+      delete box.dataset.was;
+    } else {
+      box.dataset.was = stored;
+    }
+  }
+
   function closeDetail() { drawer.hidden = true; drawer.innerHTML = ""; }
 
   function rowOf(id) { return rows().find((r) => r.dataset.id === String(id)); }
@@ -190,7 +207,8 @@
     const box = form.querySelector("textarea");
     const body = { comment: box.value, was: startedFrom(box) };
     try {
-      const { newest } = await change(id, () => rltray.call("POST", `/api/turns/${id}/comment`, body));
+      const { turn, newest } = await change(id, () => rltray.call("POST", `/api/turns/${id}/comment`, body));
+      afterSave(id, body.comment, turn);
       if (newest) rltray.say(`Turn ${id}: comment saved.`);
     } catch (err) {
       if (!err.data || !err.data.error || err.data.error.code !== "comment_changed") return;
