@@ -20,6 +20,7 @@ import pytest
 from rltray.app import spool
 from rltray.app.paths import Paths
 from rltray.app.store import Store
+from rltray.app.training import served
 
 from tests.support.fakemodel import TOOL_OUTPUT, FakeModel
 from tests.support.realagents import (
@@ -234,6 +235,9 @@ def publish(tag: str, host: str, agents: Agents) -> None:
         store.set_adapter_status(1, "active")
         store.set_adapter_publication(1, tag, {"tag": tag, "path": "merged"})
     agents.rltray("config", "set", "ollama.host", host)
+    # what a publish leaves: the model set up, and what its latest serves (served.py)
+    agents.rltray("config", "set", "ollama.model", "smollm2:135m")
+    served.write_served(paths, "smollm2:135m", 1, tag.rpartition(":")[0] + ":latest")
 
 
 def test_rltray_use_sends_both_agents_to_the_published_tag(agents: Agents,
