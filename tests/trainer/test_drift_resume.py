@@ -36,6 +36,19 @@ def worst_drift(line: dict) -> float:
     return max(line["kl_round"], line["kl_round_general"])
 
 
+def _same_result(a_out, b_out) -> None:
+    """The same adapter, bit for bit, and the same metrics but the timings."""
+    a = adapters.load_adapter_tensors(a_out.result.adapter)
+    b = adapters.load_adapter_tensors(b_out.result.adapter)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    ma, mb = ({k: v for k, v in o.result.metrics.items()  # all but the timings
+               if not k.endswith(("_s", "_seconds"))} for o in (a_out, b_out))
+    assert mb == ma and b_out.result.reasons == a_out.result.reasons
+    assert b_out.result.trained_ids == a_out.result.trained_ids
+
+
 def test_a_round_paused_after_an_unmeasured_crossing_resumes_to_the_same_guard_stop(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
@@ -63,27 +76,8 @@ def test_a_round_paused_after_an_unmeasured_crossing_resumes_to_the_same_guard_s
     assert paused.status == "paused"
     resumed, after = run_round(job_b)
     assert [x["step"] for x in after if x["type"] == "progress"] == [4]
-    a = adapters.load_adapter_tensors(straight.result.adapter)
-    b = adapters.load_adapter_tensors(resumed.result.adapter)
-    assert a.keys() == b.keys()
-    for k in a:
-        np.testing.assert_array_equal(a[k], b[k])
-    ma, mb = ({k: v for k, v in o.result.metrics.items()  # all but the timings
-               if not k.endswith(("_s", "_seconds"))} for o in (straight, resumed))
-    assert mb == ma and resumed.result.reasons == straight.result.reasons
-    assert "kept the weights of step 2" in mb["stopped_early"]
-
-
-def _same_result(a_out, b_out) -> None:
-    a = adapters.load_adapter_tensors(a_out.result.adapter)
-    b = adapters.load_adapter_tensors(b_out.result.adapter)
-    assert a.keys() == b.keys()
-    for k in a:
-        np.testing.assert_array_equal(a[k], b[k])
-    ma, mb = ({k: v for k, v in o.result.metrics.items()  # all but the timings
-               if not k.endswith(("_s", "_seconds"))} for o in (a_out, b_out))
-    assert mb == ma and b_out.result.reasons == a_out.result.reasons
-    assert b_out.result.trained_ids == a_out.result.trained_ids
+    _same_result(straight, resumed)
+    assert "kept the weights of step 2" in resumed.result.metrics["stopped_early"]
 
 
 @pytest.mark.parametrize("hyper", [HYPER, {**HYPER, "kl_cap": 1e-7, "kl_cap_total": 1e-7}],
