@@ -162,9 +162,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     rltray = Paths(folder / "rltray")
     env = {**gateway.env, "RLTRAY_HOME": str(rltray.home),
            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for key in ("PYTHONPATH", "VIRTUAL_ENV", "RLTRAY_ALLOW_UNSAFE_LOCATION"):  # tests/conftest
+    for key in ("PYTHONPATH", "VIRTUAL_ENV"):
         if key in os.environ:
             env[key] = os.environ[key]
+    # this fixture is the module's, set up before tests/conftest.py's per-test switch: the
+    # clone runs from /tmp in CI, where `hooks install` refuses to name a program otherwise
+    env["RLTRAY_ALLOW_UNSAFE_LOCATION"] = "1"
     gateway_env = gateway.env
     world = World(gateway, model, telegram, rltray, env, gateway.config.read_bytes(), {})
     done = world.rltray_cli("hooks", "install", "--agent", "openclaw",
