@@ -131,6 +131,13 @@ def save(folder: Path, state: RoundState, backend: Any) -> Path:
     return folder
 
 
+def save_with_guard(folder: Path, state: RoundState, backend: Any, guard: Any) -> Path:
+    """:func:`save` with the drift guard's state (``guard.Guard.state``) taken into
+    ``state`` first: every checkpoint of a running round carries it."""
+    state.guard, state.guard_arrays = guard.state()
+    return save(folder, state, backend)
+
+
 def load(folder: Path) -> RoundState | None:
     """The saved round state, or ``None`` when there is no complete checkpoint."""
     folder = Path(folder)
@@ -188,8 +195,7 @@ class Periodic:
     def save(self, folder: Path, state: RoundState, backend: Any, guard: Any) -> Path:
         """Write the round's position after a finished step: the very checkpoint a pause
         at the next step would write (so resuming from it stays bit-identical)."""
-        state.guard, state.guard_arrays = guard.state()
-        path = save(folder, state, backend)
+        path = save_with_guard(folder, state, backend, guard)
         self.last = self.clock()
         self.saved += 1
         return path

@@ -153,8 +153,7 @@ def train(
 
 def _save(rnd: Round, state: checkpoint.RoundState) -> Path:
     """Checkpoint the round where it is, with its drift guard's state."""
-    state.guard, state.guard_arrays = rnd.guard.state()
-    return checkpoint.save(rnd.job.checkpoint_dir, state, rnd.backend)
+    return checkpoint.save_with_guard(rnd.job.checkpoint_dir, state, rnd.backend, rnd.guard)
 
 
 def _resume_or_start(rnd: Round) -> checkpoint.RoundState | None:
