@@ -81,3 +81,15 @@ def read_regular_file(
         if check is not None:
             check(st)
         return fh.read() if limit is None else fh.read(limit)
+
+
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a file's bytes, read a MiB at a time (weights and wheels are
+    large: never the whole file in memory). OSError as the file raises it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

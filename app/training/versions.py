@@ -57,7 +57,6 @@ run) are app/training/leftovers.py's.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -66,6 +65,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rltray.app import fileio
 from rltray.app.errors import NothingToDo, UserError
 from rltray.app.training import jobbuild, outcome
 from rltray.app.training.remote import verify
@@ -362,16 +362,8 @@ def file_digests(folder: Path) -> dict[str, str]:
     found = {}
     for name in SERVED_FILES:
         with contextlib.suppress(OSError):
-            found[name] = _sha256(folder / name)
+            found[name] = fileio.sha256_file(folder / name)
     return found
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def folder_problems(adapter: Adapter) -> list[str]:
@@ -390,7 +382,7 @@ def folder_problems(adapter: Adapter) -> list[str]:
     found = []
     for name, digest in sorted((adapter.files or {}).items()):
         try:
-            if _sha256(folder / name) != digest:
+            if fileio.sha256_file(folder / name) != digest:
                 found.append(f"{name} in its folder {folder} was replaced since it was trained")
         except OSError:
             found.append(f"{name} is missing from its folder {folder}")

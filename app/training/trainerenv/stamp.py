@@ -51,6 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rltray.app import fileio
 from rltray.app.training.trainerenv.plan import TrainerEnvError, rltray_package
 
 STAMP = "rltray-trainer.json"
@@ -326,12 +327,9 @@ def _digest(source: str) -> str | None:
     path = Path(source) if source else None
     if path is None:
         return None
-    sha = hashlib.sha256()
     if path.is_file():
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                sha.update(block)
-        return sha.hexdigest()
+        return fileio.sha256_file(path)
+    sha = hashlib.sha256()
     trainer = path / "trainer"
     if not trainer.is_dir():
         return None
