@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltray.app import rating
-from rltray.app.hooks.capture_core import MAX_CONTEXT, MAX_CONTEXT_CHARS, MAX_TEXT, rl_command
+from rltray.app.hooks.capture_core import (
+    MAX_CONTEXT,
+    MAX_CONTEXT_CHARS,
+    MAX_TEXT,
+    record_name,
+    rl_command,
+)
 from rltray.app.scrub import scrub
 from rltray.app.store.base import StoreError, parse_iso
 
@@ -610,6 +616,6 @@ def spool_press(
     validate(record)  # what ingest would refuse is refused here, where the caller can say so
     incoming = paths.spool_incoming
     incoming.mkdir(mode=0o700, parents=True, exist_ok=True)
-    name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}.json"
+    name = record_name()
     write_private_atomic(incoming / name, json.dumps(record).encode("utf-8"))
     return name

@@ -581,11 +581,18 @@ class Hook:
         record = {"v": 1, **record}
         folder = open_dir(self.home, "spool", "incoming")
         try:
-            name = f"{time.time_ns():020d}-{_os.getpid()}-{_os.urandom(4).hex()}.json"
+            name = record_name()
             write_atomic(folder, name, dumps(record).encode("ascii"))
         finally:
             folder.close()
         return name
+
+
+def record_name():
+    """A new spool record's file name: ingest applies records in the order of these names
+    (nanoseconds first), and pid plus random bytes keep two writers' apart. The service's
+    own records (``spool.spool_press``) are named here too."""
+    return f"{time.time_ns():020d}-{_os.getpid()}-{_os.urandom(4).hex()}.json"
 
 
 def lock_name(state_name):
