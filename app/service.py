@@ -117,7 +117,7 @@ class Service:
         for turn_id in dict.fromkeys(report.pressed):
             turn = self.store.get_turn(turn_id)
             if turn is not None:
-                self._note_for_next_prompt(turn, self.store.active_rating(turn_id))
+                self._note_for_next_prompt(turn, turn.rating)  # its active rating
         if report.turns or report.commands:
             self.changed(rated=report.rated)
         return report

@@ -49,11 +49,6 @@ def members(group: Group) -> tuple[str, ...]:
     return tuple(sorted({e.turn_key for e in group.evidence if e.turn_key}))
 
 
-def moves(groups: Sequence[Group], rows: Iterable[LessonRow]) -> list[Move]:
-    """What to write so every decided row names its group and the turns behind it."""
-    return plan(groups, rows).moves
-
-
 @dataclass(frozen=True)
 class Plan:
     """What ``plan`` found to write: moves first, then copies (they name moved keys)."""

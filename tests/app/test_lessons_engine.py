@@ -356,7 +356,7 @@ def test_carry_parks_a_row_whose_key_names_a_group_of_other_turns() -> None:
 
     groups = [Group("c5", [ev(5, "new")]), Group("c7", [ev(7, "b"), ev(8, "c")])]
     rows = [row("c5", ("old",)), row("c6", ("a", "b"))]
-    assert carry.moves(groups, rows) == [("c5", "was-c5", ("old",)), ("c6", "c7", ("b", "c"))]
+    assert carry.plan(groups, rows).moves == [("c5", "was-c5", ("old",)), ("c6", "c7", ("b", "c"))]
 
     # a split: the part keeping the key keeps the row; a part whose turns were all behind
     # it takes a copy (under the row's key once moved); a part with a new turn takes none

@@ -332,7 +332,7 @@ def test_a_row_left_by_a_withdrawn_group_never_lands_on_another_lesson(
     assert service.lessons.listing() == []
     rows = service.store.lesson_rows()
     groups = []  # nothing left: the row keeps its key until a group needs it
-    assert carry.moves(groups, rows) == []
+    assert carry.plan(groups, rows).moves == []
     service.rate(first, -1, comment="wrote a migration without a down step")
     (back,) = service.lessons.all(include_deleted=True)
     assert back.key == key and back.muted  # its own turns came back: so did the decision
