@@ -104,12 +104,13 @@ def built_by_rltray(python: str | os.PathLike[str]) -> bool:
     return (folder / STAMP).is_file() or folder.name == ENV_DIR
 
 
-def stale(python: str | os.PathLike[str]) -> str | None:
+def stale(python: str | os.PathLike[str], now: dict[str, Any] | None = None) -> str | None:
     """Why ``python``'s environment holds another trainer than this rltray's; None when it
-    holds this one, or when rltray did not build it."""
+    holds this one, or when rltray did not build it. ``now``: :func:`current`, when the
+    caller has it (it hashes the whole wheel or trainer tree)."""
     if not built_by_rltray(python):
         return None
-    had, now = recorded(python), current()
+    had, now = recorded(python), now or current()
     if had is None:
         return f"it was built by an older rltray, and this is rltray {now['version']}"
     if had.get("version") != now["version"]:
@@ -120,12 +121,14 @@ def stale(python: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def refresh(python: str | os.PathLike[str], say: Callable[[str], None] | None = None) -> None:
+def refresh(python: str | os.PathLike[str], say: Callable[[str], None] | None = None,
+            now: dict[str, Any] | None = None) -> None:
     """Install this rltray's trainer into ``python``'s environment (its packages stay), then
-    record it. Raises TrainerEnvError with pip's last lines when that fails."""
+    record it (``now``: :func:`current`, when the caller has it). Raises TrainerEnvError
+    with pip's last lines when that fails."""
     from rltray.app import childpython
 
-    now = current()
+    now = now or current()
     if not now["source"]:
         raise TrainerEnvError("this rltray carries no trainer to install")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -156,10 +159,10 @@ def ensure_current(
     ``install=False`` never runs pip (a caller holding a lock); ``retry`` tries again an
     update that failed before (the user asked for this round).
     """
-    why = stale(python)
+    now = current()
+    why = stale(python, now)
     if why is None:
         return None
-    now = current()
     failed = failure(python, now)
     if install and carried(now["source"]) and (retry or failed is None):
         failed = _refresh_once(python, now, retry)
@@ -175,10 +178,10 @@ def ensure_current(
 def outlook(python: str | os.PathLike[str]) -> str | None:
     """What the next round does about a stale environment, for doctor and the self-test
     (nothing is changed); None when it holds this rltray's trainer."""
-    why = stale(python)
+    now = current()
+    why = stale(python, now)
     if why is None:
         return None
-    now = current()
     failed = failure(python, now)
     if failed is None and carried(now["source"]):
         return f"{why}; the next round updates its trainer, or {CREATE}"
@@ -212,13 +215,13 @@ def _refresh_once(python: str | os.PathLike[str], now: dict[str, Any], retry: bo
     folder = root(python)
     try:
         with FileLock(str(folder / LOCK)).acquire(timeout=LOCK_WAIT_S):
-            if stale(python) is None:
+            if stale(python, now) is None:
                 return None  # another process updated it while this one waited
             said = failure(python, now)
             if said is not None and not retry:
                 return said
             try:
-                refresh(python)
+                refresh(python, now=now)
             except TrainerEnvError as exc:
                 record = {**now, "error": str(exc)}
                 with contextlib.suppress(OSError):
