@@ -538,13 +538,7 @@ def _told_to(home):
     lessons = core.sibling("lessonfiles")
     if lessons is None or home is None:
         return []
-    folder = core.join(home, lessons.FOLDER)
-    try:
-        names = sorted(core._os.listdir(folder))
-    except OSError:
-        return []
-    return [AGENT_NAMES.get(name, name) for name in names
-            if name != AGENT and not name.startswith(".") and lessons.is_on(home, name)]
+    return [label for name, label in AGENT_NAMES.items() if lessons.is_on(home, name)]
 
 
 def loaded(hook, payload):
